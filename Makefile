@@ -1,0 +1,81 @@
+# luaop - build, dependencies, tests and the local control plane.
+
+CC      ?= cc
+PKGS    := lua5.4 libuv libcurl yaml-0.1
+CSTD    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+CPPFLAGS += $(shell pkg-config --cflags $(PKGS))
+LDLIBS  += $(shell pkg-config --libs $(PKGS))
+
+SRCS    := $(wildcard src/*.c)
+OBJS    := $(SRCS:src/%.c=build/obj/%.o)
+ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o)
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+.PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
+        cluster-bin run clean distclean
+
+all: build/luaop
+
+build/luaop: $(OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+build/obj/%.o: src/%.c | build/obj
+	$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+# AddressSanitizer + UBSan build of the same sources: build/asan/luaop.
+asan: build/asan/luaop
+
+build/asan/luaop: $(ASAN_OBJS)
+	$(CC) -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+build/asan/obj/%.o: src/%.c | build/asan/obj
+	$(CC) $(CSTD) -O1 -g $(SANITIZE) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+build/obj build/asan/obj:
+	mkdir -p $@
+
+-include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d)
+
+# Debian packages the build, the tests and the control plane need.
+deps:
+	hack/deps.sh
+
+# Unit specs (no cluster), then end-to-end specs against the local control
+# plane, which is brought up if it is not running and taken down again after.
+# Ends with one line "N passed, N failed".
+test: deps
+	$(MAKE) all asan
+	spec/run.sh all
+
+test-unit: all asan
+	spec/run.sh unit
+
+test-e2e: all
+	spec/run.sh e2e
+
+# The local control plane: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok, admin kubeconfig in build/cluster/kubeconfig.
+cluster-bin:
+	hack/cluster.sh bin
+
+cluster-up:
+	hack/cluster.sh up
+
+cluster-down:
+	hack/cluster.sh down
+
+cluster-status:
+	hack/cluster.sh status
+
+# The main job. For now: bring up the local control plane and show it.
+run: deps
+	$(MAKE) all
+	hack/cluster.sh up
+	hack/cluster.sh show
+
+clean:
+	rm -rf build/obj build/asan build/luaop build/test
+
+distclean: cluster-down
+	rm -rf build

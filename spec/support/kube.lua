@@ -1,0 +1,117 @@
+-- spec/support/kube.lua - drive the local control plane from specs.
+--
+-- Runs the pinned kubectl (KUBECTL) with the admin kubeconfig (KUBECONFIG),
+-- both exported by spec/run.sh from `hack/cluster.sh env`. Waits are
+-- wait-for-condition: poll a predicate until it holds or a deadline passes.
+local cjson = require "cjson"
+local system = require "system"
+
+local kube = {}
+
+local function shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function env(name)
+  local v = os.getenv(name)
+  assert(v and v ~= "", name .. " is not set; run the e2e specs with `make test-e2e`")
+  return v
+end
+
+-- Run kubectl with the given arguments, optionally feeding `stdin`.
+-- Returns ok (exit status 0), and the combined stdout and stderr.
+function kube.kubectl(args, stdin)
+  local parts = { shell_quote(env "KUBECTL"), "--kubeconfig", shell_quote(env "KUBECONFIG") }
+  for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
+  local input
+  if stdin then
+    input = os.tmpname()
+    local f = assert(io.open(input, "w"))
+    f:write(stdin)
+    f:close()
+    parts[#parts + 1] = "<" .. shell_quote(input)
+  end
+  parts[#parts + 1] = "2>&1"
+  local p = assert(io.popen(table.concat(parts, " "), "r"))
+  local out = p:read("a")
+  local ok = p:close()
+  if input then os.remove(input) end
+  return ok == true, out
+end
+
+-- kubectl that must succeed; raises with its output otherwise.
+function kube.must(args, stdin)
+  local ok, out = kube.kubectl(args, stdin)
+  if not ok then
+    error("kubectl " .. table.concat(args, " ") .. " failed:\n" .. out, 2)
+  end
+  return out
+end
+
+-- Apply a manifest given as YAML or JSON text.
+function kube.apply(manifest)
+  return kube.must({ "apply", "-f", "-" }, manifest)
+end
+
+-- Create from a manifest; returns ok and kubectl's output (for rejections).
+function kube.create(manifest)
+  return kube.kubectl({ "create", "-f", "-" }, manifest)
+end
+
+-- Get one object as a Lua table, or nil and kubectl's output when absent.
+function kube.get(kind, name, namespace)
+  local args = { "get", kind, name, "-o", "json" }
+  if namespace then
+    args[#args + 1] = "-n"
+    args[#args + 1] = namespace
+  end
+  local ok, out = kube.kubectl(args)
+  if not ok then return nil, out end
+  return cjson.decode(out)
+end
+
+-- List objects of a kind; returns the items array.
+function kube.list(kind, namespace)
+  local args = { "get", kind, "-o", "json" }
+  if namespace then
+    args[#args + 1] = "-n"
+    args[#args + 1] = namespace
+  else
+    args[#args + 1] = "--all-namespaces"
+  end
+  return cjson.decode(kube.must(args)).items
+end
+
+-- Poll `predicate` until it returns a truthy value, which is returned.
+-- Raises naming `what` when `timeout` seconds pass first.
+function kube.wait_for(what, timeout, predicate)
+  local deadline = system.gettime() + timeout
+  local last
+  repeat
+    local v = predicate()
+    if v then return v end
+    last = v
+    system.sleep(0.1)
+  until system.gettime() > deadline
+  error(("timed out after %gs waiting for %s (last: %s)"):format(timeout, what, tostring(last)), 2)
+end
+
+-- A namespace of its own for a spec, created now; remove it with kube.delete_namespace.
+function kube.new_namespace(prefix)
+  local name = ("%s-%d-%04d"):format(prefix or "e2e", os.time(), math.random(0, 9999))
+  kube.must({ "create", "namespace", name })
+  -- The controller manager gives each namespace its default ServiceAccount,
+  -- without which the API server refuses Pods.
+  kube.wait_for("ServiceAccount default in " .. name, 30, function()
+    return kube.get("serviceaccount", "default", name) ~= nil
+  end)
+  return name
+end
+
+function kube.delete_namespace(name)
+  kube.kubectl({ "delete", "namespace", name, "--wait=false" })
+end
+
+kube.json = cjson
+
+return kube

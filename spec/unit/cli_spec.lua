@@ -1,0 +1,41 @@
+-- The luaop command line: --version, --help and bad flags, for the normal
+-- and the AddressSanitizer/UBSan builds.
+local proc = require "support.proc"
+
+for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
+  describe(bin, function()
+    it("prints its version and the versions of the libraries it links", function()
+      local code, out, err = proc.run { bin, "--version" }
+      assert.are.equal(0, code)
+      assert.are.equal("", err)
+      assert.matches("^luaop %d+%.%d+%.%d+", out)
+      assert.matches("\n  Lua 5%.4%.%d+ %(core 504%)\n", out)
+      assert.matches("\n  libuv 1%.%d+%.%d+\n", out)
+      assert.matches("\n  libcurl %d+%.%d+%.%d+ %(OpenSSL/", out)
+      assert.matches("\n  libyaml 0%.%d+%.%d+\n", out)
+    end)
+
+    it("prints usage on --help and -h and exits 0", function()
+      for _, flag in ipairs { "--help", "-h" } do
+        local code, out = proc.run { bin, flag }
+        assert.are.equal(0, code)
+        assert.matches("^Usage: luaop %[flags%]", out)
+        assert.matches("%-%-version", out)
+      end
+    end)
+
+    it("names an unknown flag and exits 2", function()
+      local code, out, err = proc.run { bin, "--no-such-flag" }
+      assert.are.equal(2, code)
+      assert.are.equal("", out)
+      assert.matches("unknown flag %-%-no%-such%-flag", err)
+      assert.matches("luaop %-%-help", err)
+    end)
+
+    it("refuses a stray argument and exits 2", function()
+      local code, _, err = proc.run { bin, "extra" }
+      assert.are.equal(2, code)
+      assert.matches("unexpected argument extra", err)
+    end)
+  end)
+end
