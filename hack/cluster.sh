@@ -91,9 +91,11 @@ build_kwok() {
 }
 
 cmd_bin() {
-  mkdir -p "$cache"
+  mkdir -p "$cache" "$root/build/bin"
   build_kwok
   build_k8s
+  # The kubectl of the same release, at a stable path.
+  ln -sfn "$k8s_bin/kubectl" "$root/build/bin/kubectl"
 }
 
 kwokctl() { "$kwok_bin/kwokctl" --name "$name" "$@"; }
@@ -134,7 +136,7 @@ cmd_up() {
       --kwok-controller-binary "$kwok_bin/kwok" \
       --kube-authorization=true \
       --secure-port=true \
-      --config "$root/hack/kwok/stages.yaml" \
+      --config "$root/hack/kwok/kwokctl.yaml" \
       --kubeconfig "$kubeconfig" \
       --quiet-pull \
       --wait 2m >"$cluster_dir/create.log" 2>&1; then

@@ -112,29 +112,32 @@ spec:
   containers:
   - {name: main, image: busybox, command: [sh, -c, "true"]}
 ]]
+    -- Every phase the batch Pod goes through, as the API server reports it.
+    local phases = kube.watch { "get", "pods", "-n", ns, "--field-selector", "metadata.name=batch",
+                                "-o", "jsonpath={.status.phase}{\"\\n\"}" }
+    finally(phases.stop)
     kube.must({ "create", "-f", "-" }, pod:format("batch", ns, "Never"))
     kube.must({ "create", "-f", "-" }, pod:format("server", ns, "Always"))
 
-    -- kube-scheduler binds it to the node; kwok starts it...
-    local running = kube.wait_for("Pod batch Running", 30, function()
-      local p = kube.get("pod", "batch", ns)
-      return p and p.status.phase == "Running" and p
+    -- kube-scheduler binds it to the node, kwok starts it, and, since its
+    -- restartPolicy is Never, finishes it a little later.
+    kube.wait_for("Pod batch Succeeded", 30, function()
+      local seen = phases.lines()
+      return seen[#seen] == "Succeeded"
     end)
-    assert.is_string(running.spec.nodeName)
-    local node = assert(kube.get("node", running.spec.nodeName))
-    assert.are.equal("fake", node.metadata.annotations["kwok.x-k8s.io/node"])
+    local seen = table.concat(phases.lines(), " ")
+    assert.matches("Running Succeeded$", seen)
 
-    -- ...and, since its restartPolicy is Never, finishes it a little later.
-    local done = kube.wait_for("Pod batch Succeeded", 30, function()
-      local p = kube.get("pod", "batch", ns)
-      return p and p.status.phase == "Succeeded" and p
-    end)
+    local done = assert(kube.get("pod", "batch", ns))
+    assert.are.equal("Succeeded", done.status.phase)
+    local node = assert(kube.get("node", done.spec.nodeName))
+    assert.are.equal("fake", node.metadata.annotations["kwok.x-k8s.io/node"])
     local state = done.status.containerStatuses[1].state
     assert.are.equal(0, state.terminated.exitCode)
 
     -- A Pod that restarts Always is a server: it keeps running.
     local server = assert(kube.get("pod", "server", ns))
-    assert.are.equal(running.spec.nodeName, server.spec.nodeName)
+    assert.are.equal(done.spec.nodeName, server.spec.nodeName)
     assert.are.equal("Running", server.status.phase)
   end)
 

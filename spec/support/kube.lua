@@ -96,6 +96,34 @@ function kube.wait_for(what, timeout, predicate)
   error(("timed out after %gs waiting for %s (last: %s)"):format(timeout, what, tostring(last)), 2)
 end
 
+-- Start `kubectl <args> --watch` in the background, its output going to a
+-- file, so that no transition is missed between polls. The returned watch
+-- has :lines() (everything printed so far) and :stop().
+function kube.watch(args)
+  local out = os.tmpname()
+  local parts = { shell_quote(env "KUBECTL"), "--kubeconfig", shell_quote(env "KUBECONFIG") }
+  for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
+  parts[#parts + 1] = "--watch >" .. shell_quote(out) .. " 2>&1 & echo $!"
+  local p = assert(io.popen(table.concat(parts, " "), "r"))
+  local pid = assert(tonumber(p:read("l")), "could not start kubectl --watch")
+  p:close()
+  local w = {}
+  function w.lines()
+    local lines = {}
+    local f = io.open(out, "r")
+    if f then
+      for l in f:lines() do lines[#lines + 1] = l end
+      f:close()
+    end
+    return lines
+  end
+  function w.stop()
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    os.remove(out)
+  end
+  return w
+end
+
 -- A namespace of its own for a spec, created now; remove it with kube.delete_namespace.
 function kube.new_namespace(prefix)
   local name = ("%s-%d-%04d"):format(prefix or "e2e", os.time(), math.random(0, 9999))
