@@ -48,7 +48,7 @@ find_go() {
 
 go_env() {
   # Go's caches live beside the binaries, outside the repository.
-  GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-mod=mod GOTOOLCHAIN=auto "$@"
+  GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto "$@"
 }
 
 build_k8s() {
