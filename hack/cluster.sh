@@ -48,7 +48,7 @@ find_go() {
 
 go_env() {
   # Go's caches live beside the binaries, outside the repository.
-  GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto "$@"
+  env GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto "$@"
 }
 
 build_k8s() {
@@ -154,7 +154,7 @@ cmd_up() {
     kubectl get serviceaccount default -n default >/dev/null 2>&1 && break
     sleep 0.5
   done
-  log "up in $((SECONDS - start)) s; kubeconfig: build/cluster/kubeconfig"
+  log "up in $((SECONDS - start)) s; kubeconfig: build/cluster/kubeconfig (kubectl of the same release: build/bin/kubectl)"
 }
 
 cmd_down() {
@@ -174,6 +174,8 @@ cmd_down() {
     done
     pids=$(leftovers)
     [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    sleep 0.2
+    [ -z "$(leftovers)" ] || die "could not stop: $(leftovers | tr '\n' ' ')"
   fi
   rm -rf "$KWOK_WORKDIR" "$kubeconfig"
   [ -n "$quiet" ] || log "down"

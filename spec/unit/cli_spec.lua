@@ -39,3 +39,15 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
     end)
   end)
 end
+
+describe("build/luaop under valgrind", function()
+  it("runs --version and --help with no memory error and no leak", function()
+    for _, flag in ipairs { "--version", "--help" } do
+      local code, out, err = proc.run { "valgrind", "--quiet", "--error-exitcode=99",
+                                        "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
+                                        "build/luaop", flag }
+      assert.are.equal(0, code, err)
+      assert.matches("luaop", out)
+    end
+  end)
+end)
