@@ -6,16 +6,19 @@ CSTD    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing
 CFLAGS  ?= -O2 -g
 CPPFLAGS += $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS))
+# A Lua C module takes Lua's symbols from the interpreter that loads it.
+MODLIBS := $(shell pkg-config --libs $(filter-out lua5.4,$(PKGS)))
 
 SRCS    := $(wildcard src/*.c)
 OBJS    := $(SRCS:src/%.c=build/obj/%.o)
 ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o)
+PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 .PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
         cluster-bin run clean distclean
 
-all: build/luaop
+all: build/luaop build/lua/luaop/core.so
 
 build/luaop: $(OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -23,19 +26,30 @@ build/luaop: $(OBJS)
 build/obj/%.o: src/%.c | build/obj
 	$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-# AddressSanitizer + UBSan build of the same sources: build/asan/luaop.
-asan: build/asan/luaop
+# The core as a Lua module, luaop.core, for the specs.
+build/lua/luaop/core.so: $(PIC_OBJS) | build/lua/luaop
+	$(CC) -shared $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MODLIBS)
+
+build/pic/%.o: src/%.c | build/pic
+	$(CC) $(CSTD) $(CFLAGS) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+# AddressSanitizer + UBSan build of the same sources: build/asan/luaop, and
+# build/asan/lua/luaop/core.so (load it with libasan preloaded).
+asan: build/asan/luaop build/asan/lua/luaop/core.so
 
 build/asan/luaop: $(ASAN_OBJS)
 	$(CC) -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 build/asan/obj/%.o: src/%.c | build/asan/obj
-	$(CC) $(CSTD) -O1 -g $(SANITIZE) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/obj build/asan/obj:
+build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS)) | build/asan/lua/luaop
+	$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
+
+build/obj build/asan/obj build/pic build/lua/luaop build/asan/lua/luaop:
 	mkdir -p $@
 
--include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(PIC_OBJS:.o=.d)
 
 # Debian packages the build, the tests and the control plane need.
 deps:
@@ -75,7 +89,7 @@ run: deps
 	hack/cluster.sh show
 
 clean:
-	rm -rf build/obj build/asan build/luaop build/test
+	rm -rf build/obj build/asan build/pic build/lua build/luaop build/test
 
 distclean: cluster-down
 	rm -rf build

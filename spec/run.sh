@@ -28,6 +28,23 @@ run_suite() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 
+# The unit specs again with the core built with AddressSanitizer and UBSan,
+# then under valgrind: one TAP line each, ok when the run is clean.
+run_memcheck() {
+  local name=$1 log="$out/$1.log" rc
+  shift
+  echo "== spec/unit under $name"
+  "$@" lua5.4 "$busted_bin" --output=TAP spec/unit >"$log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && ! grep -q '^not ok' "$log"; then
+    echo "ok 1 - unit specs run clean under $name" | tee "$out/$name.tap"
+  else
+    tail -n 40 "$log"
+    echo "not ok 1 - unit specs run clean under $name (exit $rc; $log)" | tee "$out/$name.tap"
+    status=1
+  fi
+}
+
 # A step that failed before busted could count it still counts as a failure.
 fail_step() {
   printf 'not ok 1 - %s\n' "$1" >"$out/$2.tap"
@@ -36,6 +53,10 @@ fail_step() {
 
 if [ "$mode" = unit ] || [ "$mode" = all ]; then
   run_suite unit
+  run_memcheck asan env LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
+    LUAOP_SPEC_CPATH=./build/asan/lua/?.so
+  run_memcheck valgrind valgrind --quiet --error-exitcode=99 --leak-check=full \
+    --errors-for-leak-kinds=definite
 fi
 
 if [ "$mode" = e2e ] || [ "$mode" = all ]; then

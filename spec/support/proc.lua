@@ -5,10 +5,11 @@ local function quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
--- Run argv; returns exit code, stdout, stderr.
+-- Run argv; returns exit code, stdout, stderr. The child does not inherit a
+-- sanitizer runtime preloaded into the spec runner.
 function proc.run(argv)
-  local parts = {}
-  for i, a in ipairs(argv) do parts[i] = quote(a) end
+  local parts = { "env", "-u", "LD_PRELOAD" }
+  for _, a in ipairs(argv) do parts[#parts + 1] = quote(a) end
   local err = os.tmpname()
   local p = assert(io.popen(table.concat(parts, " ") .. " 2>" .. quote(err), "r"))
   local out = p:read("a")

@@ -1,0 +1,45 @@
+/* json.h - JSON <-> Lua values, exact for Kubernetes objects.
+ *
+ * Objects decode to plain tables; arrays to tables with the metatable
+ * JSON_ARRAY_MT, so an empty array stays an array; null to the light userdata
+ * json_null (absent keys are nil). Integers that fit in 64 bits decode to Lua
+ * integers, so int64 values beyond 2^53 survive; other numbers to floats.
+ *
+ * Encoding is the inverse: a table with JSON_ARRAY_MT or a non-empty sequence
+ * is an array, any other table (including an empty one) an object. */
+#ifndef LUAOP_JSON_H
+#define LUAOP_JSON_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+#define JSON_ARRAY_MT "luaop.json.array"
+#define JSON_MAX_DEPTH 512
+
+/* The value JSON null decodes to, and encodes from. */
+#define json_null ((void *)0)
+
+/* A growable output buffer. */
+typedef struct json_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} json_buf;
+
+/* Decode `len` bytes at `s` and push the value. Returns 1 on success; on
+ * malformed input pushes nothing, writes a message naming the byte offset to
+ * `err` (size `errlen`) and returns 0. Raises only on memory errors. */
+int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errlen);
+
+/* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
+ * a value JSON cannot hold writes a message naming where it is to `err` and
+ * returns 0. Raises only on memory errors: keep `b` where a __gc frees it. */
+int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen);
+
+void json_buf_free(json_buf *b);
+
+/* Push the array metatable (created on first use). */
+void json_push_array_mt(lua_State *L);
+
+#endif

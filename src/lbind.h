@@ -1,0 +1,13 @@
+/* lbind.h - the Lua faces of the core's modules, gathered in luaop.core. */
+#ifndef LUAOP_LBIND_H
+#define LUAOP_LBIND_H
+
+#include <lua.h>
+
+/* Each pushes its module's table. */
+int lbind_json_open(lua_State *L);
+
+/* luaop.core: a table with one field per module (json, ...) and version. */
+int luaopen_luaop_core(lua_State *L);
+
+#endif

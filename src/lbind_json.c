@@ -1,0 +1,101 @@
+/* lbind_json.c - the Lua face of json.c: luaop.core.json.
+ *
+ *   json.decode(s)   -> value | nil, err    (malformed input is not misuse)
+ *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
+ *   json.null        the value of JSON null
+ *   json.array([t])  marks t (or a new table) as an array; returns it
+ *   json.is_array(t) -> boolean */
+#include "lbind.h"
+
+#include <lauxlib.h>
+
+#include "json.h"
+
+#define LBIND_JSON_BUF "luaop.json.buf"
+
+static int lbind_json_decode(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    char err[160];
+
+    if (json_decode(L, s, len, err, sizeof err))
+        return 1;
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+}
+
+static int lbind_json_buf_gc(lua_State *L)
+{
+    json_buf_free(luaL_checkudata(L, 1, LBIND_JSON_BUF));
+    return 0;
+}
+
+static int lbind_json_encode(lua_State *L)
+{
+    char err[160];
+    json_buf *b;
+
+    luaL_checkany(L, 1);
+    lua_settop(L, 1);
+    /* The buffer lives in a userdata, so a memory error frees it too. */
+    b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    if (luaL_newmetatable(L, LBIND_JSON_BUF)) {
+        lua_pushcfunction(L, lbind_json_buf_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    if (!json_encode(L, 1, b, err, sizeof err)) {
+        json_buf_free(b);
+        return luaL_error(L, "%s", err);
+    }
+    lua_pushlstring(L, b->data ? b->data : "", b->len);
+    json_buf_free(b);
+    return 1;
+}
+
+static int lbind_json_array(lua_State *L)
+{
+    if (lua_isnoneornil(L, 1)) {
+        lua_settop(L, 0);
+        lua_newtable(L);
+    } else {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_settop(L, 1);
+    }
+    json_push_array_mt(L);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+static int lbind_json_is_array(lua_State *L)
+{
+    int yes = 0;
+
+    luaL_checkany(L, 1);
+    if (lua_type(L, 1) == LUA_TTABLE && lua_getmetatable(L, 1)) {
+        json_push_array_mt(L);
+        yes = lua_rawequal(L, -1, -2);
+    }
+    lua_pushboolean(L, yes);
+    return 1;
+}
+
+static const luaL_Reg lbind_json_funcs[] = {
+    {"decode", lbind_json_decode},
+    {"encode", lbind_json_encode},
+    {"array", lbind_json_array},
+    {"is_array", lbind_json_is_array},
+    {NULL, NULL},
+};
+
+int lbind_json_open(lua_State *L)
+{
+    luaL_newlib(L, lbind_json_funcs);
+    lua_pushlightuserdata(L, json_null);
+    lua_setfield(L, -2, "null");
+    return 1;
+}
