@@ -13,6 +13,7 @@ static const struct {
     lua_CFunction open;
 } lbind_core_modules[] = {
     {"json", lbind_json_open},
+    {"log", lbind_log_open},
 };
 
 LUAMOD_API int luaopen_luaop_core(lua_State *L)
