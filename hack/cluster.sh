@@ -158,7 +158,13 @@ cmd_up() {
 }
 
 cmd_down() {
-  local quiet=${1:-}
+  local quiet=${1:-} started
+  # The processes kwokctl started, to see them gone (reaped, not even zombies).
+  local f
+  started=""
+  for f in "$KWOK_WORKDIR/clusters/$name/pids/"*.pid; do
+    [ -f "$f" ] && started+=" $(cat "$f")"
+  done
   if [ -x "$kwok_bin/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
     kwokctl delete cluster --kubeconfig "$kubeconfig" >/dev/null 2>&1 || true
   fi
@@ -177,6 +183,14 @@ cmd_down() {
     sleep 0.2
     [ -z "$(leftovers)" ] || die "could not stop: $(leftovers | tr '\n' ' ')"
   fi
+  # An exited process lingers as a zombie until init reaps it; wait for that
+  # (bounded), so that nothing of the cluster shows in ps after `down`.
+  local pid deadline=$((SECONDS + 15))
+  for pid in $started; do
+    while [ -e "/proc/$pid" ] && [ "$SECONDS" -lt "$deadline" ]; do
+      sleep 0.1
+    done
+  done
   rm -rf "$KWOK_WORKDIR" "$kubeconfig"
   [ -n "$quiet" ] || log "down"
 }

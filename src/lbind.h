@@ -7,6 +7,7 @@
 /* Each pushes its module's table. */
 int lbind_json_open(lua_State *L);
 int lbind_log_open(lua_State *L);
+int lbind_kubeconfig_open(lua_State *L);
 
 /* luaop.core: a table with one field per module (json, ...) and version. */
 int luaopen_luaop_core(lua_State *L);

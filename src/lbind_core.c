@@ -14,6 +14,7 @@ static const struct {
 } lbind_core_modules[] = {
     {"json", lbind_json_open},
     {"log", lbind_log_open},
+    {"kubeconfig", lbind_kubeconfig_open},
 };
 
 LUAMOD_API int luaopen_luaop_core(lua_State *L)
