@@ -1,0 +1,670 @@
+/* http.c - HTTP requests on the event loop (see http.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "http.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+typedef enum http_state { HTTP_QUEUED, HTTP_RUNNING, HTTP_WAITING, HTTP_DONE } http_state;
+
+struct http_request {
+    http_client *c;
+    http_state state;
+    int cancelled;
+    CURL *easy;
+    struct curl_slist *headers;
+    uv_timer_t retry_timer;
+    http_request *next;               /* in the rate limiter's queue */
+    http_request *live_prev, *live_next; /* every request not yet freed */
+    /* the request, copied */
+    char *method, *url, *content_type, *accept, *body, *bearer, *username, *password;
+    size_t body_len;
+    long timeout_ms;
+    int (*on_data)(const char *, size_t, void *);
+    http_done_cb done;
+    void *ud;
+    /* the response */
+    char *resp;
+    size_t resp_len, resp_cap;
+    char *resp_type;
+    double retry_after; /* seconds; < 0 when absent */
+    int retries;
+    const char *fail; /* set when it could not start; reported from the loop */
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+typedef struct http_sock {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    http_client *c;
+} http_sock;
+
+struct http_client {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t timer;    /* curl's timeout */
+    uv_timer_t rl_timer; /* the rate limiter's refill */
+    double qps, tokens;
+    int burst;
+    uint64_t last_refill; /* uv_now, ms */
+    http_request *queue, *queue_tail;
+    http_request *live;
+    unsigned long started;
+    int closing;
+    int open_handles;
+    /* TLS */
+    char *ca_file, *cert_file, *key_file, *connect_to, *proxy;
+    struct curl_blob ca_blob, cert_blob, key_blob;
+    int insecure;
+    struct curl_slist *connect_to_list;
+};
+
+static char *http_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int http_blob(struct curl_blob *b, const unsigned char *data, size_t len)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->flags = CURL_BLOB_NOCOPY;
+    if (data == NULL)
+        return 0;
+    b->data = malloc(len ? len : 1);
+    if (b->data == NULL)
+        return -1;
+    memcpy(b->data, data, len);
+    b->len = len;
+    return 0;
+}
+
+static void http_client_free(http_client *c)
+{
+    curl_slist_free_all(c->connect_to_list);
+    free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->connect_to);
+    free(c->proxy);
+    free(c->ca_blob.data);
+    if (c->key_blob.data)
+        memset(c->key_blob.data, 0, c->key_blob.len);
+    free(c->key_blob.data);
+    free(c->cert_blob.data);
+    free(c);
+}
+
+/* Every libuv handle of a client counts; the last one closed after
+ * http_client_close frees the client. */
+static void http_client_unref(http_client *c)
+{
+    if (--c->open_handles == 0 && c->closing)
+        http_client_free(c);
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static void http_request_closed(uv_handle_t *h)
+{
+    http_request *r = h->data;
+    http_client *c = r->c;
+
+    if (r->easy)
+        curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->headers);
+    free(r->method);
+    free(r->url);
+    free(r->content_type);
+    free(r->accept);
+    free(r->body);
+    if (r->bearer) {
+        memset(r->bearer, 0, strlen(r->bearer));
+        free(r->bearer);
+    }
+    free(r->username);
+    if (r->password) {
+        memset(r->password, 0, strlen(r->password));
+        free(r->password);
+    }
+    free(r->resp);
+    free(r->resp_type);
+    free(r);
+    http_client_unref(c);
+}
+
+static void http_request_free(http_request *r)
+{
+    http_client *c = r->c;
+
+    r->state = HTTP_DONE;
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else
+        c->live = r->live_next;
+    if (r->live_next)
+        r->live_next->live_prev = r->live_prev;
+    uv_close((uv_handle_t *)&r->retry_timer, http_request_closed);
+}
+
+static size_t http_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    http_request *r = userdata;
+    size_t n = size * nmemb;
+    long status = 0;
+
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    /* A streaming request hands over 2xx bodies as they come. */
+    if (r->on_data && status >= 200 && status < 300)
+        return r->on_data(ptr, n, r->ud) == 0 ? n : 0;
+    if (r->resp_cap - r->resp_len < n + 1) {
+        size_t cap = r->resp_cap ? r->resp_cap : 4096;
+        while (cap - r->resp_len < n + 1)
+            cap *= 2;
+        char *p = realloc(r->resp, cap);
+        if (p == NULL)
+            return 0;
+        r->resp = p;
+        r->resp_cap = cap;
+    }
+    memcpy(r->resp + r->resp_len, ptr, n);
+    r->resp_len += n;
+    r->resp[r->resp_len] = '\0';
+    return n;
+}
+
+static size_t http_header_cb(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    http_request *r = userdata;
+    size_t n = size * nitems;
+
+    if (n > 12 && strncasecmp(buf, "retry-after:", 12) == 0) {
+        char tmp[32];
+        size_t len = n - 12 < sizeof tmp - 1 ? n - 12 : sizeof tmp - 1;
+        memcpy(tmp, buf + 12, len);
+        tmp[len] = '\0';
+        char *end;
+        double v = strtod(tmp, &end);
+        if (end != tmp && v >= 0)
+            r->retry_after = v;
+    }
+    return n;
+}
+
+static int http_setup(http_request *r)
+{
+    http_client *c = r->c;
+    CURL *e = r->easy;
+    char line[256];
+
+    curl_easy_reset(e);
+    curl_slist_free_all(r->headers);
+    r->headers = NULL;
+    r->resp_len = 0;
+    r->retry_after = -1;
+    r->errbuf[0] = '\0';
+
+    curl_easy_setopt(e, CURLOPT_URL, r->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, http_header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "luaop");
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+    if (strcmp(r->method, "HEAD") == 0)
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    if (r->timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+
+    if (r->body) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    }
+    snprintf(line, sizeof line, "Accept: %s", r->accept ? r->accept : "application/json");
+    r->headers = curl_slist_append(r->headers, line);
+    if (r->content_type) {
+        snprintf(line, sizeof line, "Content-Type: %s", r->content_type);
+        r->headers = curl_slist_append(r->headers, line);
+    }
+    if (r->body == NULL)
+        r->headers = curl_slist_append(r->headers, "Expect:");
+    if (r->headers == NULL)
+        return -1;
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+
+    /* Credentials: curl sends them only to this request's host. */
+    if (r->bearer) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+        curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, r->bearer);
+    } else if (r->username) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(e, CURLOPT_USERNAME, r->username);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, r->password ? r->password : "");
+    }
+
+    if (c->insecure) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else if (c->ca_blob.data) {
+        curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &c->ca_blob);
+    } else if (c->ca_file) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    }
+    if (c->cert_blob.data) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &c->cert_blob);
+        curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    } else if (c->cert_file) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file);
+    }
+    if (c->key_blob.data) {
+        curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &c->key_blob);
+        curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    } else if (c->key_file) {
+        curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
+    }
+    if (c->connect_to_list)
+        curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to_list);
+    if (c->proxy)
+        curl_easy_setopt(e, CURLOPT_PROXY, c->proxy);
+    else
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "*"); /* proxies come from kubeconfig only */
+    return 0;
+}
+
+static void http_fail_cb(uv_timer_t *t)
+{
+    http_request *r = t->data;
+    http_response resp = {0, r->fail, "", 0, NULL, r->retries};
+
+    r->state = HTTP_DONE;
+    r->done(&resp, r->ud);
+    http_request_free(r);
+}
+
+static void http_start(http_request *r)
+{
+    http_client *c = r->c;
+
+    if (r->easy == NULL)
+        r->easy = curl_easy_init();
+    if (r->easy == NULL || http_setup(r) != 0 || curl_multi_add_handle(c->multi, r->easy) != CURLM_OK) {
+        /* Report it from the loop, never from inside http_submit. */
+        r->fail = "could not start the request (out of memory)";
+        r->state = HTTP_WAITING;
+        uv_timer_start(&r->retry_timer, http_fail_cb, 0, 0);
+        return;
+    }
+    r->state = HTTP_RUNNING;
+    c->started++;
+}
+
+/* ---- rate limiting ------------------------------------------------------ */
+
+static void http_refill(http_client *c)
+{
+    uint64_t now = uv_now(c->loop);
+
+    c->tokens += (double)(now - c->last_refill) / 1000.0 * c->qps;
+    if (c->tokens > c->burst)
+        c->tokens = c->burst;
+    c->last_refill = now;
+}
+
+static void http_rl_cb(uv_timer_t *t);
+
+static void http_drain(http_client *c)
+{
+    http_refill(c);
+    while (c->queue && c->tokens >= 1.0) {
+        http_request *r = c->queue;
+        c->queue = r->next;
+        if (c->queue == NULL)
+            c->queue_tail = NULL;
+        c->tokens -= 1.0;
+        http_start(r);
+    }
+    if (c->queue) {
+        uint64_t wait = (uint64_t)((1.0 - c->tokens) / c->qps * 1000.0) + 1;
+        uv_timer_start(&c->rl_timer, http_rl_cb, wait, 0);
+    }
+}
+
+static void http_rl_cb(uv_timer_t *t)
+{
+    http_drain(t->data);
+}
+
+static void http_enqueue(http_request *r)
+{
+    http_client *c = r->c;
+
+    if (c->qps <= 0) {
+        http_start(r);
+        return;
+    }
+    r->state = HTTP_QUEUED;
+    r->next = NULL;
+    if (c->queue_tail)
+        c->queue_tail->next = r;
+    else
+        c->queue = r;
+    c->queue_tail = r;
+    http_drain(c);
+}
+
+/* ---- completion --------------------------------------------------------- */
+
+static void http_retry_cb(uv_timer_t *t)
+{
+    http_request *r = t->data;
+
+    http_enqueue(r);
+}
+
+static void http_finish(http_request *r, CURLcode result)
+{
+    http_response resp = {0};
+    long status = 0;
+    char *ct = NULL;
+
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    /* 429, or a 5xx that says when to come back: wait, then try again. */
+    if (result == CURLE_OK && r->retries < HTTP_MAX_RETRIES && !r->on_data &&
+        (status == 429 || (status >= 500 && r->retry_after >= 0))) {
+        double wait = r->retry_after >= 0 ? r->retry_after : 1.0;
+        if (wait > 60)
+            wait = 60;
+        r->retries++;
+        r->state = HTTP_WAITING;
+        uv_timer_start(&r->retry_timer, http_retry_cb, (uint64_t)(wait * 1000.0), 0);
+        return;
+    }
+    curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct)
+        r->resp_type = strdup(ct);
+    resp.status = result == CURLE_OK ? status : 0;
+    if (result != CURLE_OK)
+        resp.error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
+    resp.body = r->resp ? r->resp : "";
+    resp.body_len = r->resp_len;
+    resp.content_type = r->resp_type;
+    resp.retries = r->retries;
+    r->state = HTTP_DONE;
+    r->done(&resp, r->ud);
+    http_request_free(r);
+}
+
+static void http_check_done(http_client *c)
+{
+    CURLMsg *msg;
+    int pending;
+
+    while ((msg = curl_multi_info_read(c->multi, &pending))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        http_request *r;
+        CURL *e = msg->easy_handle;
+        CURLcode result = msg->data.result;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
+        curl_multi_remove_handle(c->multi, e);
+        http_finish(r, result);
+    }
+}
+
+/* ---- libuv glue (curl's docs/examples/multi-uv.c) ----------------------- */
+
+static void http_sock_closed(uv_handle_t *h)
+{
+    http_sock *s = h->data;
+    http_client *c = s->c;
+
+    free(s);
+    http_client_unref(c);
+}
+
+static void http_poll_cb(uv_poll_t *p, int status, int events)
+{
+    http_sock *s = p->data;
+    http_client *c = s->c;
+    int flags = 0, running;
+
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (!status && (events & UV_READABLE))
+        flags |= CURL_CSELECT_IN;
+    if (!status && (events & UV_WRITABLE))
+        flags |= CURL_CSELECT_OUT;
+    curl_multi_socket_action(c->multi, s->fd, flags, &running);
+    http_check_done(c);
+}
+
+static int http_socket_cb(CURL *e, curl_socket_t fd, int action, void *userp, void *socketp)
+{
+    http_client *c = userp;
+    http_sock *s = socketp;
+    int events = 0;
+
+    (void)e;
+    if (action == CURL_POLL_REMOVE) {
+        if (s) {
+            uv_poll_stop(&s->poll);
+            uv_close((uv_handle_t *)&s->poll, http_sock_closed);
+            curl_multi_assign(c->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (s == NULL) {
+        s = calloc(1, sizeof *s);
+        if (s == NULL || uv_poll_init_socket(c->loop, &s->poll, fd) != 0) {
+            free(s);
+            return -1;
+        }
+        s->fd = fd;
+        s->c = c;
+        s->poll.data = s;
+        c->open_handles++;
+        curl_multi_assign(c->multi, fd, s);
+    }
+    if (action != CURL_POLL_IN)
+        events |= UV_WRITABLE;
+    if (action != CURL_POLL_OUT)
+        events |= UV_READABLE;
+    uv_poll_start(&s->poll, events, http_poll_cb);
+    return 0;
+}
+
+static void http_timeout_cb(uv_timer_t *t)
+{
+    http_client *c = t->data;
+    int running;
+
+    curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    http_check_done(c);
+}
+
+static int http_timer_cb(CURLM *m, long timeout_ms, void *userp)
+{
+    http_client *c = userp;
+
+    (void)m;
+    if (timeout_ms < 0)
+        uv_timer_stop(&c->timer);
+    else
+        uv_timer_start(&c->timer, http_timeout_cb, timeout_ms > 0 ? (uint64_t)timeout_ms : 1, 0);
+    return 0;
+}
+
+/* ---- the client ---------------------------------------------------------- */
+
+http_client *http_client_new(uv_loop_t *loop, const http_tls *tls, double qps, int burst)
+{
+    static int global_init;
+    http_client *c;
+
+    if (!global_init) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+            return NULL;
+        global_init = 1;
+    }
+    c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->loop = loop;
+    c->qps = qps;
+    c->burst = burst > 0 ? burst : 1;
+    c->tokens = c->burst;
+    c->last_refill = uv_now(loop);
+    if (tls) {
+        c->insecure = tls->insecure;
+        c->ca_file = http_strdup(tls->ca_file);
+        c->cert_file = http_strdup(tls->cert_file);
+        c->key_file = http_strdup(tls->key_file);
+        c->connect_to = http_strdup(tls->connect_to);
+        c->proxy = http_strdup(tls->proxy);
+        if (http_blob(&c->ca_blob, tls->ca_data, tls->ca_len) || http_blob(&c->cert_blob, tls->cert_data, tls->cert_len) ||
+            http_blob(&c->key_blob, tls->key_data, tls->key_len))
+            goto err;
+        if (c->connect_to && (c->connect_to_list = curl_slist_append(NULL, c->connect_to)) == NULL)
+            goto err;
+    }
+    c->multi = curl_multi_init();
+    if (c->multi == NULL)
+        goto err;
+    uv_timer_init(loop, &c->timer);
+    uv_timer_init(loop, &c->rl_timer);
+    c->timer.data = c;
+    c->rl_timer.data = c;
+    c->open_handles = 2;
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, http_socket_cb);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, http_timer_cb);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    return c;
+err:
+    if (c->multi) {
+        curl_multi_cleanup(c->multi);
+        c->multi = NULL;
+    }
+    http_client_close(c);
+    return NULL;
+}
+
+http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done, void *ud)
+{
+    http_request *r;
+
+    if (c->closing)
+        return NULL;
+    r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->c = c;
+    r->done = done;
+    r->ud = ud;
+    r->on_data = s->on_data;
+    r->timeout_ms = s->timeout_ms;
+    r->retry_after = -1;
+    r->method = http_strdup(s->method ? s->method : "GET");
+    r->url = http_strdup(s->url);
+    r->content_type = http_strdup(s->content_type);
+    r->accept = http_strdup(s->accept);
+    r->bearer = http_strdup(s->bearer);
+    r->username = http_strdup(s->username);
+    r->password = http_strdup(s->password);
+    if (s->body) {
+        r->body = malloc(s->body_len + 1);
+        if (r->body) {
+            memcpy(r->body, s->body, s->body_len);
+            r->body[s->body_len] = '\0';
+            r->body_len = s->body_len;
+        }
+    }
+    uv_timer_init(c->loop, &r->retry_timer);
+    r->retry_timer.data = r;
+    c->open_handles++;
+    r->live_next = c->live;
+    if (c->live)
+        c->live->live_prev = r;
+    c->live = r;
+    if (!r->method || !r->url || (s->body && !r->body) || (s->bearer && !r->bearer) ||
+        (s->content_type && !r->content_type) || (s->accept && !r->accept) ||
+        (s->username && !r->username) || (s->password && !r->password)) {
+        http_request_free(r);
+        return NULL;
+    }
+    http_enqueue(r);
+    return r;
+}
+
+void http_cancel(http_request *r)
+{
+    http_client *c = r->c;
+
+    switch (r->state) {
+    case HTTP_RUNNING:
+        curl_multi_remove_handle(c->multi, r->easy);
+        break;
+    case HTTP_QUEUED:
+        for (http_request **p = &c->queue; *p; p = &(*p)->next) {
+            if (*p == r) {
+                *p = r->next;
+                break;
+            }
+        }
+        c->queue_tail = NULL;
+        for (http_request *q = c->queue; q; q = q->next)
+            c->queue_tail = q;
+        break;
+    case HTTP_WAITING:
+        uv_timer_stop(&r->retry_timer);
+        break;
+    case HTTP_DONE:
+        return;
+    }
+    http_request_free(r);
+}
+
+unsigned long http_requests_total(const http_client *c)
+{
+    return c->started;
+}
+
+static void http_client_timer_closed(uv_handle_t *h)
+{
+    http_client_unref(h->data);
+}
+
+void http_client_close(http_client *c)
+{
+    if (c == NULL || c->closing)
+        return;
+    c->closing = 1;
+    if (c->multi == NULL) { /* never fully made: no handles yet */
+        http_client_free(c);
+        return;
+    }
+    /* Requests still around are cancelled; each frees itself. */
+    while (c->live)
+        http_cancel(c->live);
+    /* Closing cached connections may call http_socket_cb: do it while the
+     * client and its loop are alive. */
+    curl_multi_cleanup(c->multi);
+    c->multi = NULL;
+    uv_close((uv_handle_t *)&c->timer, http_client_timer_closed);
+    uv_close((uv_handle_t *)&c->rl_timer, http_client_timer_closed);
+}

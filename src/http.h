@@ -1,0 +1,83 @@
+/* http.h - HTTP requests on the event loop: libcurl's multi interface driven
+ * by libuv (socket and timer callbacks, as curl's docs/examples/multi-uv.c).
+ *
+ * Keep-alive and HTTP/2 multiplexing over shared connections, gzip, TLS
+ * verified unless told otherwise, a token-bucket rate limit (qps/burst) in
+ * front of every request, 429 and 5xx-with-Retry-After retried after the
+ * server's delay (at most HTTP_MAX_RETRIES times), a timeout per request.
+ * Redirects are never followed, so credentials never cross to another host.
+ * Credentials are never logged. */
+#ifndef LUAOP_HTTP_H
+#define LUAOP_HTTP_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#define HTTP_MAX_RETRIES 10
+
+typedef struct http_client http_client;
+typedef struct http_request http_request;
+
+/* TLS and proxy settings for every request of a client. Blobs and paths are
+ * copied. */
+typedef struct http_tls {
+    const char *ca_file;
+    const unsigned char *ca_data;
+    size_t ca_len;
+    const char *cert_file;
+    const unsigned char *cert_data;
+    size_t cert_len;
+    const char *key_file;
+    const unsigned char *key_data;
+    size_t key_len;
+    int insecure;           /* skip verification (kubeconfig said so) */
+    const char *connect_to; /* curl CONNECT_TO entry, for tls-server-name */
+    const char *proxy;
+} http_tls;
+
+typedef struct http_spec {
+    const char *method; /* GET, POST, PUT, PATCH, DELETE */
+    const char *url;
+    const char *content_type; /* for a body */
+    const char *accept;       /* NULL: application/json */
+    const char *body;
+    size_t body_len;
+    const char *bearer; /* Authorization: Bearer ... */
+    const char *username, *password;
+    long timeout_ms; /* 0: none */
+    /* Streaming (watch): called with each chunk as it arrives; the final
+     * callback then gets only what was not delivered. Return 0 to go on,
+     * non-zero to abort the transfer. */
+    int (*on_data)(const char *data, size_t len, void *ud);
+} http_spec;
+
+typedef struct http_response {
+    long status;        /* 0 when no HTTP response came */
+    const char *error;  /* transport error (connect, TLS, timeout), or NULL */
+    const char *body;   /* NUL-terminated */
+    size_t body_len;
+    const char *content_type;
+    int retries; /* how often 429/5xx made it wait and retry */
+} http_response;
+
+typedef void (*http_done_cb)(const http_response *r, void *ud);
+
+/* qps <= 0 disables rate limiting. NULL on failure. */
+http_client *http_client_new(uv_loop_t *loop, const http_tls *tls, double qps, int burst);
+
+/* Start a request; `done` runs once, on the loop, unless cancelled. NULL if
+ * it could not be started (out of memory). */
+http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done, void *ud);
+
+/* Stop a request; its callback will not run. */
+void http_cancel(http_request *r);
+
+/* Requests started (including retries) per method and status code class are
+ * counted; this is the total. */
+unsigned long http_requests_total(const http_client *c);
+
+/* Cancel everything and free the client once its handles are closed. */
+void http_client_close(http_client *c);
+
+#endif
