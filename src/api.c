@@ -1,0 +1,268 @@
+/* api.c - requests to one API server (see api.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+
+struct api {
+    uv_loop_t *loop;
+    http_client *http;
+    auth *auth;
+    char *server; /* without a trailing slash */
+    char *namespace;
+    char *username, *password;
+};
+
+typedef struct api_call {
+    api *a;
+    char *method, *path, *content_type, *accept, *body;
+    size_t body_len;
+    long timeout_ms;
+    int refreshed;
+    http_done_cb done;
+    void *ud;
+    uv_idle_t defer; /* reports a failure to start from the loop */
+    char *fail;
+} api_call;
+
+static char *api_dup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char *err, size_t errlen)
+{
+    api *a = calloc(1, sizeof *a);
+    http_tls tls = {0};
+    char *connect_to = NULL;
+    size_t n;
+
+    if (a == NULL)
+        goto oom;
+    a->loop = loop;
+    a->server = api_dup(kc->server);
+    a->namespace = api_dup(kc->namespace);
+    a->username = api_dup(kc->username);
+    a->password = api_dup(kc->password);
+    if (!a->server || !a->namespace)
+        goto oom;
+    n = strlen(a->server);
+    while (n > 0 && a->server[n - 1] == '/')
+        a->server[--n] = '\0';
+
+    tls.ca_file = kc->ca_file;
+    tls.ca_data = kc->ca_data.data;
+    tls.ca_len = kc->ca_data.len;
+    tls.cert_file = kc->cert_file;
+    tls.cert_data = kc->cert_data.data;
+    tls.cert_len = kc->cert_data.len;
+    tls.key_file = kc->key_file;
+    tls.key_data = kc->key_data.data;
+    tls.key_len = kc->key_data.len;
+    tls.insecure = kc->insecure;
+    tls.proxy = kc->proxy_url;
+    if (kc->tls_server_name && kc->tls_server_name[0]) {
+        /* Verify the certificate for tls-server-name while connecting to the
+         * server's address: ask for that name, connect to the real host. */
+        char host[256], rest[1024];
+        int port = 443;
+        const char *p = a->server + (strncmp(a->server, "https://", 8) == 0 ? 8 : 7);
+        if (sscanf(p, "%255[^:/]:%d", host, &port) < 1) {
+            snprintf(err, errlen, "cannot parse the server URL %s", a->server);
+            goto fail;
+        }
+        const char *path = strchr(p, '/');
+        snprintf(rest, sizeof rest, "%s", path ? path : "");
+        n = strlen(kc->tls_server_name) + strlen(host) + 64;
+        connect_to = malloc(n);
+        char *server = malloc(n + strlen(rest));
+        if (!connect_to || !server) {
+            free(server);
+            goto oom;
+        }
+        snprintf(connect_to, n, "%s:%d:%s:%d", kc->tls_server_name, port, host, port);
+        snprintf(server, n + strlen(rest), "https://%s:%d%s", kc->tls_server_name, port, rest);
+        free(a->server);
+        a->server = server;
+        tls.connect_to = connect_to;
+    }
+    a->http = http_client_new(loop, &tls, qps, burst);
+    free(connect_to);
+    connect_to = NULL;
+    if (a->http == NULL)
+        goto oom;
+    a->auth = auth_new(loop, kc);
+    if (a->auth == NULL)
+        goto oom;
+    return a;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    free(connect_to);
+    api_free(a);
+    return NULL;
+}
+
+static void api_call_free(api_call *c)
+{
+    free(c->method);
+    free(c->path);
+    free(c->content_type);
+    free(c->accept);
+    free(c->body);
+    free(c->fail);
+    free(c);
+}
+
+static void api_defer_closed(uv_handle_t *h)
+{
+    api_call_free(h->data);
+}
+
+static void api_defer_cb(uv_idle_t *h)
+{
+    api_call *c = h->data;
+    http_response r = {0};
+
+    uv_idle_stop(h);
+    r.error = c->fail;
+    r.body = "";
+    c->done(&r, c->ud);
+    uv_close((uv_handle_t *)h, api_defer_closed);
+}
+
+/* Report a failure from the loop, never from inside api_request. */
+static void api_fail(api_call *c, const char *msg)
+{
+    c->fail = strdup(msg ? msg : "failed");
+    uv_idle_init(c->a->loop, &c->defer);
+    c->defer.data = c;
+    uv_idle_start(&c->defer, api_defer_cb);
+}
+
+static void api_send(api_call *c);
+
+static void api_done(const http_response *r, void *ud)
+{
+    api_call *c = ud;
+
+    if (r->status == 401 && !c->refreshed && auth_refreshable(c->a->auth)) {
+        c->refreshed = 1;
+        auth_invalidate(c->a->auth);
+        api_send(c);
+        return;
+    }
+    c->done(r, c->ud);
+    api_call_free(c);
+}
+
+static void api_with_credential(const char *bearer, const char *err, void *ud)
+{
+    api_call *c = ud;
+    api *a = c->a;
+    http_spec s = {0};
+    size_t n = strlen(a->server) + strlen(c->path) + 1;
+    char *url;
+
+    if (err) {
+        api_fail(c, err);
+        return;
+    }
+    url = malloc(n);
+    if (url == NULL) {
+        api_fail(c, "out of memory");
+        return;
+    }
+    snprintf(url, n, "%s%s", a->server, c->path);
+    s.method = c->method;
+    s.url = url;
+    s.content_type = c->content_type;
+    s.accept = c->accept;
+    s.body = c->body;
+    s.body_len = c->body_len;
+    s.timeout_ms = c->timeout_ms;
+    s.bearer = bearer;
+    if (!bearer && a->username) {
+        s.username = a->username;
+        s.password = a->password;
+    }
+    if (http_submit(a->http, &s, api_done, c) == NULL)
+        api_fail(c, "out of memory");
+    free(url);
+}
+
+static void api_send(api_call *c)
+{
+    auth_get(c->a->auth, api_with_credential, c);
+}
+
+int api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
+{
+    api_call *c = calloc(1, sizeof *c);
+
+    if (c == NULL)
+        return -1;
+    c->a = a;
+    c->done = done;
+    c->ud = ud;
+    c->method = api_dup(s->method ? s->method : "GET");
+    c->path = api_dup(s->path);
+    c->content_type = api_dup(s->content_type);
+    c->accept = api_dup(s->accept);
+    c->timeout_ms = s->timeout_ms;
+    if (s->body) {
+        c->body = malloc(s->body_len + 1);
+        if (c->body) {
+            memcpy(c->body, s->body, s->body_len);
+            c->body[s->body_len] = '\0';
+        }
+        c->body_len = s->body_len;
+    }
+    if (!c->method || !c->path || (s->body && !c->body)) {
+        api_call_free(c);
+        return -1;
+    }
+    api_send(c);
+    return 0;
+}
+
+const char *api_server(const api *a)
+{
+    return a->server;
+}
+
+const char *api_namespace(const api *a)
+{
+    return a->namespace;
+}
+
+unsigned long api_requests_total(const api *a)
+{
+    return http_requests_total(a->http);
+}
+
+unsigned api_exec_runs(const api *a)
+{
+    return auth_exec_runs(a->auth);
+}
+
+void api_free(api *a)
+{
+    if (a == NULL)
+        return;
+    http_client_close(a->http);
+    auth_free(a->auth);
+    free(a->server);
+    free(a->namespace);
+    free(a->username);
+    if (a->password) {
+        memset(a->password, 0, strlen(a->password));
+        free(a->password);
+    }
+    free(a);
+}

@@ -1,0 +1,38 @@
+/* api.h - requests to one API server: its URL, TLS, rate limit and
+ * credentials from a resolved kubeconfig. A 401 with a credential that can
+ * be renewed (token file, exec plugin) is retried once with a fresh one. */
+#ifndef LUAOP_API_H
+#define LUAOP_API_H
+
+#include <uv.h>
+
+#include "http.h"
+#include "kubeconfig.h"
+
+typedef struct api api;
+
+typedef struct api_spec {
+    const char *method;
+    const char *path; /* "/api/v1/namespaces/x/pods?limit=500" */
+    const char *content_type;
+    const char *accept;
+    const char *body;
+    size_t body_len;
+    long timeout_ms;
+} api_spec;
+
+/* NULL and a message in err on failure. */
+api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char *err, size_t errlen);
+
+/* Start a request; done runs on the loop, never before api_request returns.
+ * -1 when it could not be started (out of memory). */
+int api_request(api *a, const api_spec *s, http_done_cb done, void *ud);
+
+const char *api_server(const api *a);
+const char *api_namespace(const api *a);
+unsigned long api_requests_total(const api *a);
+unsigned api_exec_runs(const api *a);
+
+void api_free(api *a);
+
+#endif

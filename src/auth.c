@@ -1,0 +1,487 @@
+/* auth.c - bearer credentials for the API server, kept fresh (see auth.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "auth.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "json.h"
+
+extern char **environ;
+
+typedef struct auth_waiter {
+    auth_cb cb;
+    void *ud;
+} auth_waiter;
+
+struct auth {
+    uv_loop_t *loop;
+    char *token;       /* static, from the kubeconfig */
+    char *token_file;
+    char *current;     /* the token in use (from the file or the plugin) */
+    time_t fetched;    /* when current was read (token file) */
+    time_t expires;    /* plugin credential expiry; 0 none */
+    int stale;         /* a 401 said current is no good */
+    kubeconfig_exec *exec;
+    char *server;      /* for KUBERNETES_EXEC_INFO */
+    /* a running plugin */
+    int running;
+    uv_process_t proc;
+    uv_pipe_t out;
+    char *buf;
+    size_t len, cap;
+    int64_t exit_status;
+    int pipe_open, proc_open;
+    auth_waiter *waiters;
+    size_t nwaiters, capwaiters;
+    unsigned exec_runs;
+    int freeing;
+};
+
+static void auth_wipe(char **s)
+{
+    if (*s) {
+        memset(*s, 0, strlen(*s));
+        free(*s);
+        *s = NULL;
+    }
+}
+
+static char *auth_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static kubeconfig_exec *auth_copy_exec(const kubeconfig_exec *e)
+{
+    kubeconfig_exec *c = calloc(1, sizeof *c);
+
+    if (c == NULL)
+        return NULL;
+    c->api_version = auth_strdup(e->api_version);
+    c->command = auth_strdup(e->command);
+    c->interactive_mode = auth_strdup(e->interactive_mode);
+    c->provide_cluster_info = e->provide_cluster_info;
+    c->args = calloc(e->nargs + 1, sizeof *c->args);
+    c->env = calloc(2 * e->nenv + 1, sizeof *c->env);
+    if (c->args)
+        for (size_t i = 0; i < e->nargs; i++, c->nargs++)
+            c->args[i] = auth_strdup(e->args[i]);
+    if (c->env)
+        for (size_t i = 0; i < 2 * e->nenv; i += 2, c->nenv++) {
+            c->env[i] = auth_strdup(e->env[i]);
+            c->env[i + 1] = auth_strdup(e->env[i + 1]);
+        }
+    return c;
+}
+
+static void auth_free_exec(kubeconfig_exec *e)
+{
+    if (e == NULL)
+        return;
+    free(e->api_version);
+    free(e->command);
+    free(e->interactive_mode);
+    for (size_t i = 0; i < e->nargs; i++)
+        free(e->args[i]);
+    for (size_t i = 0; i < 2 * e->nenv; i++)
+        free(e->env[i]);
+    free(e->args);
+    free(e->env);
+    free(e);
+}
+
+auth *auth_new(uv_loop_t *loop, const kubeconfig *kc)
+{
+    auth *a = calloc(1, sizeof *a);
+
+    if (a == NULL)
+        return NULL;
+    a->loop = loop;
+    a->token = auth_strdup(kc->token);
+    a->token_file = auth_strdup(kc->token_file);
+    a->server = auth_strdup(kc->server);
+    if (kc->exec && (a->exec = auth_copy_exec(kc->exec)) == NULL) {
+        auth_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+int auth_refreshable(const auth *a)
+{
+    return a->exec != NULL || (a->token == NULL && a->token_file != NULL);
+}
+
+unsigned auth_exec_runs(const auth *a)
+{
+    return a->exec_runs;
+}
+
+void auth_invalidate(auth *a)
+{
+    a->stale = 1;
+}
+
+/* ---- token file --------------------------------------------------------- */
+
+static const char *auth_from_file(auth *a, char *err, size_t errlen)
+{
+    time_t now = time(NULL);
+    char buf[16384];
+    size_t n;
+    FILE *f;
+
+    if (a->current && !a->stale && now - a->fetched < AUTH_TOKEN_FILE_TTL)
+        return a->current;
+    f = fopen(a->token_file, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "token file %s: %s", a->token_file, strerror(errno));
+        return NULL;
+    }
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+    buf[n] = '\0';
+    auth_wipe(&a->current);
+    a->current = strdup(buf);
+    memset(buf, 0, sizeof buf);
+    if (a->current == NULL || n == 0) {
+        snprintf(err, errlen, "token file %s is empty", a->token_file);
+        return NULL;
+    }
+    a->fetched = now;
+    a->stale = 0;
+    return a->current;
+}
+
+/* ---- exec plugin --------------------------------------------------------- */
+
+/* Seconds since the epoch of an RFC 3339 time; -1 if malformed. */
+static time_t auth_parse_time(const char *s)
+{
+    int y, mo, d, h, mi, sec, n = 0;
+    long off = 0;
+
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
+        return -1;
+    s += n;
+    if (*s == '.')
+        while (*++s >= '0' && *s <= '9')
+            ;
+    if (*s == '+' || *s == '-') {
+        int oh, om;
+        if (sscanf(s + 1, "%2d:%2d", &oh, &om) != 2)
+            return -1;
+        off = (oh * 3600L + om * 60L) * (*s == '-' ? -1 : 1);
+    } else if (*s != 'Z' && *s != 'z') {
+        return -1;
+    }
+    /* days from civil (Howard Hinnant's algorithm) */
+    y -= mo <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153L * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    long days = era * 146097 + doe - 719468;
+    return (time_t)(days * 86400L + h * 3600L + mi * 60L + sec - off);
+}
+
+static void auth_notify(auth *a, const char *bearer, const char *err)
+{
+    auth_waiter *w = a->waiters;
+    size_t n = a->nwaiters;
+
+    a->waiters = NULL;
+    a->nwaiters = a->capwaiters = 0;
+    for (size_t i = 0; i < n; i++)
+        w[i].cb(bearer, err, w[i].ud);
+    free(w);
+}
+
+/* Read the ExecCredential the plugin printed. */
+static void auth_exec_parse(auth *a, char *err, size_t errlen)
+{
+    lua_State *L = luaL_newstate();
+    char jerr[160];
+
+    if (L == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return;
+    }
+    if (!json_decode(L, a->buf ? a->buf : "", a->len, jerr, sizeof jerr) || !lua_istable(L, -1)) {
+        snprintf(err, errlen, "exec plugin %s printed no ExecCredential JSON (%s)", a->exec->command,
+                 a->buf ? jerr : "no output");
+        goto out;
+    }
+    lua_getfield(L, -1, "kind");
+    lua_getfield(L, -2, "apiVersion");
+    if (!lua_isstring(L, -2) || strcmp(lua_tostring(L, -2), "ExecCredential") != 0) {
+        snprintf(err, errlen, "exec plugin %s printed kind %s, not ExecCredential", a->exec->command,
+                 lua_isstring(L, -2) ? lua_tostring(L, -2) : "(none)");
+        goto out;
+    }
+    if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), a->exec->api_version) != 0) {
+        snprintf(err, errlen, "exec plugin %s printed apiVersion %s, but the kubeconfig asks for %s",
+                 a->exec->command, lua_isstring(L, -1) ? lua_tostring(L, -1) : "(none)",
+                 a->exec->api_version);
+        goto out;
+    }
+    lua_pop(L, 2);
+    if (lua_getfield(L, -1, "status") != LUA_TTABLE) {
+        snprintf(err, errlen, "exec plugin %s printed an ExecCredential without status", a->exec->command);
+        goto out;
+    }
+    if (lua_getfield(L, -1, "token") != LUA_TSTRING || lua_rawlen(L, -1) == 0) {
+        snprintf(err, errlen, "exec plugin %s printed no status.token (client certificates from plugins "
+                 "are not supported yet)", a->exec->command);
+        goto out;
+    }
+    auth_wipe(&a->current);
+    a->current = strdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    a->expires = 0;
+    if (lua_getfield(L, -1, "expirationTimestamp") == LUA_TSTRING) {
+        time_t t = auth_parse_time(lua_tostring(L, -1));
+        if (t < 0) {
+            snprintf(err, errlen, "exec plugin %s printed a malformed status.expirationTimestamp",
+                     a->exec->command);
+            auth_wipe(&a->current);
+            goto out;
+        }
+        a->expires = t;
+    }
+    a->stale = 0;
+out:
+    lua_close(L);
+}
+
+static void auth_exec_finish(auth *a)
+{
+    char err[400] = "";
+
+    if (a->pipe_open || a->proc_open)
+        return; /* both handles must be closed first */
+    a->running = 0;
+    if (a->freeing) {
+        auth_notify(a, NULL, "shutting down");
+        free(a->buf);
+        free(a);
+        return;
+    }
+    if (a->exit_status != 0)
+        snprintf(err, sizeof err, "exec plugin %s exited with status %lld", a->exec->command,
+                 (long long)a->exit_status);
+    else
+        auth_exec_parse(a, err, sizeof err);
+    if (a->buf)
+        memset(a->buf, 0, a->len);
+    free(a->buf);
+    a->buf = NULL;
+    a->len = a->cap = 0;
+    auth_notify(a, err[0] ? NULL : a->current, err[0] ? err : NULL);
+}
+
+static void auth_pipe_closed(uv_handle_t *h)
+{
+    auth *a = h->data;
+
+    a->pipe_open = 0;
+    auth_exec_finish(a);
+}
+
+static void auth_proc_closed(uv_handle_t *h)
+{
+    auth *a = h->data;
+
+    a->proc_open = 0;
+    auth_exec_finish(a);
+}
+
+static void auth_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    auth *a = h->data;
+
+    if (a->cap - a->len < suggested) {
+        size_t cap = a->cap ? a->cap : 4096;
+        while (cap - a->len < suggested)
+            cap *= 2;
+        char *p = realloc(a->buf, cap + 1);
+        if (p == NULL) {
+            buf->base = NULL;
+            buf->len = 0;
+            return;
+        }
+        a->buf = p;
+        a->cap = cap;
+    }
+    buf->base = a->buf + a->len;
+    buf->len = a->cap - a->len;
+}
+
+static void auth_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    auth *a = s->data;
+
+    (void)buf;
+    if (n > 0) {
+        a->len += (size_t)n;
+        a->buf[a->len] = '\0';
+    } else if (n < 0) {
+        uv_close((uv_handle_t *)&a->out, auth_pipe_closed);
+    }
+}
+
+static void auth_exit(uv_process_t *p, int64_t status, int signal)
+{
+    auth *a = p->data;
+
+    a->exit_status = signal ? 128 + signal : status;
+    uv_close((uv_handle_t *)&a->proc, auth_proc_closed);
+}
+
+static void auth_exec_start(auth *a)
+{
+    kubeconfig_exec *e = a->exec;
+    size_t nenv = 0;
+    char **env, **argv, info[512];
+    uv_process_options_t o = {0};
+    uv_stdio_container_t stdio[3];
+    int rc;
+
+    while (environ[nenv])
+        nenv++;
+    env = calloc(nenv + e->nenv + 2, sizeof *env);
+    argv = calloc(e->nargs + 2, sizeof *argv);
+    if (env == NULL || argv == NULL) {
+        free(env);
+        free(argv);
+        auth_notify(a, NULL, "out of memory");
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        env[k++] = environ[i];
+    for (size_t i = 0; i < e->nenv; i++) {
+        size_t len = strlen(e->env[2 * i]) + strlen(e->env[2 * i + 1]) + 2;
+        env[k] = malloc(len);
+        if (env[k])
+            snprintf(env[k++], len, "%s=%s", e->env[2 * i], e->env[2 * i + 1]);
+    }
+    snprintf(info, sizeof info,
+             "KUBERNETES_EXEC_INFO={\"apiVersion\":\"%s\",\"kind\":\"ExecCredential\",\"spec\":{\"interactive\":false}}",
+             e->api_version);
+    env[k++] = info;
+    argv[0] = e->command;
+    for (size_t i = 0; i < e->nargs; i++)
+        argv[i + 1] = e->args[i];
+
+    uv_pipe_init(a->loop, &a->out, 0);
+    a->out.data = a;
+    a->proc.data = a;
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&a->out;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    o.file = e->command;
+    o.args = argv;
+    o.env = env;
+    o.stdio = stdio;
+    o.stdio_count = 3;
+    o.exit_cb = auth_exit;
+    a->running = 1;
+    a->exec_runs++;
+    a->pipe_open = 1;
+    rc = uv_spawn(a->loop, &a->proc, &o);
+    for (size_t i = nenv; i + 1 < k; i++)
+        free(env[i]);
+    free(env);
+    free(argv);
+    if (rc != 0) {
+        char err[400];
+        snprintf(err, sizeof err, "exec plugin %s could not start: %s", e->command, uv_strerror(rc));
+        a->proc_open = 1;
+        uv_close((uv_handle_t *)&a->proc, NULL);
+        a->proc_open = 0;
+        a->exit_status = -1;
+        uv_close((uv_handle_t *)&a->out, auth_pipe_closed);
+        /* auth_exec_finish reports exit -1 generically; say why now. */
+        auth_notify(a, NULL, err);
+        return;
+    }
+    a->proc_open = 1;
+    uv_read_start((uv_stream_t *)&a->out, auth_alloc, auth_read);
+}
+
+/* ---- the one entry point ---------------------------------------------- */
+
+void auth_get(auth *a, auth_cb cb, void *ud)
+{
+    char err[400];
+
+    if (a->token && !a->stale) {
+        cb(a->token, NULL, ud);
+        return;
+    }
+    if (a->exec) {
+        time_t now = time(NULL);
+        if (a->current && !a->stale && (a->expires == 0 || now < a->expires - 10)) {
+            cb(a->current, NULL, ud);
+            return;
+        }
+        if (a->nwaiters == a->capwaiters) {
+            size_t cap = a->capwaiters ? 2 * a->capwaiters : 8;
+            auth_waiter *w = realloc(a->waiters, cap * sizeof *w);
+            if (w == NULL) {
+                cb(NULL, "out of memory", ud);
+                return;
+            }
+            a->waiters = w;
+            a->capwaiters = cap;
+        }
+        a->waiters[a->nwaiters++] = (auth_waiter){cb, ud};
+        if (!a->running)
+            auth_exec_start(a);
+        return;
+    }
+    if (a->token_file) {
+        const char *t = auth_from_file(a, err, sizeof err);
+        cb(t, t ? NULL : err, ud);
+        return;
+    }
+    if (a->token) { /* stale, but nothing can renew it */
+        cb(a->token, NULL, ud);
+        return;
+    }
+    cb(NULL, NULL, ud);
+}
+
+void auth_free(auth *a)
+{
+    if (a == NULL)
+        return;
+    auth_wipe(&a->token);
+    auth_wipe(&a->current);
+    free(a->token_file);
+    free(a->server);
+    auth_free_exec(a->exec);
+    a->exec = NULL;
+    if (a->running) {
+        /* Let the plugin's handles close; auth_exec_finish frees the rest. */
+        a->freeing = 1;
+        uv_process_kill(&a->proc, SIGTERM);
+        return;
+    }
+    free(a->waiters);
+    free(a->buf);
+    free(a);
+}
