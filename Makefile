@@ -2,7 +2,7 @@
 
 CC      ?= cc
 PKGS    := lua5.4 libuv libcurl yaml-0.1
-CSTD    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 CPPFLAGS += $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS))
@@ -10,8 +10,10 @@ LDLIBS  += $(shell pkg-config --libs $(PKGS))
 MODLIBS := $(shell pkg-config --libs $(filter-out lua5.4,$(PKGS)))
 
 SRCS    := $(wildcard src/*.c)
-OBJS    := $(SRCS:src/%.c=build/obj/%.o)
-ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o)
+LUA_SRCS := $(sort $(wildcard lua/luaop/*.lua))
+# The binary embeds the Lua half; the module (for specs) finds it on lpath.
+OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o
+ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o
 PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -25,6 +27,15 @@ build/luaop: $(OBJS)
 
 build/obj/%.o: src/%.c | build/obj
 	$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
+	lua5.4 hack/embed.lua $@ $(LUA_SRCS)
+
+build/obj/luaembed.o: build/gen/luaembed.c | build/obj
+	$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -Isrc -c -o $@ $<
+
+build/asan/obj/luaembed.o: build/gen/luaembed.c | build/asan/obj
+	$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -Isrc -c -o $@ $<
 
 # The core as a Lua module, luaop.core, for the specs.
 build/lua/luaop/core.so: $(PIC_OBJS) | build/lua/luaop
@@ -43,10 +54,10 @@ build/asan/luaop: $(ASAN_OBJS)
 build/asan/obj/%.o: src/%.c | build/asan/obj
 	$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS)) | build/asan/lua/luaop
+build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/luaembed.o,$(ASAN_OBJS)) | build/asan/lua/luaop
 	$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
-build/obj build/asan/obj build/pic build/lua/luaop build/asan/lua/luaop:
+build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop:
 	mkdir -p $@
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(PIC_OBJS:.o=.d)
@@ -89,7 +100,7 @@ run: deps
 	hack/cluster.sh show
 
 clean:
-	rm -rf build/obj build/asan build/pic build/lua build/luaop build/test
+	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test
 
 distclean: cluster-down
 	rm -rf build

@@ -1,5 +1,4 @@
 /* api.c - requests to one API server (see api.h). */
-#define _POSIX_C_SOURCE 200809L
 
 #include "api.h"
 

@@ -1,5 +1,4 @@
 /* auth.c - bearer credentials for the API server, kept fresh (see auth.h). */
-#define _POSIX_C_SOURCE 200809L
 
 #include "auth.h"
 

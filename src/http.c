@@ -1,5 +1,4 @@
 /* http.c - HTTP requests on the event loop (see http.h). */
-#define _POSIX_C_SOURCE 200809L
 
 #include "http.h"
 

@@ -1,6 +1,5 @@
 /* kubeconfig.c - resolve where the API server is and how to authenticate to
  * it, as kubectl and controller-runtime do (see kubeconfig.h). */
-#define _POSIX_C_SOURCE 200809L
 
 #include "kubeconfig.h"
 

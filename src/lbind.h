@@ -8,6 +8,12 @@
 int lbind_json_open(lua_State *L);
 int lbind_log_open(lua_State *L);
 int lbind_kubeconfig_open(lua_State *L);
+int lbind_api_open(lua_State *L);
+int lbind_task_open(lua_State *L);
+
+struct api;
+/* The API server luaop.core.api talks to (set by main). */
+void lbind_api_use(struct api *a);
 
 /* luaop.core: a table with one field per module (json, ...) and version. */
 int luaopen_luaop_core(lua_State *L);

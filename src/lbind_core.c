@@ -15,6 +15,8 @@ static const struct {
     {"json", lbind_json_open},
     {"log", lbind_log_open},
     {"kubeconfig", lbind_kubeconfig_open},
+    {"api", lbind_api_open},
+    {"task", lbind_task_open},
 };
 
 LUAMOD_API int luaopen_luaop_core(lua_State *L)

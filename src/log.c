@@ -1,5 +1,4 @@
 /* log.c - structured logs, as controller-runtime's zap writes them (log.h). */
-#define _POSIX_C_SOURCE 200809L
 
 #include "log.h"
 

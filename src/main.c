@@ -1,30 +1,59 @@
 /* main.c - luaop's command line: parse flags and wire the modules.
  *
- * For now luaop answers --version and --help; the event loop, the client and
- * the controllers are wired here as later modules land. */
-#define _POSIX_C_SOURCE 200809L
-
+ * `luaop --script FILE [-- args]` runs a script that defines no controller as
+ * a program: top to bottom in a task, against the API server the kubeconfig
+ * names, then exits with its status. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
+#include <lauxlib.h>
 #include <lua.h>
+#include <lualib.h>
 #include <uv.h>
 #include <yaml.h>
 
+#include "api.h"
+#include "kubeconfig.h"
+#include "lbind.h"
+#include "log.h"
+#include "luaembed.h"
+#include "sched.h"
 #include "version.h"
 
 static const char *main_usage =
-    "Usage: luaop [flags]\n"
+    "Usage: luaop --script FILE [flags] [-- script arguments]\n"
     "\n"
-    "luaop runs Kubernetes operators written in Lua 5.4.\n"
+    "luaop runs Kubernetes operators written in Lua 5.4. A script that defines\n"
+    "no controller runs as a program, top to bottom, and its return value is\n"
+    "the exit status.\n"
     "\n"
     "Flags:\n"
-    "  -h, --help       show this help and exit\n"
-    "      --version    print the version of luaop and of the libraries it\n"
-    "                   runs on, and exit\n";
+    "      --script FILE        the Lua script to run\n"
+    "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
+    "                           then ~/.kube/config)\n"
+    "      --context NAME       kubeconfig context (default: current-context)\n"
+    "  -n, --namespace NAME     namespace (default: the context's, else default)\n"
+    "      --qps N              client-side requests per second; 0 disables (default 20)\n"
+    "      --burst N            client-side burst (default 30)\n"
+    "      --log-format FORMAT  text or json (default text)\n"
+    "      --log-level LEVEL    error, info, debug, trace, or a number (default info)\n"
+    "  -v, --v N                verbosity, as --log-level N\n"
+    "  -h, --help               show this help and exit\n"
+    "      --version            print the versions of luaop and its libraries, and exit\n";
+
+typedef struct main_opts {
+    const char *script;
+    const char *kubeconfig, *context, *namespace;
+    double qps;
+    int burst;
+    log_format log_format;
+    int log_level;
+    int script_argc;
+    char **script_argv;
+} main_opts;
 
 static void main_print_version(FILE *out)
 {
@@ -33,44 +62,235 @@ static void main_print_version(FILE *out)
     fprintf(out, "luaop %s\n", LUAOP_VERSION);
     fprintf(out, "  %s (core %d)\n", LUA_RELEASE, (int)lua_version(NULL));
     fprintf(out, "  libuv %s\n", uv_version_string());
-    fprintf(out, "  libcurl %s (%s)\n", curl->version,
-            curl->ssl_version ? curl->ssl_version : "no TLS");
+    fprintf(out, "  libcurl %s (%s)\n", curl->version, curl->ssl_version ? curl->ssl_version : "no TLS");
     fprintf(out, "  libyaml %s\n", yaml_get_version_string());
+}
+
+static int main_number(const char *flag, const char *s, double *out)
+{
+    char *end;
+
+    *out = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || *out < 0) {
+        fprintf(stderr, "luaop: %s wants a number >= 0, not %s\n", flag, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 to run, or an exit status (+1) to return now. */
+static int main_parse(int argc, char **argv, main_opts *o)
+{
+    enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
+           OPT_LOG_FORMAT, OPT_LOG_LEVEL };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {"script", required_argument, NULL, OPT_SCRIPT},
+        {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+        {"context", required_argument, NULL, OPT_CONTEXT},
+        {"namespace", required_argument, NULL, 'n'},
+        {"qps", required_argument, NULL, OPT_QPS},
+        {"burst", required_argument, NULL, OPT_BURST},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"v", required_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
+    };
+    double d;
+    int c;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hn:v:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(main_usage, stdout);
+            return 1;
+        case OPT_VERSION:
+            main_print_version(stdout);
+            return 1;
+        case OPT_SCRIPT:
+            o->script = optarg;
+            break;
+        case OPT_KUBECONFIG:
+            o->kubeconfig = optarg;
+            break;
+        case OPT_CONTEXT:
+            o->context = optarg;
+            break;
+        case 'n':
+            o->namespace = optarg;
+            break;
+        case OPT_QPS:
+            if (main_number("--qps", optarg, &o->qps) != 0)
+                return 3;
+            break;
+        case OPT_BURST:
+            if (main_number("--burst", optarg, &d) != 0)
+                return 3;
+            o->burst = (int)d;
+            break;
+        case OPT_LOG_FORMAT:
+            if (log_parse_format(optarg, &o->log_format) != 0) {
+                fprintf(stderr, "luaop: --log-format must be text or json, not %s\n", optarg);
+                return 3;
+            }
+            break;
+        case OPT_LOG_LEVEL:
+        case 'v':
+            if (log_parse_level(optarg, &o->log_level) != 0) {
+                fprintf(stderr, "luaop: %s must be error, info, debug, trace or a number, not %s\n",
+                        c == 'v' ? "-v" : "--log-level", optarg);
+                return 3;
+            }
+            break;
+        case ':':
+            fprintf(stderr, "luaop: flag %s needs a value\n", argv[optind - 1]);
+            return 3;
+        default:
+            fprintf(stderr, "luaop: unknown flag %s\nRun 'luaop --help' for usage.\n", argv[optind - 1]);
+            return 3;
+        }
+    }
+    /* Arguments after the flags (or after --) are the script's. */
+    o->script_argc = argc - optind;
+    o->script_argv = argv + optind;
+    if (o->script == NULL) {
+        if (o->script_argc > 0) {
+            fprintf(stderr, "luaop: unexpected argument %s\nRun 'luaop --help' for usage.\n",
+                    o->script_argv[0]);
+            return 3;
+        }
+        fputs(main_usage, stderr);
+        return 3;
+    }
+    return 0;
+}
+
+typedef struct main_run {
+    int status;
+    int ended;
+} main_run;
+
+static void main_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
+{
+    main_run *run = ud;
+
+    run->ended = 1;
+    if (!ok) {
+        log_field f = {"error", LOG_STR, .v.str = {sched_error(t), strlen(sched_error(t))}};
+        log_write(LOG_ERROR, "script", "script failed", &f, 1);
+        run->status = 1;
+        return;
+    }
+    /* The exit status: an integer returned, false is 1, anything else 0. */
+    run->status = 0;
+    if (nres > 0) {
+        if (lua_isinteger(co, -nres))
+            run->status = (int)lua_tointeger(co, -nres);
+        else if (lua_isboolean(co, -nres) && !lua_toboolean(co, -nres))
+            run->status = 1;
+    }
+}
+
+static int main_script(const main_opts *o)
+{
+    uv_loop_t *loop = uv_default_loop();
+    kubeconfig_opts ko = {0};
+    kubeconfig *kc = NULL;
+    api *a = NULL;
+    lua_State *L = NULL;
+    main_run run = {1, 0};
+    char err[600];
+
+    ko.kubeconfig = o->kubeconfig;
+    ko.context = o->context;
+    ko.namespace = o->namespace;
+    ko.env_kubeconfig = getenv("KUBECONFIG");
+    ko.home = getenv("HOME");
+    ko.service_host = getenv("KUBERNETES_SERVICE_HOST");
+    ko.service_port = getenv("KUBERNETES_SERVICE_PORT");
+    if (kubeconfig_load(&ko, &kc, err, sizeof err) != 0) {
+        log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
+        log_write(LOG_ERROR, "setup", "cannot load the Kubernetes configuration", &f, 1);
+        return 1;
+    }
+    {
+        log_field f[] = {
+            {"source", LOG_STR, .v.str = {kc->source, strlen(kc->source)}},
+            {"context", LOG_STR, .v.str = {kc->context ? kc->context : "", kc->context ? strlen(kc->context) : 0}},
+            {"server", LOG_STR, .v.str = {kc->server, strlen(kc->server)}},
+            {"namespace", LOG_STR, .v.str = {kc->namespace, strlen(kc->namespace)}},
+        };
+        log_write(LOG_DEBUG, "setup", "using Kubernetes configuration", f, 4);
+    }
+    a = api_new(loop, kc, o->qps, o->burst, err, sizeof err);
+    kubeconfig_free(kc);
+    if (a == NULL) {
+        log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
+        log_write(LOG_ERROR, "setup", "cannot set up the API client", &f, 1);
+        return 1;
+    }
+    lbind_api_use(a);
+
+    L = luaL_newstate();
+    if (L == NULL) {
+        log_write(LOG_ERROR, "setup", "cannot create a Lua state", NULL, 0);
+        goto out;
+    }
+    *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
+    luaL_openlibs(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_luaop_core);
+    lua_setfield(L, -2, "luaop.core");
+    lua_pop(L, 1);
+    luaembed_preload(L);
+
+    /* arg, as the lua interpreter sets it: arg[0] the script, then its args. */
+    lua_createtable(L, o->script_argc, 1);
+    lua_pushstring(L, o->script);
+    lua_rawseti(L, -2, 0);
+    for (int i = 0; i < o->script_argc; i++) {
+        lua_pushstring(L, o->script_argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setglobal(L, "arg");
+
+    /* Text only: binary chunks are never loaded. */
+    if (luaL_loadfilex(L, o->script, "t") != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        log_field f = {"error", LOG_STR, .v.str = {msg, strlen(msg)}};
+        log_write(LOG_ERROR, "script", "cannot load script", &f, 1);
+        goto out;
+    }
+    for (int i = 0; i < o->script_argc; i++)
+        lua_pushstring(L, o->script_argv[i]);
+    if (sched_spawn(L, o->script_argc, main_done, &run) == NULL) {
+        log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
+        goto out;
+    }
+    while (!run.ended && uv_run(loop, UV_RUN_ONCE))
+        ;
+    if (!run.ended) {
+        log_write(LOG_ERROR, "script", "script is waiting for something that can never happen", NULL, 0);
+        run.status = 1;
+    }
+out:
+    api_free(a);
+    uv_run(loop, UV_RUN_DEFAULT); /* let closing handles close */
+    if (L)
+        lua_close(L);
+    uv_loop_close(loop);
+    return run.status;
 }
 
 int main(int argc, char **argv)
 {
-    enum { OPT_VERSION = 0x100 };
-    static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
+    main_opts o = {.qps = 20, .burst = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO};
+    int r = main_parse(argc, argv, &o);
 
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            fputs(main_usage, stdout);
-            return EXIT_SUCCESS;
-        case OPT_VERSION:
-            main_print_version(stdout);
-            return EXIT_SUCCESS;
-        case ':':
-            fprintf(stderr, "luaop: flag %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "luaop: unknown flag %s\nRun 'luaop --help' for usage.\n",
-                    argv[optind - 1]);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "luaop: unexpected argument %s\nRun 'luaop --help' for usage.\n",
-                argv[optind]);
-        return 2;
-    }
-    fputs(main_usage, stderr);
-    return 2;
+    if (r != 0)
+        return r - 1;
+    log_setup(o.log_format, o.log_level, NULL);
+    return main_script(&o);
 }

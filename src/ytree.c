@@ -1,5 +1,4 @@
 /* ytree.c - a YAML document as a small tree (see ytree.h). */
-#define _POSIX_C_SOURCE 200809L
 
 #include "ytree.h"
 

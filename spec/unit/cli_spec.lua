@@ -19,8 +19,11 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       for _, flag in ipairs { "--help", "-h" } do
         local code, out = proc.run { bin, flag }
         assert.are.equal(0, code)
-        assert.matches("^Usage: luaop %[flags%]", out)
-        assert.matches("%-%-version", out)
+        assert.matches("^Usage: luaop %-%-script FILE %[flags%]", out)
+        for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst",
+                             "--log-format", "--log-level" } do
+          assert.is_truthy(out:find(f, 1, true), f)
+        end
       end
     end)
 
@@ -36,6 +39,22 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       local code, _, err = proc.run { bin, "extra" }
       assert.are.equal(2, code)
       assert.matches("unexpected argument extra", err)
+    end)
+
+    it("names a bad flag value and exits 2", function()
+      local code, _, err = proc.run { bin, "--script", "x.lua", "--log-format", "xml" }
+      assert.are.equal(2, code)
+      assert.matches("%-%-log%-format must be text or json, not xml", err)
+      code, _, err = proc.run { bin, "--script", "x.lua", "--qps", "fast" }
+      assert.are.equal(2, code)
+      assert.matches("%-%-qps wants a number", err)
+    end)
+
+    it("explains a kubeconfig it cannot use, naming the file", function()
+      local code, _, err = proc.run { bin, "--kubeconfig", "/nonexistent/config", "--script", "x.lua" }
+      assert.are.equal(1, code)
+      assert.matches("cannot load the Kubernetes configuration", err)
+      assert.matches("kubeconfig /nonexistent/config: No such file or directory", err)
     end)
   end)
 end

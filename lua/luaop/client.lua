@@ -1,0 +1,374 @@
+-- luaop.client - the typed Kubernetes client: kinds in, objects out.
+--
+-- Scripts speak in kinds ("Pod", "v1/Pod", "apps/v1/Deployment",
+-- "cnat.programming-kubernetes.info/v1alpha1/At"), never URLs: discovery maps
+-- a kind to its resource and scope, cached and refreshed on a miss, so a CRD
+-- installed after start works. Every call that talks to the API server
+-- yields the calling task until the answer is in.
+--
+-- API failures return nil, err; err has code (HTTP status, 0 when no answer
+-- came), reason (NotFound, Conflict, AlreadyExists, Forbidden, Invalid, ...)
+-- and message. Misuse (a missing kind or name) raises.
+local core = require "luaop.core"
+
+local json, api = core.json, core.api
+local encode, decode = json.encode, json.decode
+
+local client = {}
+client.__index = client
+
+-- ---- errors -----------------------------------------------------------------
+
+local Error = {}
+Error.__index = Error
+Error.__tostring = function(e)
+  return ("%s: %s"):format(e.reason, e.message)
+end
+
+local reason_of_code = {
+  [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
+  [405] = "MethodNotAllowed", [406] = "NotAcceptable", [409] = "Conflict", [410] = "Gone",
+  [413] = "RequestEntityTooLarge", [415] = "UnsupportedMediaType", [422] = "Invalid",
+  [429] = "TooManyRequests", [500] = "InternalError", [503] = "ServiceUnavailable",
+  [504] = "Timeout",
+}
+
+-- An error from an HTTP status and body (a metav1.Status when the API server
+-- wrote it), or from a transport failure (code 0).
+local function api_error(code, body)
+  local err = setmetatable({ code = code or 0 }, Error)
+  if code == nil or code == 0 then
+    err.reason, err.message = "TransportError", body or "request failed"
+    return err
+  end
+  local status = body and body ~= "" and decode(body)
+  if type(status) == "table" and status.kind == "Status" then
+    if type(status.reason) == "string" and status.reason ~= "" then err.reason = status.reason end
+    if type(status.message) == "string" then err.message = status.message end
+    if type(status.details) == "table" then err.details = status.details end
+  end
+  err.reason = err.reason or reason_of_code[code] or (code >= 500 and "InternalError" or "Unknown")
+  err.message = err.message or ("the server answered HTTP %d"):format(code)
+  return err
+end
+client.error = api_error
+
+local function is_error(v)
+  return getmetatable(v) == Error
+end
+client.is_error = is_error
+
+-- ---- requests -----------------------------------------------------------------
+
+local function escape(s)
+  return (tostring(s):gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end))
+end
+
+local function query(params)
+  local keys = {}
+  for k, v in pairs(params) do
+    if v ~= nil and v ~= false and v ~= "" then keys[#keys + 1] = k end
+  end
+  if #keys == 0 then return "" end
+  table.sort(keys)
+  for i, k in ipairs(keys) do
+    local v = params[k]
+    keys[i] = escape(k) .. "=" .. (v == true and "true" or escape(v))
+  end
+  return "?" .. table.concat(keys, "&")
+end
+
+-- Send a request; returns the decoded body (or true when empty) | nil, err.
+local function call(method, path, body, content_type, timeout)
+  local status, text = api.request {
+    method = method, path = path, timeout = timeout,
+    body = body and (type(body) == "string" and body or encode(body)),
+    content_type = body and (content_type or "application/json"),
+  }
+  if status == nil then return nil, api_error(0, text) end
+  if status < 200 or status > 299 then return nil, api_error(status, text) end
+  if text == "" then return true end
+  local v, err = decode(text)
+  if v == nil then return nil, api_error(status, "the server sent malformed JSON: " .. err) end
+  return v
+end
+
+-- ---- discovery ------------------------------------------------------------------
+
+-- gv ("v1", "apps/v1") -> {kinds = {Kind = {resource, namespaced}}} | false (404)
+local groups = {}
+
+local function gv_path(gv)
+  return gv:find("/", 1, true) and "/apis/" .. gv or "/api/" .. gv
+end
+
+local function load_gv(gv)
+  local list, err = call("GET", gv_path(gv))
+  if not list then
+    if err.code == 404 then
+      groups[gv] = false
+      return false
+    end
+    return nil, err
+  end
+  local kinds = {}
+  for _, r in ipairs(list.resources or {}) do
+    if not r.name:find("/", 1, true) then
+      kinds[r.kind] = { gv = gv, kind = r.kind, resource = r.name, namespaced = r.namespaced }
+    end
+  end
+  groups[gv] = { kinds = kinds }
+  return groups[gv]
+end
+
+-- The resource of kind in gv | nil (none) | nil, err. refresh: look again
+-- when the cache has no such kind.
+local function find(gv, kind, refresh)
+  local g = groups[gv]
+  if g == nil or (refresh and not (g and g.kinds[kind])) then
+    local err
+    g, err = load_gv(gv)
+    if g == nil then return nil, err end
+  end
+  return g and g.kinds[kind] or nil
+end
+
+-- The preferred group versions the server serves, core first, for bare kinds.
+local function preferred_gvs()
+  local list, err = call("GET", "/apis")
+  if not list then return nil, err end
+  local out = { "v1" }
+  for _, g in ipairs(list.groups or {}) do
+    if g.preferredVersion then out[#out + 1] = g.preferredVersion.groupVersion end
+  end
+  return out
+end
+
+-- Parse "Kind", "v1/Kind", "group/version/Kind" into gv (or nil) and kind.
+local function split_kind(spec)
+  local parts = {}
+  for p in spec:gmatch("[^/]+") do parts[#parts + 1] = p end
+  if #parts == 1 then return nil, parts[1] end
+  if #parts == 2 then return parts[1], parts[2] end
+  if #parts == 3 then return parts[1] .. "/" .. parts[2], parts[3] end
+  error(("bad kind %q: want Kind, version/Kind or group/version/Kind"):format(spec), 3)
+end
+
+local bare = {} -- bare kind -> resolution
+
+-- Resolve a kind to {gv, kind, resource, namespaced} | nil, err. A miss is
+-- looked up again, so the kinds of CRDs installed after start resolve.
+function client:resolve(spec)
+  if type(spec) ~= "string" or spec == "" then error("a kind is required", 2) end
+  local gv, kind = split_kind(spec)
+  if not gv and bare[kind] then return bare[kind] end
+  for pass = 1, 2 do
+    local refresh, gvs = pass == 2, { gv }
+    if not gv then
+      local r, err = find("v1", kind, refresh)
+      if err then return nil, err end
+      if r then
+        bare[kind] = r
+        return r
+      end
+      gvs, err = preferred_gvs()
+      if not gvs then return nil, err end
+    end
+    for _, c in ipairs(gvs) do
+      local r, err = find(c, kind, refresh)
+      if err then return nil, err end
+      if r then
+        if not gv then bare[kind] = r end
+        return r
+      end
+    end
+  end
+  return nil, setmetatable({
+    code = 404, reason = "NotFound",
+    message = ("the server has no resource for kind %s%s"):format(gv and gv .. "/" or "", kind),
+  }, Error)
+end
+
+-- ---- paths ------------------------------------------------------------------------
+
+-- The collection path of a resolved kind, in namespace ns (nil: all namespaces).
+local function collection(r, ns)
+  local base = gv_path(r.gv)
+  if r.namespaced and ns then
+    return ("%s/namespaces/%s/%s"):format(base, escape(ns), r.resource)
+  end
+  return ("%s/%s"):format(base, r.resource)
+end
+
+function client:namespace_of(r, ns)
+  if not r.namespaced then return nil end
+  return ns or self.namespace
+end
+
+-- Kind spec and namespace/name of an object.
+local function object_ref(obj)
+  if type(obj) ~= "table" then error("an object (table) is required", 3) end
+  if type(obj.kind) ~= "string" or type(obj.apiVersion) ~= "string" then
+    error("the object needs apiVersion and kind", 3)
+  end
+  local md = obj.metadata or {}
+  return obj.apiVersion .. "/" .. obj.kind, md.namespace, md.name
+end
+
+-- name_or_req: a name, or a request {namespace =, name =}
+local function name_ns(name_or_req, ns)
+  if type(name_or_req) == "table" then
+    return name_or_req.name, name_or_req.namespace or ns
+  end
+  return name_or_req, ns
+end
+
+-- ---- verbs ---------------------------------------------------------------------------
+
+-- get(kind, name [, namespace]) or get(kind, {namespace =, name =})
+function client:get(kind, name_or_req, ns)
+  local name
+  name, ns = name_ns(name_or_req, ns)
+  if type(name) ~= "string" or name == "" then error("get needs a name", 2) end
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  return call("GET", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name))
+end
+
+-- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
+-- opts.label_selector, opts.field_selector, opts.limit (page size, default 500).
+-- Pages through continue tokens; returns the list with every item.
+function client:list(kind, opts)
+  opts = opts or {}
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
+  local path = collection(r, ns)
+  local items, continue, list = json.array(), nil, nil
+  repeat
+    local page
+    page, err = call("GET", path .. query {
+      labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
+      limit = opts.limit or 500, continue = continue,
+    })
+    if not page then return nil, err end
+    for _, item in ipairs(page.items or {}) do
+      -- Items of a list carry no apiVersion/kind: give them theirs.
+      item.apiVersion = item.apiVersion or r.gv
+      item.kind = item.kind or r.kind
+      items[#items + 1] = item
+    end
+    list = page
+    continue = page.metadata and page.metadata["continue"]
+  until continue == nil or continue == "" or continue == json.null
+  list.items = items
+  if list.metadata then list.metadata["continue"] = nil end
+  return list
+end
+
+local function write_path(self, obj, with_name, sub)
+  local kind, ns, name = object_ref(obj)
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  if r.namespaced and obj.metadata then obj.metadata.namespace = ns or self.namespace end
+  local path = collection(r, self:namespace_of(r, ns))
+  if with_name then
+    if type(name) ~= "string" or name == "" then error("the object needs metadata.name", 3) end
+    path = path .. "/" .. escape(name)
+  end
+  return path .. (sub and "/" .. sub or "")
+end
+
+-- create(obj [, opts]): opts.field_manager, opts.dry_run
+function client:create(obj, opts)
+  opts = opts or {}
+  local path, err = write_path(self, obj, false)
+  if not path then return nil, err end
+  return call("POST", path .. query { fieldManager = opts.field_manager, dryRun = opts.dry_run and "All" }, obj)
+end
+
+-- update(obj): a PUT with obj's resourceVersion; a stale one is a Conflict.
+function client:update(obj, opts)
+  opts = opts or {}
+  local path, err = write_path(self, obj, true)
+  if not path then return nil, err end
+  return call("PUT", path .. query { fieldManager = opts.field_manager }, obj)
+end
+
+-- update_status(obj): a PUT of the status subresource.
+function client:update_status(obj, opts)
+  opts = opts or {}
+  local path, err = write_path(self, obj, true, "status")
+  if not path then return nil, err end
+  return call("PUT", path .. query { fieldManager = opts.field_manager }, obj)
+end
+
+local patch_types = {
+  merge = "application/merge-patch+json",
+  json = "application/json-patch+json",
+  strategic = "application/strategic-merge-patch+json",
+}
+
+-- patch(kind, name_or_req, patch [, opts]): opts.type merge (default), json
+-- or strategic (built-in kinds); opts.namespace; opts.status to patch /status.
+function client:patch(kind, name_or_req, patch, opts)
+  opts = opts or {}
+  local name, ns = name_ns(name_or_req, opts.namespace)
+  if type(name) ~= "string" or name == "" then error("patch needs a name", 2) end
+  local ctype = patch_types[opts.type or "merge"]
+  if not ctype then error(("unknown patch type %q: merge, json or strategic"):format(opts.type), 2) end
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  local path = collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name)
+  if opts.status then path = path .. "/status" end
+  return call("PATCH", path .. query { fieldManager = opts.field_manager }, patch, ctype)
+end
+
+-- apply(obj [, opts]): server-side apply as opts.field_manager (default
+-- "luaop"), opts.force to take over conflicting fields, opts.status for /status.
+function client:apply(obj, opts)
+  opts = opts or {}
+  local path, err = write_path(self, obj, true, opts.status and "status" or nil)
+  if not path then return nil, err end
+  return call("PATCH", path .. query { fieldManager = opts.field_manager or "luaop", force = opts.force and true },
+    obj, "application/apply-patch+yaml")
+end
+
+-- delete(kind, name_or_req [, opts]): opts.namespace, opts.propagation
+-- (Foreground, Background, Orphan), opts.preconditions {uid =, resourceVersion =},
+-- opts.grace_period (seconds).
+function client:delete(kind, name_or_req, opts)
+  opts = opts or {}
+  local name, ns = name_ns(name_or_req, opts.namespace)
+  if type(name) ~= "string" or name == "" then error("delete needs a name", 2) end
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  local body = { apiVersion = "v1", kind = "DeleteOptions" }
+  body.propagationPolicy = opts.propagation
+  body.preconditions = opts.preconditions
+  body.gracePeriodSeconds = opts.grace_period
+  return call("DELETE", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name), body)
+end
+
+-- ---- the client --------------------------------------------------------------------
+
+local default
+
+-- The client for the API server luaop was started against.
+function client.new(opts)
+  opts = opts or {}
+  local info = api.info()
+  return setmetatable({ namespace = opts.namespace or info.namespace, server = info.server }, client)
+end
+
+function client.default()
+  default = default or client.new()
+  return default
+end
+
+-- Forget discovery (for specs).
+function client.forget_discovery()
+  groups, bare = {}, {}
+end
+
+return client

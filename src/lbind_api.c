@@ -1,0 +1,291 @@
+/* lbind_api.c - the Lua face of api.c and sched.c: luaop.core.api and
+ * luaop.core.task. Functions that wait yield the calling task.
+ *
+ *   api.request{method =, path =, body =, content_type =, accept =, timeout =}
+ *     -> status, body, content_type | nil, err       (yields)
+ *   api.info() -> {server =, namespace =}
+ *   api.requests() -> requests started so far (retries included)
+ *   task.sleep(seconds)                               (yields)
+ *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
+ *   task.now() -> seconds on the loop's monotonic clock */
+#include "lbind.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <uv.h>
+
+#include "api.h"
+#include "sched.h"
+
+#define LBIND_TASK_MT "luaop.task"
+
+static api *lbind_api_conn;
+
+void lbind_api_use(api *a)
+{
+    lbind_api_conn = a;
+}
+
+static sched_task *lbind_check_task(lua_State *L, const char *what)
+{
+    sched_task *t = sched_current(L);
+
+    if (t == NULL || !lua_isyieldable(L))
+        luaL_error(L, "%s can only be called from a luaop task (not from a coroutine the script made)", what);
+    return t;
+}
+
+/* ---- api ------------------------------------------------------------------ */
+
+static void lbind_api_done(const http_response *r, void *ud)
+{
+    sched_task *t = ud;
+    lua_State *co = sched_thread(t);
+
+    if (r->status == 0) {
+        lua_pushnil(co);
+        lua_pushstring(co, r->error ? r->error : "request failed");
+        sched_resume(t, 2);
+        return;
+    }
+    lua_pushinteger(co, r->status);
+    lua_pushlstring(co, r->body, r->body_len);
+    if (r->content_type)
+        lua_pushstring(co, r->content_type);
+    else
+        lua_pushnil(co);
+    sched_resume(t, 3);
+}
+
+static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
+{
+    const char *s = NULL;
+
+    if (lua_getfield(L, 1, key) != LUA_TNIL)
+        s = luaL_checklstring(L, -1, len);
+    lua_pop(L, 1); /* the table keeps the string alive */
+    return s;
+}
+
+static int lbind_api_request(lua_State *L)
+{
+    api_spec s = {0};
+    sched_task *t;
+
+    luaL_checktype(L, 1, LUA_TTABLE);
+    t = lbind_check_task(L, "api.request");
+    if (lbind_api_conn == NULL)
+        return luaL_error(L, "no API server is configured");
+    s.method = lbind_opt(L, "method", NULL);
+    s.path = lbind_opt(L, "path", NULL);
+    s.content_type = lbind_opt(L, "content_type", NULL);
+    s.accept = lbind_opt(L, "accept", NULL);
+    s.body = lbind_opt(L, "body", &s.body_len);
+    if (s.path == NULL || s.path[0] != '/')
+        return luaL_error(L, "api.request needs a path that starts with /");
+    if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
+        s.timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
+    lua_pop(L, 1);
+    if (api_request(lbind_api_conn, &s, lbind_api_done, t) != 0)
+        return luaL_error(L, "not enough memory");
+    return lua_yield(L, 0);
+}
+
+static int lbind_api_info(lua_State *L)
+{
+    if (lbind_api_conn == NULL)
+        return luaL_error(L, "no API server is configured");
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, api_server(lbind_api_conn));
+    lua_setfield(L, -2, "server");
+    lua_pushstring(L, api_namespace(lbind_api_conn));
+    lua_setfield(L, -2, "namespace");
+    return 1;
+}
+
+static int lbind_api_requests(lua_State *L)
+{
+    lua_pushinteger(L, lbind_api_conn ? (lua_Integer)api_requests_total(lbind_api_conn) : 0);
+    return 1;
+}
+
+static int lbind_api_exec_runs(lua_State *L)
+{
+    lua_pushinteger(L, lbind_api_conn ? (lua_Integer)api_exec_runs(lbind_api_conn) : 0);
+    return 1;
+}
+
+static const luaL_Reg lbind_api_funcs[] = {
+    {"request", lbind_api_request},
+    {"info", lbind_api_info},
+    {"requests", lbind_api_requests},
+    {"exec_runs", lbind_api_exec_runs},
+    {NULL, NULL},
+};
+
+int lbind_api_open(lua_State *L)
+{
+    luaL_newlib(L, lbind_api_funcs);
+    return 1;
+}
+
+/* ---- task ------------------------------------------------------------------ */
+
+typedef struct lbind_sleep {
+    uv_timer_t timer;
+    sched_task *t;
+} lbind_sleep;
+
+static void lbind_sleep_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void lbind_sleep_cb(uv_timer_t *timer)
+{
+    lbind_sleep *s = timer->data;
+    sched_task *t = s->t;
+
+    uv_close((uv_handle_t *)timer, lbind_sleep_closed);
+    sched_resume(t, 0);
+}
+
+static int lbind_task_sleep(lua_State *L)
+{
+    double secs = luaL_checknumber(L, 1);
+    sched_task *t = lbind_check_task(L, "task.sleep");
+    lbind_sleep *s = malloc(sizeof *s);
+
+    if (s == NULL)
+        return luaL_error(L, "not enough memory");
+    s->t = t;
+    uv_timer_init(uv_default_loop(), &s->timer);
+    s->timer.data = s;
+    uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)(secs * 1000.0) : 0, 0);
+    return lua_yield(L, 0);
+}
+
+static int lbind_task_now(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)uv_hrtime() / 1e9);
+    return 1;
+}
+
+/* A spawned task's handle: a userdata whose user value is a table holding
+ * the outcome ({ok, results...}) once it ended, or the waiting task. */
+typedef struct lbind_handle {
+    int ended;
+    sched_task *waiter; /* a task blocked in :wait() */
+} lbind_handle;
+
+static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
+{
+    lua_State *L = co;
+    int href = (int)(intptr_t)ud;
+    lbind_handle *h;
+
+    (void)t;
+    /* The handle lives in the registry until the task ends. */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, href);
+    h = lua_touserdata(L, -1);
+    lua_getiuservalue(L, -1, 1);
+    lua_pushboolean(L, ok);
+    lua_rawseti(L, -2, 1);
+    if (ok) {
+        for (int i = 0; i < nres; i++) {
+            lua_pushvalue(L, -2 - nres + i);
+            lua_rawseti(L, -2, i + 2);
+        }
+        lua_pushinteger(L, nres + 1);
+    } else {
+        lua_pushstring(L, sched_error(t));
+        lua_rawseti(L, -2, 2);
+        lua_pushinteger(L, 2);
+    }
+    lua_setfield(L, -2, "n");
+    lua_pop(L, 2);
+    luaL_unref(L, LUA_REGISTRYINDEX, href);
+    h->ended = 1;
+    if (h->waiter) {
+        sched_task *w = h->waiter;
+        h->waiter = NULL;
+        sched_resume(w, 0);
+    }
+}
+
+static int lbind_task_spawn(lua_State *L)
+{
+    int nargs = lua_gettop(L) - 1;
+    lbind_handle *h;
+    int href;
+
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->ended = 0;
+    h->waiter = NULL;
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, LBIND_TASK_MT);
+    lua_pushvalue(L, -1);
+    href = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_insert(L, 1); /* the handle below the function, to return it */
+    if (sched_spawn(L, nargs, lbind_spawn_done, (void *)(intptr_t)href) == NULL)
+        return luaL_error(L, "not enough memory");
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int lbind_handle_results(lua_State *L)
+{
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "n");
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    luaL_checkstack(L, n, "task results");
+    for (int i = 1; i <= n; i++)
+        lua_rawgeti(L, -i, i);
+    return n;
+}
+
+/* :wait() -> true, results... | false, err */
+static int lbind_handle_wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    lua_settop(L, 1);
+    return lbind_handle_results(L);
+}
+
+static int lbind_handle_wait(lua_State *L)
+{
+    lbind_handle *h = luaL_checkudata(L, 1, LBIND_TASK_MT);
+
+    if (h->ended)
+        return lbind_handle_results(L);
+    if (h->waiter)
+        return luaL_error(L, "another task is already waiting for this one");
+    h->waiter = lbind_check_task(L, "task:wait");
+    return lua_yieldk(L, 0, 0, lbind_handle_wait_k);
+}
+
+static const luaL_Reg lbind_task_funcs[] = {
+    {"sleep", lbind_task_sleep},
+    {"spawn", lbind_task_spawn},
+    {"now", lbind_task_now},
+    {NULL, NULL},
+};
+
+int lbind_task_open(lua_State *L)
+{
+    if (luaL_newmetatable(L, LBIND_TASK_MT)) {
+        lua_newtable(L);
+        lua_pushcfunction(L, lbind_handle_wait);
+        lua_setfield(L, -2, "wait");
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    luaL_newlib(L, lbind_task_funcs);
+    return 1;
+}

@@ -1,0 +1,100 @@
+/* sched.c - Lua coroutines as tasks on the event loop (see sched.h). */
+#include "sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+struct sched_task {
+    lua_State *L;  /* the main thread: the registry's owner, always alive */
+    lua_State *co; /* the task's coroutine */
+    int ref;       /* keeps co alive */
+    sched_done_cb done;
+    void *ud;
+    char *error;
+};
+
+static int sched_live;
+
+/* A task's thread keeps its task in the thread's extra space. */
+static sched_task **sched_slot(lua_State *co)
+{
+    return (sched_task **)lua_getextraspace(co);
+}
+
+sched_task *sched_current(lua_State *co)
+{
+    return *sched_slot(co);
+}
+
+static void sched_step(sched_task *t, int nargs)
+{
+    lua_State *co = t->co;
+    int nres = 0;
+    /* Resumed from the loop (or from within another task, which counts
+     * the same: a task's C stack starts afresh). */
+    int status = lua_resume(co, NULL, nargs, &nres);
+
+    if (status == LUA_YIELD) {
+        /* Waiting for whatever it yielded for; values yielded by a script's
+         * own coroutine.yield at the top level are dropped. */
+        lua_pop(co, nres);
+        return;
+    }
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(co, -1);
+        luaL_traceback(co, co, msg ? msg : "(error object is not a string)", 0);
+        t->error = strdup(lua_tostring(co, -1));
+        lua_pop(co, 1);
+    }
+    *sched_slot(co) = NULL;
+    sched_live--;
+    if (t->done)
+        t->done(t, co, status == LUA_OK, status == LUA_OK ? nres : 0, t->ud);
+    luaL_unref(t->L, LUA_REGISTRYINDEX, t->ref);
+    free(t->error);
+    free(t);
+}
+
+sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
+{
+    sched_task *t = calloc(1, sizeof *t);
+
+    if (t == NULL) {
+        lua_pop(L, nargs + 1);
+        return NULL;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    t->L = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    t->done = done;
+    t->ud = ud;
+    t->co = lua_newthread(L);
+    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    *sched_slot(t->co) = t;
+    lua_xmove(L, t->co, nargs + 1); /* the function and its arguments */
+    sched_live++;
+    sched_step(t, nargs);
+    return t;
+}
+
+lua_State *sched_thread(sched_task *t)
+{
+    return t->co;
+}
+
+void sched_resume(sched_task *t, int nres)
+{
+    sched_step(t, nres);
+}
+
+const char *sched_error(const sched_task *t)
+{
+    return t->error;
+}
+
+int sched_running(void)
+{
+    return sched_live;
+}

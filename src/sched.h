@@ -1,0 +1,41 @@
+/* sched.h - Lua coroutines as tasks on the event loop.
+ *
+ * A task is a Lua function run in its own coroutine. A C function that has
+ * to wait (for the network, a timer) starts the work, keeps the task's
+ * thread, and returns lua_yield(L, 0); when the work completes its callback
+ * pushes the results onto that thread and calls sched_resume. So Lua code
+ * reads top to bottom while many tasks wait at once in one OS thread. */
+#ifndef LUAOP_SCHED_H
+#define LUAOP_SCHED_H
+
+#include <lua.h>
+
+typedef struct sched_task sched_task;
+
+/* Called once when the task ends: ok with its nres return values on top of
+ * `co`'s stack, or not ok with sched_error(t) telling why. The task is
+ * freed right after. */
+typedef void (*sched_done_cb)(sched_task *t, lua_State *co, int ok, int nres, void *ud);
+
+/* Start the function below `nargs` arguments on top of L's stack as a new
+ * task (popping them), and run it until it first waits or ends. */
+sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud);
+
+/* The task running on thread `co`, or NULL when co is no task's coroutine
+ * (the main thread, or a coroutine a script made itself). */
+sched_task *sched_current(lua_State *co);
+
+/* The task's coroutine: push resume values here. */
+lua_State *sched_thread(sched_task *t);
+
+/* Continue a waiting task with the nres values pushed on its thread. */
+void sched_resume(sched_task *t, int nres);
+
+/* The error of a failed task: "message\nstack traceback:..." (valid in the
+ * done callback). */
+const char *sched_error(const sched_task *t);
+
+/* Tasks not yet ended. */
+int sched_running(void);
+
+#endif
