@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "log.h"
 
 struct api {
     uv_loop_t *loop;
@@ -23,6 +24,7 @@ typedef struct api_call {
     size_t body_len;
     long timeout_ms;
     int refreshed;
+    uint64_t started; /* uv_hrtime */
     http_done_cb done;
     void *ud;
     uv_idle_t defer; /* reports a failure to start from the loop */
@@ -156,6 +158,18 @@ static void api_done(const http_response *r, void *ud)
         api_send(c);
         return;
     }
+    if (log_enabled(LOG_TRACE)) {
+        /* Method, path, status and time: never headers or bodies. */
+        double ms = (double)((uv_hrtime() - c->started) / 1000) / 1000.0; /* to the microsecond */
+        log_field f[] = {
+            {"method", LOG_STR, .v.str = {c->method, strlen(c->method)}},
+            {"path", LOG_STR, .v.str = {c->path, strlen(c->path)}},
+            {"status", LOG_INT, .v.i = r->status},
+            {"ms", LOG_NUM, .v.d = ms},
+            {"retries", LOG_INT, .v.i = r->retries},
+        };
+        log_write(LOG_TRACE, "client", r->error ? r->error : "response", f, 5);
+    }
     c->done(r, c->ud);
     api_call_free(c);
 }
@@ -209,6 +223,7 @@ int api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     c->a = a;
     c->done = done;
     c->ud = ud;
+    c->started = uv_hrtime();
     c->method = api_dup(s->method ? s->method : "GET");
     c->path = api_dup(s->path);
     c->content_type = api_dup(s->content_type);

@@ -112,9 +112,14 @@ static void log_value(FILE *f, const log_field *fl)
         fprintf(f, "%lld", fl->v.i);
         break;
     case LOG_NUM:
-        if (isfinite(fl->v.d))
-            fprintf(f, "%.17g", fl->v.d);
-        else
+        if (isfinite(fl->v.d)) {
+            /* the shortest of %.15g and %.17g that reads back exactly */
+            char tmp[40];
+            snprintf(tmp, sizeof tmp, "%.15g", fl->v.d);
+            if (strtod(tmp, NULL) != fl->v.d)
+                snprintf(tmp, sizeof tmp, "%.17g", fl->v.d);
+            fputs(tmp, f);
+        } else
             fputs("null", f);
         break;
     case LOG_BOOL:
