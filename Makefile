@@ -16,6 +16,14 @@ OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o
 ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o
 PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# `make V=1` shows the commands.
+ifeq ($(V),1)
+Q :=
+say := @true
+else
+Q := @
+say := @printf '  %-6s %s\n'
+endif
 
 .PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
         cluster-bin run clean distclean
@@ -23,39 +31,49 @@ SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 all: build/luaop build/lua/luaop/core.so
 
 build/luaop: $(OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 build/obj/%.o: src/%.c | build/obj
-	$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
 build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
-	lua5.4 hack/embed.lua $@ $(LUA_SRCS)
+	$(say) GEN $@
+	$(Q)lua5.4 hack/embed.lua $@ $(LUA_SRCS)
 
 build/obj/luaembed.o: build/gen/luaembed.c | build/obj
-	$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -Isrc -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -Isrc -c -o $@ $<
 
 build/asan/obj/luaembed.o: build/gen/luaembed.c | build/asan/obj
-	$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -Isrc -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -Isrc -c -o $@ $<
 
 # The core as a Lua module, luaop.core, for the specs.
 build/lua/luaop/core.so: $(PIC_OBJS) | build/lua/luaop
-	$(CC) -shared $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MODLIBS)
+	$(say) LD $@
+	$(Q)$(CC) -shared $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
 build/pic/%.o: src/%.c | build/pic
-	$(CC) $(CSTD) $(CFLAGS) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(CSTD) $(CFLAGS) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
 # AddressSanitizer + UBSan build of the same sources: build/asan/luaop, and
 # build/asan/lua/luaop/core.so (load it with libasan preloaded).
 asan: build/asan/luaop build/asan/lua/luaop/core.so
 
 build/asan/luaop: $(ASAN_OBJS)
-	$(CC) -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(say) LD $@
+	$(Q)$(CC) -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 build/asan/obj/%.o: src/%.c | build/asan/obj
-	$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
+	$(say) CC $@
+	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
 build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/luaembed.o,$(ASAN_OBJS)) | build/asan/lua/luaop
-	$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
+	$(say) LD $@
+	$(Q)$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
 build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop:
 	mkdir -p $@

@@ -18,8 +18,12 @@ struct api {
     char *username, *password;
 };
 
-typedef struct api_call {
+struct api_call {
     api *a;
+    http_request *req; /* while the request is in flight */
+    int waiting_auth;  /* while the credential is being got */
+    int cancelled;
+    int (*on_data)(const char *, size_t, void *);
     char *method, *path, *content_type, *accept, *body;
     size_t body_len;
     long timeout_ms;
@@ -28,8 +32,9 @@ typedef struct api_call {
     http_done_cb done;
     void *ud;
     uv_idle_t defer; /* reports a failure to start from the loop */
+    int deferred;
     char *fail;
-} api_call;
+};
 
 static char *api_dup(const char *s)
 {
@@ -131,7 +136,7 @@ static void api_defer_cb(uv_idle_t *h)
     http_response r = {0};
 
     uv_idle_stop(h);
-    r.error = c->fail;
+    r.error = c->fail ? c->fail : "out of memory";
     r.body = "";
     c->done(&r, c->ud);
     uv_close((uv_handle_t *)h, api_defer_closed);
@@ -140,6 +145,7 @@ static void api_defer_cb(uv_idle_t *h)
 /* Report a failure from the loop, never from inside api_request. */
 static void api_fail(api_call *c, const char *msg)
 {
+    c->deferred = 1;
     c->fail = strdup(msg ? msg : "failed");
     uv_idle_init(c->a->loop, &c->defer);
     c->defer.data = c;
@@ -152,6 +158,7 @@ static void api_done(const http_response *r, void *ud)
 {
     api_call *c = ud;
 
+    c->req = NULL;
     if (r->status == 401 && !c->refreshed && auth_refreshable(c->a->auth)) {
         c->refreshed = 1;
         auth_invalidate(c->a->auth);
@@ -174,6 +181,14 @@ static void api_done(const http_response *r, void *ud)
     api_call_free(c);
 }
 
+/* Streamed chunks go to the caller with the caller's ud. */
+static int api_on_data(const char *data, size_t len, void *ud)
+{
+    api_call *c = ud;
+
+    return c->on_data(data, len, c->ud);
+}
+
 static void api_with_credential(const char *bearer, const char *err, void *ud)
 {
     api_call *c = ud;
@@ -182,6 +197,11 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
     size_t n = strlen(a->server) + strlen(c->path) + 1;
     char *url;
 
+    c->waiting_auth = 0;
+    if (c->cancelled) {
+        api_call_free(c);
+        return;
+    }
     if (err) {
         api_fail(c, err);
         return;
@@ -199,27 +219,45 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
     s.body = c->body;
     s.body_len = c->body_len;
     s.timeout_ms = c->timeout_ms;
+    s.on_data = c->on_data ? api_on_data : NULL;
     s.bearer = bearer;
     if (!bearer && a->username) {
         s.username = a->username;
         s.password = a->password;
     }
-    if (http_submit(a->http, &s, api_done, c) == NULL)
+    c->req = http_submit(a->http, &s, api_done, c);
+    if (c->req == NULL)
         api_fail(c, "out of memory");
     free(url);
 }
 
 static void api_send(api_call *c)
 {
+    c->waiting_auth = 1;
     auth_get(c->a->auth, api_with_credential, c);
 }
 
-int api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
+void api_cancel(api_call *c)
+{
+    if (c->cancelled)
+        return;
+    c->cancelled = 1;
+    if (c->req) {
+        http_cancel(c->req);
+        api_call_free(c);
+    } else if (c->deferred) {
+        uv_idle_stop(&c->defer);
+        uv_close((uv_handle_t *)&c->defer, api_defer_closed);
+    }
+    /* else waiting for a credential: freed when it comes */
+}
+
+api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
 {
     api_call *c = calloc(1, sizeof *c);
 
     if (c == NULL)
-        return -1;
+        return NULL;
     c->a = a;
     c->done = done;
     c->ud = ud;
@@ -229,6 +267,7 @@ int api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     c->content_type = api_dup(s->content_type);
     c->accept = api_dup(s->accept);
     c->timeout_ms = s->timeout_ms;
+    c->on_data = s->on_data;
     if (s->body) {
         c->body = malloc(s->body_len + 1);
         if (c->body) {
@@ -239,10 +278,10 @@ int api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     }
     if (!c->method || !c->path || (s->body && !c->body)) {
         api_call_free(c);
-        return -1;
+        return NULL;
     }
     api_send(c);
-    return 0;
+    return c;
 }
 
 const char *api_server(const api *a)

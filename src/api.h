@@ -10,6 +10,7 @@
 #include "kubeconfig.h"
 
 typedef struct api api;
+typedef struct api_call api_call;
 
 typedef struct api_spec {
     const char *method;
@@ -19,14 +20,20 @@ typedef struct api_spec {
     const char *body;
     size_t body_len;
     long timeout_ms;
+    /* Streaming (watch): 2xx body chunks as they arrive; see http.h. */
+    int (*on_data)(const char *data, size_t len, void *ud);
 } api_spec;
 
 /* NULL and a message in err on failure. */
 api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char *err, size_t errlen);
 
-/* Start a request; done runs on the loop, never before api_request returns.
- * -1 when it could not be started (out of memory). */
-int api_request(api *a, const api_spec *s, http_done_cb done, void *ud);
+/* Start a request; done runs on the loop, never before api_request returns,
+ * and not at all once the call is cancelled. NULL when it could not be
+ * started (out of memory). */
+api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud);
+
+/* Stop a call; its done callback will not run. */
+void api_cancel(api_call *c);
 
 const char *api_server(const api *a);
 const char *api_namespace(const api *a);

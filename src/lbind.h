@@ -15,6 +15,13 @@ struct api;
 /* The API server luaop.core.api talks to (set by main). */
 void lbind_api_use(struct api *a);
 
+/* Stop the timers of tasks still sleeping (at exit). */
+void lbind_task_shutdown(void);
+
+/* lbind_watch.c: api.watch's implementation and its metatable. */
+int lbind_watch_start(lua_State *L, struct api *a);
+void lbind_watch_register(lua_State *L);
+
 /* luaop.core: a table with one field per module (json, ...) and version. */
 int luaopen_luaop_core(lua_State *L);
 

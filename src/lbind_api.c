@@ -3,6 +3,7 @@
  *
  *   api.request{method =, path =, body =, content_type =, accept =, timeout =}
  *     -> status, body, content_type | nil, err       (yields)
+ *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
  *   task.sleep(seconds)                               (yields)
@@ -88,9 +89,16 @@ static int lbind_api_request(lua_State *L)
     if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
         s.timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);
-    if (api_request(lbind_api_conn, &s, lbind_api_done, t) != 0)
+    if (api_request(lbind_api_conn, &s, lbind_api_done, t) == NULL)
         return luaL_error(L, "not enough memory");
     return lua_yield(L, 0);
+}
+
+static int lbind_api_watch(lua_State *L)
+{
+    if (lbind_api_conn == NULL)
+        return luaL_error(L, "no API server is configured");
+    return lbind_watch_start(L, lbind_api_conn);
 }
 
 static int lbind_api_info(lua_State *L)
@@ -119,6 +127,7 @@ static int lbind_api_exec_runs(lua_State *L)
 
 static const luaL_Reg lbind_api_funcs[] = {
     {"request", lbind_api_request},
+    {"watch", lbind_api_watch},
     {"info", lbind_api_info},
     {"requests", lbind_api_requests},
     {"exec_runs", lbind_api_exec_runs},
@@ -127,20 +136,36 @@ static const luaL_Reg lbind_api_funcs[] = {
 
 int lbind_api_open(lua_State *L)
 {
+    lbind_watch_register(L);
     luaL_newlib(L, lbind_api_funcs);
     return 1;
 }
 
 /* ---- task ------------------------------------------------------------------ */
 
-typedef struct lbind_sleep {
+typedef struct lbind_sleep lbind_sleep;
+struct lbind_sleep {
     uv_timer_t timer;
     sched_task *t;
-} lbind_sleep;
+    lbind_sleep *prev, *next; /* every sleep not yet over */
+};
+
+static lbind_sleep *lbind_sleeps;
 
 static void lbind_sleep_closed(uv_handle_t *h)
 {
     free(h->data);
+}
+
+static void lbind_sleep_end(lbind_sleep *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        lbind_sleeps = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    uv_close((uv_handle_t *)&s->timer, lbind_sleep_closed);
 }
 
 static void lbind_sleep_cb(uv_timer_t *timer)
@@ -148,8 +173,14 @@ static void lbind_sleep_cb(uv_timer_t *timer)
     lbind_sleep *s = timer->data;
     sched_task *t = s->t;
 
-    uv_close((uv_handle_t *)timer, lbind_sleep_closed);
+    lbind_sleep_end(s);
     sched_resume(t, 0);
+}
+
+void lbind_task_shutdown(void)
+{
+    while (lbind_sleeps)
+        lbind_sleep_end(lbind_sleeps);
 }
 
 static int lbind_task_sleep(lua_State *L)
@@ -161,6 +192,11 @@ static int lbind_task_sleep(lua_State *L)
     if (s == NULL)
         return luaL_error(L, "not enough memory");
     s->t = t;
+    s->prev = NULL;
+    s->next = lbind_sleeps;
+    if (lbind_sleeps)
+        lbind_sleeps->prev = s;
+    lbind_sleeps = s;
     uv_timer_init(uv_default_loop(), &s->timer);
     s->timer.data = s;
     uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)(secs * 1000.0) : 0, 0);

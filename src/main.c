@@ -276,10 +276,15 @@ static int main_script(const main_opts *o)
         run.status = 1;
     }
 out:
-    api_free(a);
-    uv_run(loop, UV_RUN_DEFAULT); /* let closing handles close */
+    /* Tasks still waiting when the script ends are dropped, as goroutines
+     * are when main returns: their timers stop, the Lua state closes (its
+     * watches cancel), their requests are cancelled, handles close. */
+    lbind_task_shutdown();
     if (L)
         lua_close(L);
+    sched_shutdown();
+    api_free(a);
+    uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
     return run.status;
 }

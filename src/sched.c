@@ -13,9 +13,21 @@ struct sched_task {
     sched_done_cb done;
     void *ud;
     char *error;
+    sched_task *prev, *next; /* every task not yet ended */
 };
 
 static int sched_live;
+static sched_task *sched_all;
+
+static void sched_unlink(sched_task *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        sched_all = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+}
 
 /* A task's thread keeps its task in the thread's extra space. */
 static sched_task **sched_slot(lua_State *co)
@@ -50,6 +62,7 @@ static void sched_step(sched_task *t, int nargs)
     }
     *sched_slot(co) = NULL;
     sched_live--;
+    sched_unlink(t);
     if (t->done)
         t->done(t, co, status == LUA_OK, status == LUA_OK ? nres : 0, t->ud);
     luaL_unref(t->L, LUA_REGISTRYINDEX, t->ref);
@@ -75,6 +88,10 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
     *sched_slot(t->co) = t;
     lua_xmove(L, t->co, nargs + 1); /* the function and its arguments */
     sched_live++;
+    t->next = sched_all;
+    if (sched_all)
+        sched_all->prev = t;
+    sched_all = t;
     sched_step(t, nargs);
     return t;
 }
@@ -97,4 +114,15 @@ const char *sched_error(const sched_task *t)
 int sched_running(void)
 {
     return sched_live;
+}
+
+void sched_shutdown(void)
+{
+    while (sched_all) {
+        sched_task *t = sched_all;
+        sched_unlink(t);
+        free(t->error);
+        free(t);
+    }
+    sched_live = 0;
 }

@@ -38,4 +38,8 @@ const char *sched_error(const sched_task *t);
 /* Tasks not yet ended. */
 int sched_running(void);
 
+/* Forget every task still waiting, after the Lua state that ran them was
+ * closed: they will never be resumed. */
+void sched_shutdown(void);
+
 #endif

@@ -350,6 +350,63 @@ function client:delete(kind, name_or_req, opts)
   return call("DELETE", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name), body)
 end
 
+-- ---- watch ---------------------------------------------------------------------------
+
+local Watch = {}
+Watch.__index = Watch
+
+-- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object. At the
+-- end of the stream nil (a clean end: the server's timeout) or nil, err (410
+-- Gone is reason "Expired" or "Gone": list again).
+function Watch:next()
+  local line, status, body = self.raw:next()
+  if not line then
+    if status then
+      self.err = api_error(status, body)
+      return nil, self.err
+    end
+    return nil
+  end
+  local ev, derr = decode(line)
+  if type(ev) ~= "table" then
+    self.err = api_error(0, "malformed watch event: " .. tostring(derr))
+    return nil, self.err
+  end
+  if ev.type == "ERROR" then
+    local st = type(ev.object) == "table" and ev.object or {}
+    self.err = api_error(tonumber(st.code) or 500, encode(st))
+    return nil, self.err
+  end
+  return ev.type, ev.object
+end
+
+-- for type, obj in w:events() do ... end; afterwards w.err says why it ended.
+function Watch:events()
+  return function() return self:next() end
+end
+
+function Watch:close()
+  self.raw:close()
+end
+Watch.__close = Watch.close
+
+-- watch(kind [, opts]): a low-level watch. opts: namespace, all_namespaces,
+-- label_selector, field_selector, resource_version, timeout (seconds, asked
+-- of the server), bookmarks (default true). Returns a watch whose :next()
+-- yields until an event comes; close it when done.
+function client:watch(kind, opts)
+  opts = opts or {}
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
+  local path = collection(r, ns) .. query {
+    watch = true, labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
+    resourceVersion = opts.resource_version, timeoutSeconds = opts.timeout,
+    allowWatchBookmarks = opts.bookmarks ~= false,
+  }
+  return setmetatable({ raw = api.watch { path = path } }, Watch)
+end
+
 -- ---- the client --------------------------------------------------------------------
 
 local default

@@ -248,3 +248,61 @@ describe("luaop --script and the client", function()
     assert.matches("child error\tfalse\ttrue", out)
   end)
 end)
+
+describe("watch", function()
+  local ns
+
+  setup(function()
+    ns = kube.new_namespace("e2e-watch")
+  end)
+
+  teardown(function()
+    if ns then kube.delete_namespace(ns) end
+  end)
+
+  it("streams ADDED, MODIFIED and DELETED while another task writes", function()
+    local out = luaop.ok(([[
+      local luaop = require "luaop"
+      local c = luaop.client()
+      local ns = %q
+      local list = assert(c:list("ConfigMap", { namespace = ns }))
+      local w <close> = assert(c:watch("ConfigMap", { namespace = ns,
+        resource_version = list.metadata.resourceVersion, timeout = 30 }))
+      local writer = luaop.spawn(function()
+        local cm = assert(c:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "w", namespace = ns } })
+        cm.data = { k = "v" }
+        assert(c:update(cm))
+        assert(c:delete("ConfigMap", "w", { namespace = ns }))
+      end)
+      local seen = {}
+      for typ, obj in w:events() do
+        if typ ~= "BOOKMARK" and obj.metadata.name == "w" then
+          seen[#seen + 1] = typ
+          if typ == "DELETED" then break end
+        end
+      end
+      assert(writer:wait())
+      print(table.concat(seen, " "))
+    ]]):format(ns))
+    assert.matches("ADDED MODIFIED DELETED", out)
+  end)
+
+  it("ends at the server's timeout and reports an expired resourceVersion", function()
+    local out = luaop.ok(([[
+      local luaop = require "luaop"
+      local c = luaop.client()
+      local w = assert(c:watch("ConfigMap", { namespace = %q, timeout = 1 }))
+      local n = 0
+      for _ in w:events() do n = n + 1 end
+      print("ended", w.err == nil)
+      w:close()
+      -- Compaction has long passed resourceVersion 1 on any real server.
+      local old = assert(c:watch("ConfigMap", { namespace = %q, resource_version = "1" }))
+      local typ, err = old:next()
+      print("expired", typ, err and err.code, err and err.reason)
+      old:close()
+    ]]):format(ns, ns))
+    assert.matches("ended\ttrue", out)
+    assert.matches("expired\tnil\t410\t", out)
+  end)
+end)

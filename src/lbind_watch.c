@@ -1,0 +1,301 @@
+/* lbind_watch.c - streaming watches for Lua: luaop.core.api.watch.
+ *
+ *   w = api.watch{path =, timeout =}   starts a GET that streams (no yield)
+ *   w:next() -> line | nil, status, body | nil     (yields until one comes)
+ *   w:close()
+ *
+ * The API server writes one JSON watch event per line; lines are queued as
+ * they arrive and handed out one per next(). At the end of the stream next()
+ * returns nil (clean end) or nil, status, body (an error: status 0 and a
+ * message for a transport error). */
+#include "lbind.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <uv.h>
+
+#include "api.h"
+#include "sched.h"
+
+#define LBIND_WATCH_MT "luaop.watch"
+
+typedef struct lbind_watch {
+    api_call *call; /* while streaming */
+    sched_task *waiter;
+    int ended;
+    long status;
+    char *error;
+    char *partial; /* an incomplete line */
+    size_t plen, pcap;
+    lua_State *L;  /* the main thread */
+    int queue;     /* registry ref of the table of lines */
+    lua_Integer head, tail;
+    int self;      /* registry ref keeping the userdata alive while streaming */
+    uv_idle_t *wake; /* wakes the waiter from the loop, not from inside curl */
+} lbind_watch;
+
+static void lbind_watch_unpin(lbind_watch *w)
+{
+    if (w->self != LUA_NOREF) {
+        luaL_unref(w->L, LUA_REGISTRYINDEX, w->self);
+        w->self = LUA_NOREF;
+    }
+}
+
+/* Push the next queued line onto L; 0 when there is none. */
+static int lbind_watch_pop(lbind_watch *w, lua_State *L)
+{
+    if (w->head >= w->tail)
+        return 0;
+    lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->queue);
+    lua_rawgeti(w->L, -1, w->head);
+    lua_pushnil(w->L);
+    lua_rawseti(w->L, -3, w->head);
+    w->head++;
+    lua_remove(w->L, -2);
+    if (L != w->L)
+        lua_xmove(w->L, L, 1);
+    return 1;
+}
+
+/* Push the end: nil, or nil, status, error. */
+static int lbind_watch_push_end(lbind_watch *w, lua_State *L)
+{
+    lua_pushnil(L);
+    if (w->error == NULL)
+        return 1;
+    lua_pushinteger(L, w->status);
+    lua_pushstring(L, w->error);
+    return 3;
+}
+
+static void lbind_watch_wake(lbind_watch *w)
+{
+    sched_task *t = w->waiter;
+    lua_State *co;
+    int n;
+
+    if (t == NULL)
+        return;
+    co = sched_thread(t);
+    if (lbind_watch_pop(w, co))
+        n = 1;
+    else if (w->ended)
+        n = lbind_watch_push_end(w, co);
+    else
+        return;
+    w->waiter = NULL;
+    sched_resume(t, n);
+}
+
+static void lbind_watch_wake_cb(uv_idle_t *h)
+{
+    lbind_watch *w = h->data;
+
+    uv_idle_stop(h);
+    lbind_watch_wake(w);
+}
+
+static void lbind_watch_wake_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void lbind_watch_line(lbind_watch *w, const char *s, size_t n)
+{
+    while (n > 0 && (s[n - 1] == '\r' || s[n - 1] == ' '))
+        n--;
+    if (n == 0)
+        return;
+    lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->queue);
+    lua_pushlstring(w->L, s, n);
+    lua_rawseti(w->L, -2, w->tail++);
+    lua_pop(w->L, 1);
+}
+
+static int lbind_watch_data(const char *data, size_t len, void *ud)
+{
+    lbind_watch *w = ud;
+    const char *end = data + len, *nl;
+
+    while ((nl = memchr(data, '\n', (size_t)(end - data))) != NULL) {
+        if (w->plen > 0) {
+            /* finish the line begun in an earlier chunk */
+            size_t n = (size_t)(nl - data);
+            if (w->pcap - w->plen < n) {
+                char *p = realloc(w->partial, w->plen + n);
+                if (p == NULL)
+                    return 1;
+                w->partial = p;
+                w->pcap = w->plen + n;
+            }
+            memcpy(w->partial + w->plen, data, n);
+            lbind_watch_line(w, w->partial, w->plen + n);
+            w->plen = 0;
+        } else {
+            lbind_watch_line(w, data, (size_t)(nl - data));
+        }
+        data = nl + 1;
+    }
+    if (data < end) {
+        size_t n = (size_t)(end - data);
+        if (w->pcap - w->plen < n) {
+            size_t cap = w->pcap ? w->pcap : 4096;
+            while (cap - w->plen < n)
+                cap *= 2;
+            char *p = realloc(w->partial, cap);
+            if (p == NULL)
+                return 1;
+            w->partial = p;
+            w->pcap = cap;
+        }
+            memcpy(w->partial + w->plen, data, n);
+        w->plen += n;
+    }
+    /* This runs inside a curl callback, where Lua code (which may start or
+     * cancel requests) must not run: wake the waiter from the loop. */
+    if (w->waiter && w->head < w->tail)
+        uv_idle_start(w->wake, lbind_watch_wake_cb);
+    return 0;
+}
+
+static void lbind_watch_done(const http_response *r, void *ud)
+{
+    lbind_watch *w = ud;
+
+    w->call = NULL;
+    w->ended = 1;
+    w->status = r->status;
+    if (w->plen > 0) {
+        lbind_watch_line(w, w->partial, w->plen);
+        w->plen = 0;
+    }
+    if (r->error)
+        w->error = strdup(r->error);
+    else if (r->status < 200 || r->status > 299)
+        w->error = strdup(r->body_len ? r->body : "the watch failed");
+    lbind_watch_wake(w);
+    lbind_watch_unpin(w);
+}
+
+int lbind_watch_start(lua_State *L, api *a)
+{
+    api_spec s = {0};
+    lbind_watch *w;
+
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (lua_getfield(L, 1, "path") != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')
+        return luaL_error(L, "api.watch needs a path that starts with /");
+    s.path = lua_tostring(L, -1);
+    if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
+        s.timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
+    lua_pop(L, 1);
+    s.method = "GET";
+    s.on_data = lbind_watch_data;
+
+    w = lua_newuserdatauv(L, sizeof *w, 0);
+    memset(w, 0, sizeof *w);
+    w->self = w->queue = LUA_NOREF;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    w->L = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    w->head = w->tail = 1;
+    luaL_setmetatable(L, LBIND_WATCH_MT);
+    w->wake = malloc(sizeof *w->wake);
+    if (w->wake == NULL)
+        return luaL_error(L, "not enough memory");
+    uv_idle_init(uv_default_loop(), w->wake);
+    w->wake->data = w;
+    lua_newtable(L);
+    w->queue = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, -1);
+    w->self = luaL_ref(L, LUA_REGISTRYINDEX);
+    w->call = api_request(a, &s, lbind_watch_done, w);
+    if (w->call == NULL)
+        return luaL_error(L, "not enough memory");
+    return 1;
+}
+
+static int lbind_watch_next_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    return lua_gettop(L) - 1;
+}
+
+static int lbind_watch_next(lua_State *L)
+{
+    lbind_watch *w = luaL_checkudata(L, 1, LBIND_WATCH_MT);
+    sched_task *t;
+
+    lua_settop(L, 1);
+    if (lbind_watch_pop(w, L))
+        return 1;
+    if (w->ended)
+        return lbind_watch_push_end(w, L);
+    if (w->waiter)
+        return luaL_error(L, "another task is already waiting on this watch");
+    t = sched_current(L);
+    if (t == NULL || !lua_isyieldable(L))
+        return luaL_error(L, "watch:next can only be called from a luaop task");
+    w->waiter = t;
+    return lua_yieldk(L, 0, 0, lbind_watch_next_k);
+}
+
+static void lbind_watch_stop(lbind_watch *w)
+{
+    if (w->call) {
+        api_cancel(w->call);
+        w->call = NULL;
+    }
+    w->ended = 1;
+}
+
+static int lbind_watch_close(lua_State *L)
+{
+    lbind_watch *w = luaL_checkudata(L, 1, LBIND_WATCH_MT);
+
+    lbind_watch_stop(w);
+    lbind_watch_wake(w);
+    lbind_watch_unpin(w);
+    return 0;
+}
+
+static int lbind_watch_gc(lua_State *L)
+{
+    lbind_watch *w = luaL_checkudata(L, 1, LBIND_WATCH_MT);
+
+    lbind_watch_stop(w);
+    if (w->wake) {
+        uv_close((uv_handle_t *)w->wake, lbind_watch_wake_closed);
+        w->wake = NULL;
+    }
+    free(w->partial);
+    free(w->error);
+    w->partial = w->error = NULL;
+    if (w->queue != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, w->queue);
+        w->queue = LUA_NOREF;
+    }
+    return 0;
+}
+
+void lbind_watch_register(lua_State *L)
+{
+    if (luaL_newmetatable(L, LBIND_WATCH_MT)) {
+        static const luaL_Reg methods[] = {
+            {"next", lbind_watch_next},
+            {"close", lbind_watch_close},
+            {NULL, NULL},
+        };
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lbind_watch_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, lbind_watch_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+}
