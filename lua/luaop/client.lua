@@ -38,7 +38,8 @@ local reason_of_code = {
 local function api_error(code, body)
   local err = setmetatable({ code = code or 0 }, Error)
   if code == nil or code == 0 then
-    err.reason, err.message = "TransportError", body or "request failed"
+    err.message = body or "request failed"
+    err.reason = err.message:find("timed out", 1, true) and "Timeout" or "TransportError"
     return err
   end
   local status = body and body ~= "" and decode(body)

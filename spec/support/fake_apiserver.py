@@ -1,0 +1,82 @@
+"""A fake API server for the HTTP layer's unit specs (spec/unit/http_spec.lua).
+
+Usage: fake_apiserver.py PORT_FILE LOG_FILE
+Listens on 127.0.0.1 (a free port, written to PORT_FILE) and appends one
+line per request to LOG_FILE: "METHOD PATH AUTH" where AUTH is "bearer-ok",
+"bearer-bad" or "none". Paths (under /api/v1/namespaces/default/configmaps/):
+  ok          200 with a ConfigMap
+  flaky-N     429 with Retry-After: 0 for the first N requests, then 200
+  busy        503 with Retry-After: 0 once, then 200
+  broken      500 without Retry-After, always
+  redirect    302 to /stolen on this server
+  slow        answers after 3 seconds
+Any other path is a 404 Status. Requests without "Authorization: Bearer
+good-token" get a 401 Status.
+"""
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PREFIX = "/api/v1/namespaces/default/configmaps/"
+counts = {}
+lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, code, body, headers=None):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def status(self, code, reason, message, headers=None):
+        self.reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "reason": reason, "message": message, "code": code}, headers)
+
+    def do_GET(self):
+        auth = self.headers.get("Authorization")
+        kind = "none" if auth is None else ("bearer-ok" if auth == "Bearer good-token" else "bearer-bad")
+        with lock:
+            with open(sys.argv[2], "a") as f:
+                f.write("%s %s %s\n" % (self.command, self.path, kind))
+            counts[self.path] = counts.get(self.path, 0) + 1
+            n = counts[self.path]
+        if kind != "bearer-ok":
+            return self.status(401, "Unauthorized", "Unauthorized")
+        name = self.path[len(PREFIX):] if self.path.startswith(PREFIX) else None
+        if name == "ok" or (name and name.startswith("flaky-") and n > int(name[6:])) or (name == "busy" and n > 1):
+            return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": name, "namespace": "default"}, "data": {"n": str(n)}})
+        if name and name.startswith("flaky-"):
+            return self.status(429, "TooManyRequests", "slow down", {"Retry-After": "0"})
+        if name == "busy":
+            return self.status(503, "ServiceUnavailable", "busy", {"Retry-After": "0"})
+        if name == "broken":
+            return self.status(500, "InternalError", "broken")
+        if name == "redirect":
+            self.send_response(302)
+            self.send_header("Location", "/stolen")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        if name == "slow":
+            time.sleep(3)
+            return self.status(200, "", "late")
+        return self.status(404, "NotFound", "no such thing")
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(sys.argv[1], "w") as f:
+    f.write(str(server.server_address[1]))
+server.serve_forever()

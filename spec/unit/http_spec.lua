@@ -1,0 +1,167 @@
+-- The HTTP layer against a fake API server (spec/support/fake_apiserver.py):
+-- retries of 429 and 5xx-with-Retry-After, redirects not followed, per-request
+-- timeouts, the client-side rate limit, and errors that keep the server's
+-- reason.
+local luaop = require "support.luaop"
+local system = require "system"
+
+local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
+
+describe("the HTTP layer", function()
+  local dir, pid, kubeconfig, log
+
+  local function requests()
+    local lines = {}
+    local f = io.open(log)
+    if f then
+      for l in f:lines() do lines[#lines + 1] = l end
+      f:close()
+    end
+    return lines
+  end
+
+  local function run(source, flags)
+    return luaop.run("local core = require 'luaop.core'\nlocal c = require('luaop').client()\n" .. source,
+      { kubeconfig = kubeconfig, flags = flags })
+  end
+
+  setup(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    log = dir .. "/requests.log"
+    local p = assert(io.popen(("%s spec/support/fake_apiserver.py '%s/port' '%s' >/dev/null 2>&1 & echo $!")
+      :format(python, dir, log)))
+    pid = p:read("l")
+    p:close()
+    local port
+    local deadline = system.gettime() + 10
+    repeat
+      local f = io.open(dir .. "/port")
+      if f then
+        port = f:read("l")
+        f:close()
+      end
+      if not port then system.sleep(0.05) end
+    until port or system.gettime() > deadline
+    assert(port, "the fake API server did not start")
+    kubeconfig = dir .. "/kubeconfig"
+    local f = assert(io.open(kubeconfig, "w"))
+    f:write(([[
+current-context: fake
+clusters: [{name: fake, cluster: {server: "http://127.0.0.1:%s"}}]
+contexts: [{name: fake, context: {cluster: fake, user: u}}]
+users: [{name: u, user: {token: good-token}}]
+]]):format(port))
+    f:close()
+  end)
+
+  teardown(function()
+    if pid then os.execute("kill " .. pid) end
+    if dir then os.execute("rm -rf '" .. dir .. "'") end
+  end)
+
+  before_each(function()
+    os.remove(log)
+  end)
+
+  it("sends the bearer token and keeps the server's reason and message", function()
+    local code, out = run([[
+      local cm = assert(core.api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
+      print("status", cm)
+      local status, body = core.api.request { path = "/api/v1/namespaces/default/configmaps/nothing" }
+      print("missing", status, require("luaop.client").error(status, body).reason)
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("status\t200", out)
+    assert.matches("missing\t404\tNotFound", out)
+    assert.are.same({ "GET /api/v1/namespaces/default/configmaps/ok bearer-ok",
+                      "GET /api/v1/namespaces/default/configmaps/nothing bearer-ok" }, requests())
+  end)
+
+  it("retries 429 after Retry-After, and 5xx only when the server says when", function()
+    local code, out = run([[
+      print("flaky", core.api.request { path = "/api/v1/namespaces/default/configmaps/flaky-3" })
+      print("busy", core.api.request { path = "/api/v1/namespaces/default/configmaps/busy" })
+      print("broken", core.api.request { path = "/api/v1/namespaces/default/configmaps/broken" })
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("flaky\t200", out)
+    assert.matches("busy\t200", out)
+    assert.matches("broken\t500", out)
+    local n = {}
+    for _, l in ipairs(requests()) do
+      local name = l:match("configmaps/(%S+)")
+      n[name] = (n[name] or 0) + 1
+    end
+    assert.are.same({ ["flaky-3"] = 4, busy = 2, broken = 1 }, n)
+  end)
+
+  it("gives up on 429 after ten retries", function()
+    local code, out = run([[
+      print("status", core.api.request { path = "/api/v1/namespaces/default/configmaps/flaky-100" })
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("status\t429", out)
+    assert.are.equal(11, #requests())
+  end)
+
+  it("never follows a redirect, so credentials go nowhere else", function()
+    local code, out = run([[
+      print("status", core.api.request { path = "/api/v1/namespaces/default/configmaps/redirect" })
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("status\t302", out)
+    for _, l in ipairs(requests()) do
+      assert.is_nil(l:find("/stolen", 1, true), l)
+    end
+  end)
+
+  it("times a request out", function()
+    local code, out = run([[
+      local t0 = core.task.now()
+      local status, err = core.api.request { path = "/api/v1/namespaces/default/configmaps/slow", timeout = 0.3 }
+      print("result", status, err)
+      print("waited under 2s", core.task.now() - t0 < 2)
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("result\tnil\t[^\n]*timed out", out)
+    assert.matches("waited under 2s\ttrue", out)
+  end)
+
+  it("reports a connection failure as a TransportError", function()
+    local bad = dir .. "/unreachable"
+    local f = assert(io.open(bad, "w"))
+    f:write([[
+current-context: x
+clusters: [{name: x, cluster: {server: "http://127.0.0.1:1"}}]
+contexts: [{name: x, context: {cluster: x}}]
+]])
+    f:close()
+    local code, out = luaop.run([[
+      local _, err = require("luaop").client():get("ConfigMap", "x")
+      print(err.code, err.reason, err.message)
+    ]], { kubeconfig = bad })
+    assert.are.equal(0, code, out)
+    assert.matches("0\tTransportError\t.*[Cc]onnect", out)
+  end)
+
+  it("spaces requests to --qps after the --burst, and not at all with --qps 0", function()
+    local program = [[
+      local t0 = core.task.now()
+      local tasks = {}
+      for i = 1, 6 do
+        tasks[i] = require("luaop").spawn(core.api.request, { path = "/api/v1/namespaces/default/configmaps/ok" })
+      end
+      for _, t in ipairs(tasks) do assert(t:wait()) end
+      print("elapsed", core.task.now() - t0)
+    ]]
+    local code, out = run(program, { "--qps", "5", "--burst", "1" })
+    assert.are.equal(0, code, out)
+    -- one at once, then five more at 5 per second: at least a second
+    assert.is_true(tonumber(out:match("elapsed\t(%S+)")) >= 0.95, out)
+    code, out = run(program, { "--qps", "0" })
+    assert.are.equal(0, code, out)
+    assert.are.equal(6, #requests() - 6)
+  end)
+end)
