@@ -174,8 +174,10 @@ static void api_done(const http_response *r, void *ud)
             {"status", LOG_INT, .v.i = r->status},
             {"ms", LOG_NUM, .v.d = ms},
             {"retries", LOG_INT, .v.i = r->retries},
+            {"http", LOG_INT, .v.i = r->http_version},
+            {"newConnection", LOG_BOOL, .v.b = r->new_connection},
         };
-        log_write(LOG_TRACE, "client", r->error ? r->error : "response", f, 5);
+        log_write(LOG_TRACE, "client", r->error ? r->error : "response", f, 7);
     }
     c->done(r, c->ud);
     api_call_free(c);

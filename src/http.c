@@ -287,7 +287,7 @@ static int http_setup(http_request *r)
 static void http_fail_cb(uv_timer_t *t)
 {
     http_request *r = t->data;
-    http_response resp = {0, r->fail, "", 0, NULL, r->retries};
+    http_response resp = {0, r->fail, "", 0, NULL, r->retries, 0, 0};
 
     r->state = HTTP_DONE;
     r->done(&resp, r->ud);
@@ -402,6 +402,12 @@ static void http_finish(http_request *r, CURLcode result)
     resp.body_len = r->resp_len;
     resp.content_type = r->resp_type;
     resp.retries = r->retries;
+    long version = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &version);
+    resp.http_version = version == CURL_HTTP_VERSION_2_0 ? 2 : version ? 1 : 0;
+    long connects = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects);
+    resp.new_connection = connects > 0;
     r->state = HTTP_DONE;
     r->done(&resp, r->ud);
     http_request_free(r);

@@ -59,6 +59,8 @@ typedef struct http_response {
     size_t body_len;
     const char *content_type;
     int retries; /* how often 429/5xx made it wait and retry */
+    int http_version; /* 1 (HTTP/1.x) or 2; 0 when no response came */
+    int new_connection; /* it opened a connection rather than reusing one */
 } http_response;
 
 typedef void (*http_done_cb)(const http_response *r, void *ud);

@@ -210,6 +210,7 @@ static int main_script(const main_opts *o)
     ko.home = getenv("HOME");
     ko.service_host = getenv("KUBERNETES_SERVICE_HOST");
     ko.service_port = getenv("KUBERNETES_SERVICE_PORT");
+    ko.sa_dir = getenv("LUAOP_SERVICEACCOUNT_DIR"); /* NULL: the standard mount */
     if (kubeconfig_load(&ko, &kc, err, sizeof err) != 0) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
         log_write(LOG_ERROR, "setup", "cannot load the Kubernetes configuration", &f, 1);

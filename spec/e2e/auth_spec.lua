@@ -159,6 +159,36 @@ printf '{"apiVersion":"client.authentication.k8s.io/%s","kind":"ExecCredential",
     assert.matches("error\tUnauthorized\t401", out)
   end)
 
+  it("configures itself in a Pod and re-reads a rotated token after a 401", function()
+    local sa = dir .. "/serviceaccount"
+    assert(os.execute("mkdir -p '" .. sa .. "'"))
+    write(sa .. "/token", "an-old-token\n")
+    write(sa .. "/namespace", ns)
+    os.execute(("cp '%s' '%s/ca.crt'"):format(ca, sa))
+    write(dir .. "/new.token", reader_token)
+    local host, port = server:match("^https://([^:/]+):(%d+)")
+    local code, out = luaop.run(([[
+      local c = require("luaop").client()
+      local _, err = c:get("ConfigMap", "readable")
+      print("before", err and err.reason)
+      -- the kubelet rotates the token
+      local src = assert(io.open(%q)):read("a")
+      local f = assert(io.open(%q, "w"))
+      f:write(src)
+      f:close()
+      local cm, err2 = c:get("ConfigMap", "readable")
+      print("after", cm and cm.metadata.namespace, err2)
+    ]]):format(dir .. "/new.token", sa .. "/token"), {
+      kubeconfig = false,
+      flags = { "-v", "10" },
+      env = { KUBECONFIG = false, HOME = dir .. "/nohome", KUBERNETES_SERVICE_HOST = host,
+              KUBERNETES_SERVICE_PORT = port, LUAOP_SERVICEACCOUNT_DIR = sa },
+    })
+    assert.are.equal(0, code, out)
+    assert.matches("before\tUnauthorized", out)
+    assert.matches("after\t" .. ns:gsub("%p", "%%%0") .. "\tnil", out)
+  end)
+
   it("refuses a server whose certificate the CA did not sign", function()
     local other_ca = dir .. "/other-ca.crt"
     -- A CA of its own, which signed nothing the API server has.

@@ -222,6 +222,29 @@ describe("luaop --script and the client", function()
     ]]):format(ns, group))
   end)
 
+  it("speaks HTTP/2 to the API server over one kept-alive connection", function()
+    local _, err = luaop.ok([[
+      local luaop = require "luaop"
+      local c = luaop.client()
+      for i = 1, 5 do assert(c:get("Namespace", "default")) end
+      local tasks = {}
+      for i = 1, 10 do tasks[i] = luaop.spawn(function() return assert(c:get("Namespace", "default")) end) end
+      for _, t in ipairs(tasks) do assert(t:wait()) end
+    ]], { flags = { "-v", "2", "--log-format", "json" } })
+    local json = require("luaop.core").json
+    local responses, new = 0, 0
+    for line in err:gmatch("[^\n]+") do
+      local rec = json.decode(line)
+      if rec and rec.msg == "response" then
+        responses = responses + 1
+        assert.are.equal(2, rec.http)
+        if rec.newConnection then new = new + 1 end
+      end
+    end
+    assert.is_true(responses >= 15)
+    assert.are.equal(1, new)
+  end)
+
   it("runs requests of many tasks at once on one thread", function()
     local out = luaop.ok(([[
       local luaop = require "luaop"

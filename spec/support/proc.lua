@@ -6,9 +6,20 @@ local function quote(s)
 end
 
 -- Run argv; returns exit code, stdout, stderr. The child does not inherit a
--- sanitizer runtime preloaded into the spec runner.
-function proc.run(argv)
+-- sanitizer runtime preloaded into the spec runner. env: {NAME = value} to
+-- set, {NAME = false} to unset.
+function proc.run(argv, env)
   local parts = { "env", "-u", "LD_PRELOAD" }
+  -- env takes its -u options before any NAME=value
+  for k, v in pairs(env or {}) do
+    if v == false then
+      parts[#parts + 1] = "-u"
+      parts[#parts + 1] = quote(k)
+    end
+  end
+  for k, v in pairs(env or {}) do
+    if v ~= false then parts[#parts + 1] = quote(k .. "=" .. v) end
+  end
   for _, a in ipairs(argv) do parts[#parts + 1] = quote(a) end
   local err = os.tmpname()
   local p = assert(io.popen(table.concat(parts, " ") .. " 2>" .. quote(err), "r"))
