@@ -509,7 +509,7 @@ static int http_timer_cb(CURLM *m, long timeout_ms, void *userp)
     if (timeout_ms < 0)
         uv_timer_stop(&c->timer);
     else
-        uv_timer_start(&c->timer, http_timeout_cb, timeout_ms > 0 ? (uint64_t)timeout_ms : 1, 0);
+        uv_timer_start(&c->timer, http_timeout_cb, (uint64_t)timeout_ms, 0); /* 0: on the next loop iteration */
     return 0;
 }
 
@@ -559,6 +559,10 @@ http_client *http_client_new(uv_loop_t *loop, const http_tls *tls, double qps, i
     curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, http_timer_cb);
     curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
     curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    /* Streams beyond what the server allows per HTTP/2 connection wait for
+     * one to free up rather than each opening (and TLS-handshaking) a
+     * connection of its own; a few connections leave room for watches. */
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HTTP_MAX_HOST_CONNECTIONS);
     return c;
 err:
     if (c->multi) {

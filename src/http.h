@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #define HTTP_MAX_RETRIES 10
+#define HTTP_MAX_HOST_CONNECTIONS 8
 
 typedef struct http_client http_client;
 typedef struct http_request http_request;
