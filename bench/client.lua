@@ -1,7 +1,7 @@
--- bench/client.lua NS N: time N sequential and N concurrent GETs and creates
--- through the luaop client; prints one "name seconds" line per measure.
+-- bench/client.lua NS N ROUND: time N sequential and N concurrent GETs and
+-- creates through the luaop client; prints one "name seconds" line per measure.
 local luaop = require "luaop"
-local ns, n = arg[1], tonumber(arg[2])
+local ns, n, round = arg[1], tonumber(arg[2]), arg[3]
 local c = luaop.client()
 
 local function measure(name, fn)
@@ -14,7 +14,6 @@ local function cm(name)
   return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = ns }, data = { k = "v" } }
 end
 
-assert(c:create(cm("target")))
 assert(c:get("ConfigMap", "target", ns)) -- discovery and connection warmed up
 
 measure("get_seq", function()
@@ -26,10 +25,10 @@ measure("get_conc", function()
   for _, t in ipairs(tasks) do assert(t:wait()) end
 end)
 measure("create_seq", function()
-  for i = 1, n do assert(c:create(cm("luaop-seq-" .. i))) end
+  for i = 1, n do assert(c:create(cm(("luaop-%s-seq-%d"):format(round, i)))) end
 end)
 measure("create_conc", function()
   local tasks = {}
-  for i = 1, n do tasks[i] = luaop.spawn(function() return assert(c:create(cm("luaop-conc-" .. i))) end) end
+  for i = 1, n do tasks[i] = luaop.spawn(function() return assert(c:create(cm(("luaop-%s-conc-%d"):format(round, i)))) end) end
   for _, t in ipairs(tasks) do assert(t:wait()) end
 end)
