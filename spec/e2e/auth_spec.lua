@@ -189,6 +189,39 @@ printf '{"apiVersion":"client.authentication.k8s.io/%s","kind":"ExecCredential",
     assert.matches("after\t" .. ns:gsub("%p", "%%%0") .. "\tnil", out)
   end)
 
+  it("authenticates with client-certificate-data and client-key-data", function()
+    local function b64file(path)
+      local p = assert(io.popen("base64 -w0 '" .. path .. "'"))
+      local out = p:read("a")
+      p:close()
+      return out
+    end
+    local cert = kube.must { "config", "view", "--minify", "-o", "jsonpath={.users[0].user.client-certificate}" }
+    local key = kube.must { "config", "view", "--minify", "-o", "jsonpath={.users[0].user.client-key}" }
+    local code, out = run_checked(kubeconfig("certdata", ("    client-certificate-data: %s\n    client-key-data: %s")
+      :format(b64file(cert), b64file(key))))
+    assert.are.equal(0, code, out)
+    assert.matches("read ok", out)
+  end)
+
+  it("verifies the server's certificate for tls-server-name", function()
+    local path = kubeconfig("sni", "    token: " .. reader_token)
+    local f = assert(io.open(path))
+    local text = f:read("a")
+    f:close()
+    local function with_name(name)
+      write(path, (text:gsub("(certificate%-authority: [^\n]+)", "%1\n    tls-server-name: " .. name)))
+      return luaop.run(program, { kubeconfig = path })
+    end
+    -- a name the API server's certificate has, while connecting to its address
+    local code, out = with_name("kubernetes.default.svc")
+    assert.are.equal(0, code, out)
+    assert.matches("read ok", out)
+    code, out = with_name("not-in-the-certificate.example")
+    assert.are.equal(1, code)
+    assert.matches("error\tTransportError\t0\t.*not%-in%-the%-certificate%.example", out)
+  end)
+
   it("refuses a server whose certificate the CA did not sign", function()
     local other_ca = dir .. "/other-ca.crt"
     -- A CA of its own, which signed nothing the API server has.

@@ -3,7 +3,9 @@
 Usage: fake_apiserver.py PORT_FILE LOG_FILE
 Listens on 127.0.0.1 (a free port, written to PORT_FILE) and appends one
 line per request to LOG_FILE: "METHOD PATH AUTH" where AUTH is "bearer-ok",
-"bearer-bad" or "none". Paths (under /api/v1/namespaces/default/configmaps/):
+"basic-ok" (alice / s3cr3t-pw), "bad" or "none". A request in proxy form
+(GET http://host/path) is served too, and logged with its absolute URL.
+Paths (under /api/v1/namespaces/default/configmaps/):
   ok          200 with a ConfigMap
   flaky-N     429 with Retry-After: 0 for the first N requests, then 200
   busy        503 with Retry-After: 0 once, then 200
@@ -11,8 +13,9 @@ line per request to LOG_FILE: "METHOD PATH AUTH" where AUTH is "bearer-ok",
   redirect    302 to /stolen on this server
   slow        answers after 3 seconds
 Any other path is a 404 Status. Requests without "Authorization: Bearer
-good-token" get a 401 Status.
+good-token" or alice's basic credentials get a 401 Status.
 """
+import base64
 import json
 import sys
 import threading
@@ -46,15 +49,19 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         auth = self.headers.get("Authorization")
-        kind = "none" if auth is None else ("bearer-ok" if auth == "Bearer good-token" else "bearer-bad")
+        basic = "Basic " + base64.b64encode(b"alice:s3cr3t-pw").decode()
+        kind = {None: "none", "Bearer good-token": "bearer-ok", basic: "basic-ok"}.get(auth, "bad")
         with lock:
             with open(sys.argv[2], "a") as f:
                 f.write("%s %s %s\n" % (self.command, self.path, kind))
             counts[self.path] = counts.get(self.path, 0) + 1
             n = counts[self.path]
-        if kind != "bearer-ok":
+        if kind not in ("bearer-ok", "basic-ok"):
             return self.status(401, "Unauthorized", "Unauthorized")
-        name = self.path[len(PREFIX):] if self.path.startswith(PREFIX) else None
+        path = self.path
+        if path.startswith("http://"):  # asked as a proxy
+            path = "/" + path.split("/", 3)[3]
+        name = path[len(PREFIX):] if path.startswith(PREFIX) else None
         if name == "ok" or (name and name.startswith("flaky-") and n > int(name[6:])) or (name == "busy" and n > 1):
             return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": name, "namespace": "default"}, "data": {"n": str(n)}})

@@ -129,6 +129,45 @@ users: [{name: u, user: {token: good-token}}]
     assert.matches("waited under 2s\ttrue", out)
   end)
 
+  local function config(name, text)
+    local path = dir .. "/" .. name
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    return path
+  end
+
+  it("sends basic credentials, and never logs the password", function()
+    local port = io.open(dir .. "/port"):read("l")
+    local code, out, err = luaop.run([[
+      print("status", require("luaop.core").api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
+    ]], { kubeconfig = config("basic", ([[
+current-context: x
+clusters: [{name: x, cluster: {server: "http://127.0.0.1:%s"}}]
+contexts: [{name: x, context: {cluster: x, user: alice}}]
+users: [{name: alice, user: {username: alice, password: s3cr3t-pw}}]
+]]):format(port)), flags = { "-v", "10" } })
+    assert.are.equal(0, code, err)
+    assert.matches("status\t200", out)
+    assert.are.same({ "GET /api/v1/namespaces/default/configmaps/ok basic-ok" }, requests())
+    assert.is_nil((out .. err):find("s3cr3t", 1, true))
+  end)
+
+  it("goes through the kubeconfig's proxy-url", function()
+    local port = io.open(dir .. "/port"):read("l")
+    local code, out, err = luaop.run([[
+      print("status", require("luaop.core").api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
+    ]], { kubeconfig = config("proxy", ([[
+current-context: x
+clusters: [{name: x, cluster: {server: "http://api.example.invalid", proxy-url: "http://127.0.0.1:%s"}}]
+contexts: [{name: x, context: {cluster: x, user: u}}]
+users: [{name: u, user: {token: good-token}}]
+]]):format(port)) })
+    assert.are.equal(0, code, err)
+    assert.matches("status\t200", out)
+    assert.are.same({ "GET http://api.example.invalid/api/v1/namespaces/default/configmaps/ok bearer-ok" }, requests())
+  end)
+
   it("reports a connection failure as a TransportError", function()
     local bad = dir .. "/unreachable"
     local f = assert(io.open(bad, "w"))
