@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential pkg-config ca-certificates git openssl python3
-  lua5.4 liblua5.4-dev lua-cjson lua-cjson-dev
+  lua5.4 liblua5.4-dev
   libyaml-dev libcurl4-openssl-dev libuv1-dev
   lua-busted valgrind
 )

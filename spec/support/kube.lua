@@ -3,7 +3,7 @@
 -- Runs the pinned kubectl (KUBECTL) with the admin kubeconfig (KUBECONFIG),
 -- both exported by spec/run.sh from `hack/cluster.sh env`. Waits are
 -- wait-for-condition: poll a predicate until it holds or a deadline passes.
-local cjson = require "cjson"
+local json = require("luaop.core").json
 local system = require "system"
 
 local kube = {}
@@ -67,7 +67,7 @@ function kube.get(kind, name, namespace)
   end
   local ok, out = kube.kubectl(args)
   if not ok then return nil, out end
-  return cjson.decode(out)
+  return json.decode(out)
 end
 
 -- List objects of a kind; returns the items array.
@@ -79,7 +79,7 @@ function kube.list(kind, namespace)
   else
     args[#args + 1] = "--all-namespaces"
   end
-  return cjson.decode(kube.must(args)).items
+  return json.decode(kube.must(args)).items
 end
 
 -- Poll `predicate` until it returns a truthy value, which is returned.
@@ -140,6 +140,6 @@ function kube.delete_namespace(name)
   kube.kubectl({ "delete", "namespace", name, "--wait=false" })
 end
 
-kube.json = cjson
+kube.json = json
 
 return kube
