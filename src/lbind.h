@@ -10,6 +10,7 @@ int lbind_log_open(lua_State *L);
 int lbind_kubeconfig_open(lua_State *L);
 int lbind_api_open(lua_State *L);
 int lbind_task_open(lua_State *L);
+int lbind_workqueue_open(lua_State *L);
 
 struct api;
 /* The API server luaop.core.api talks to (set by main). */

@@ -17,6 +17,7 @@ static const struct {
     {"kubeconfig", lbind_kubeconfig_open},
     {"api", lbind_api_open},
     {"task", lbind_task_open},
+    {"workqueue", lbind_workqueue_open},
 };
 
 LUAMOD_API int luaopen_luaop_core(lua_State *L)
