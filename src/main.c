@@ -20,6 +20,7 @@
 #include "lbind.h"
 #include "log.h"
 #include "luaembed.h"
+#include "sandbox.h"
 #include "sched.h"
 #include "version.h"
 
@@ -246,6 +247,7 @@ static int main_script(const main_opts *o)
     lua_setfield(L, -2, "luaop.core");
     lua_pop(L, 1);
     luaembed_preload(L);
+    sandbox_apply(L);
 
     /* arg, as the lua interpreter sets it: arg[0] the script, then its args. */
     lua_createtable(L, o->script_argc, 1);

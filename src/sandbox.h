@@ -1,0 +1,16 @@
+/* sandbox.h - what a luaop script may not do.
+ *
+ * Scripts run with Lua's standard libraries less what would let them leave
+ * the runtime: os.execute, os.exit, io.popen, the debug library,
+ * package.loadlib and C module searchers, and binary chunks (string.dump;
+ * load, loadfile and dofile read text only). Each removed function is
+ * replaced by one that raises, naming it. */
+#ifndef LUAOP_SANDBOX_H
+#define LUAOP_SANDBOX_H
+
+#include <lua.h>
+
+/* Apply to a state whose standard libraries are open. */
+void sandbox_apply(lua_State *L);
+
+#endif
