@@ -16,13 +16,14 @@ struct api {
     char *server; /* without a trailing slash */
     char *namespace;
     char *username, *password;
+    api_call *live; /* calls not yet done or cancelled */
 };
 
 struct api_call {
     api *a;
     http_request *req; /* while the request is in flight */
-    int waiting_auth;  /* while the credential is being got */
     int cancelled;
+    api_call *prev, *next; /* in api.live */
     int (*on_data)(const char *, size_t, void *);
     char *method, *path, *content_type, *accept, *body;
     size_t body_len;
@@ -116,6 +117,15 @@ fail:
 
 static void api_call_free(api_call *c)
 {
+    /* A cancelled call left the live list already, and its api may be gone. */
+    if (!c->cancelled) {
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            c->a->live = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+    }
     free(c->method);
     free(c->path);
     free(c->content_type);
@@ -194,16 +204,17 @@ static int api_on_data(const char *data, size_t len, void *ud)
 static void api_with_credential(const char *bearer, const char *err, void *ud)
 {
     api_call *c = ud;
-    api *a = c->a;
+    api *a;
     http_spec s = {0};
-    size_t n = strlen(a->server) + strlen(c->path) + 1;
+    size_t n;
     char *url;
 
-    c->waiting_auth = 0;
-    if (c->cancelled) {
+    if (c->cancelled) { /* cancelled (or shut down) while the credential came */
         api_call_free(c);
         return;
     }
+    a = c->a;
+    n = strlen(a->server) + strlen(c->path) + 1;
     if (err) {
         api_fail(c, err);
         return;
@@ -235,7 +246,6 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
 
 static void api_send(api_call *c)
 {
-    c->waiting_auth = 1;
     auth_get(c->a->auth, api_with_credential, c);
 }
 
@@ -244,6 +254,14 @@ void api_cancel(api_call *c)
     if (c->cancelled)
         return;
     c->cancelled = 1;
+    /* Off the live list now; freed below, or when its credential comes. */
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (c->a->live == c)
+        c->a->live = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
     if (c->req) {
         http_cancel(c->req);
         api_call_free(c);
@@ -278,6 +296,10 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
         }
         c->body_len = s->body_len;
     }
+    c->next = a->live;
+    if (a->live)
+        a->live->prev = c;
+    a->live = c;
     if (!c->method || !c->path || (s->body && !c->body)) {
         api_call_free(c);
         return NULL;
@@ -310,6 +332,10 @@ void api_free(api *a)
 {
     if (a == NULL)
         return;
+    /* No callback runs after this: calls waiting for a credential are freed
+     * when auth_free hands it (or its failure) over. */
+    while (a->live)
+        api_cancel(a->live);
     http_client_close(a->http);
     auth_free(a->auth);
     free(a->server);

@@ -29,7 +29,6 @@ struct auth {
     time_t expires;    /* plugin credential expiry; 0 none */
     int stale;         /* a 401 said current is no good */
     kubeconfig_exec *exec;
-    char *server;      /* for KUBERNETES_EXEC_INFO */
     /* a running plugin */
     int running;
     uv_process_t proc;
@@ -37,7 +36,7 @@ struct auth {
     char *buf;
     size_t len, cap;
     int64_t exit_status;
-    int pipe_open, proc_open;
+    int pipe_open, proc_open, exited;
     auth_waiter *waiters;
     size_t nwaiters, capwaiters;
     unsigned exec_runs;
@@ -106,7 +105,6 @@ auth *auth_new(uv_loop_t *loop, const kubeconfig *kc)
     a->loop = loop;
     a->token = auth_strdup(kc->token);
     a->token_file = auth_strdup(kc->token_file);
-    a->server = auth_strdup(kc->server);
     if (kc->exec && (a->exec = auth_copy_exec(kc->exec)) == NULL) {
         auth_free(a);
         return NULL;
@@ -344,6 +342,7 @@ static void auth_exit(uv_process_t *p, int64_t status, int signal)
     auth *a = p->data;
 
     a->exit_status = signal ? 128 + signal : status;
+    a->exited = 1;
     uv_close((uv_handle_t *)&a->proc, auth_proc_closed);
 }
 
@@ -398,6 +397,7 @@ static void auth_exec_start(auth *a)
     o.stdio_count = 3;
     o.exit_cb = auth_exit;
     a->running = 1;
+    a->exited = 0;
     a->exec_runs++;
     a->pipe_open = 1;
     rc = uv_spawn(a->loop, &a->proc, &o);
@@ -471,13 +471,13 @@ void auth_free(auth *a)
     auth_wipe(&a->token);
     auth_wipe(&a->current);
     free(a->token_file);
-    free(a->server);
     auth_free_exec(a->exec);
     a->exec = NULL;
     if (a->running) {
         /* Let the plugin's handles close; auth_exec_finish frees the rest. */
         a->freeing = 1;
-        uv_process_kill(&a->proc, SIGTERM);
+        if (a->proc_open && !a->exited)
+            uv_process_kill(&a->proc, SIGTERM);
         return;
     }
     free(a->waiters);

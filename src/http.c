@@ -13,7 +13,6 @@ typedef enum http_state { HTTP_QUEUED, HTTP_RUNNING, HTTP_WAITING, HTTP_DONE } h
 struct http_request {
     http_client *c;
     http_state state;
-    int cancelled;
     CURL *easy;
     struct curl_slist *headers;
     uv_timer_t retry_timer;
@@ -154,12 +153,13 @@ static size_t http_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata
 {
     http_request *r = userdata;
     size_t n = size * nmemb;
-    long status = 0;
-
-    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
     /* A streaming request hands over 2xx bodies as they come. */
-    if (r->on_data && status >= 200 && status < 300)
-        return r->on_data(ptr, n, r->ud) == 0 ? n : 0;
+    if (r->on_data) {
+        long status = 0;
+        curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status >= 200 && status < 300)
+            return r->on_data(ptr, n, r->ud) == 0 ? n : 0;
+    }
     if (r->resp_cap - r->resp_len < n + 1) {
         size_t cap = r->resp_cap ? r->resp_cap : 4096;
         while (cap - r->resp_len < n + 1)
@@ -192,6 +192,16 @@ static size_t http_header_cb(char *buf, size_t size, size_t nitems, void *userda
             r->retry_after = v;
     }
     return n;
+}
+
+static int http_header(http_request *r, const char *line)
+{
+    struct curl_slist *l = curl_slist_append(r->headers, line);
+
+    if (l == NULL)
+        return -1; /* r->headers is intact: freed with the request */
+    r->headers = l;
+    return 0;
 }
 
 static int http_setup(http_request *r)
@@ -234,14 +244,15 @@ static int http_setup(http_request *r)
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     }
     snprintf(line, sizeof line, "Accept: %s", r->accept ? r->accept : "application/json");
-    r->headers = curl_slist_append(r->headers, line);
+    if (http_header(r, line) != 0)
+        return -1;
     if (r->content_type) {
         snprintf(line, sizeof line, "Content-Type: %s", r->content_type);
-        r->headers = curl_slist_append(r->headers, line);
+        if (http_header(r, line) != 0)
+            return -1;
     }
-    if (r->body == NULL)
-        r->headers = curl_slist_append(r->headers, "Expect:");
-    if (r->headers == NULL)
+    /* No "Expect: 100-continue" round trip before a body. */
+    if (r->body && http_header(r, "Expect:") != 0)
         return -1;
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
 
@@ -337,7 +348,8 @@ static void http_drain(http_client *c)
         http_start(r);
     }
     if (c->queue) {
-        uint64_t wait = (uint64_t)((1.0 - c->tokens) / c->qps * 1000.0) + 1;
+        double ms = (1.0 - c->tokens) / c->qps * 1000.0;
+        uint64_t wait = ms < 86400e3 ? (uint64_t)ms + 1 : 86400000;
         uv_timer_start(&c->rl_timer, http_rl_cb, wait, 0);
     }
 }

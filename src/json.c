@@ -371,6 +371,7 @@ typedef struct json_enc {
     char *err;
     size_t errlen;
     int depth;
+    int (*redact)(const char *key);
 } json_enc;
 
 void json_buf_free(json_buf *b)
@@ -548,6 +549,10 @@ static int json_enc_object(json_enc *e, int idx, lua_Integer count)
             json_putc(e, ',');
         json_enc_string(e, keys[k].s, keys[k].n);
         json_putc(e, ':');
+        if (e->redact && e->redact(keys[k].s)) {
+            json_put(e, "\"[redacted]\"", 12);
+            continue;
+        }
         lua_pushlstring(L, keys[k].s, keys[k].n);
         lua_rawget(L, idx);
         if (!json_enc_value(e, lua_gettop(L))) {
@@ -630,7 +635,15 @@ static int json_enc_value(json_enc *e, int idx)
 
 int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen)
 {
-    json_enc e = {L, b, err, errlen, 0};
+    json_enc e = {L, b, err, errlen, 0, NULL};
+
+    return json_enc_value(&e, lua_absindex(L, idx));
+}
+
+int json_encode_redacted(lua_State *L, int idx, json_buf *b, char *err, size_t errlen,
+                         int (*redact)(const char *key))
+{
+    json_enc e = {L, b, err, errlen, 0, redact};
 
     return json_enc_value(&e, lua_absindex(L, idx));
 }

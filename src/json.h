@@ -37,6 +37,11 @@ int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errle
  * returns 0. Raises only on memory errors: keep `b` where a __gc frees it. */
 int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen);
 
+/* The same, writing "[redacted]" for the value of every object member whose
+ * key `redact` says is secret, at any depth (for logs). */
+int json_encode_redacted(lua_State *L, int idx, json_buf *b, char *err, size_t errlen,
+                         int (*redact)(const char *key));
+
 void json_buf_free(json_buf *b);
 
 /* Push the array metatable (created on first use). */

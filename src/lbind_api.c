@@ -63,10 +63,13 @@ static void lbind_api_done(const http_response *r, void *ud)
 static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
 {
     const char *s = NULL;
+    int t = lua_getfield(L, 1, key);
 
-    if (lua_getfield(L, 1, key) != LUA_TNIL)
-        s = luaL_checklstring(L, -1, len);
-    lua_pop(L, 1); /* the table keeps the string alive */
+    if (t != LUA_TNIL && t != LUA_TSTRING)
+        luaL_error(L, "field %s must be a string", key);
+    if (t == LUA_TSTRING)
+        s = lua_tolstring(L, -1, len);
+    lua_pop(L, 1); /* a string the table holds stays alive */
     return s;
 }
 

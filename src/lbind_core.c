@@ -11,19 +11,29 @@
 static const struct {
     const char *name;
     lua_CFunction open;
+    int credentials; /* hands out credentials: not for scripts */
 } lbind_core_modules[] = {
-    {"json", lbind_json_open},
-    {"log", lbind_log_open},
-    {"kubeconfig", lbind_kubeconfig_open},
-    {"api", lbind_api_open},
-    {"task", lbind_task_open},
-    {"workqueue", lbind_workqueue_open},
+    {"json", lbind_json_open, 0},
+    {"log", lbind_log_open, 0},
+    {"kubeconfig", lbind_kubeconfig_open, 1},
+    {"api", lbind_api_open, 0},
+    {"task", lbind_task_open, 0},
+    {"workqueue", lbind_workqueue_open, 0},
 };
+
+static int lbind_core_scripts;
+
+void lbind_core_for_scripts(void)
+{
+    lbind_core_scripts = 1;
+}
 
 LUAMOD_API int luaopen_luaop_core(lua_State *L)
 {
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {
+        if (lbind_core_scripts && lbind_core_modules[i].credentials)
+            continue;
         lbind_core_modules[i].open(L);
         lua_setfield(L, -2, lbind_core_modules[i].name);
     }

@@ -19,10 +19,13 @@
 static const char *lbind_kc_opt(lua_State *L, int t, const char *key)
 {
     const char *s = NULL;
+    int type = lua_getfield(L, t, key);
 
-    if (lua_getfield(L, t, key) != LUA_TNIL)
-        s = luaL_checkstring(L, -1);
-    lua_pop(L, 1); /* the string stays alive: the options table holds it */
+    if (type != LUA_TNIL && type != LUA_TSTRING)
+        luaL_error(L, "field %s must be a string", key);
+    if (type == LUA_TSTRING)
+        s = lua_tostring(L, -1);
+    lua_pop(L, 1); /* a string the table holds stays alive */
     return s;
 }
 

@@ -116,7 +116,7 @@ static int lbind_log_write(lua_State *L)
                 /* As JSON, or as its tostring when JSON cannot hold it. */
                 json_buf b = {NULL, 0, 0};
                 char err[16];
-                if (json_encode(L, -1, &b, err, sizeof err)) {
+                if (json_encode_redacted(L, -1, &b, err, sizeof err, log_is_secret_key)) {
                     f->kind = LOG_RAW;
                     f->v.str.s = lua_pushlstring(L, b.data, b.len);
                     f->v.str.n = b.len;

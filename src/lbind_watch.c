@@ -4,8 +4,9 @@
  *   w:next() -> line | nil, status, body | nil     (yields until one comes)
  *   w:close()
  *
- * The API server writes one JSON watch event per line; lines are queued as
- * they arrive and handed out one per next(). At the end of the stream next()
+ * The API server writes one JSON watch event per line; lines are queued in C
+ * as they arrive (inside curl's callback, where no Lua may run) and handed
+ * out one per next(). At the end of the stream next()
  * returns nil (clean end) or nil, status, body (an error: status 0 and a
  * message for a transport error). */
 #include "lbind.h"
@@ -21,6 +22,13 @@
 
 #define LBIND_WATCH_MT "luaop.watch"
 
+typedef struct lbind_line lbind_line;
+struct lbind_line {
+    lbind_line *next;
+    size_t len;
+    char data[];
+};
+
 typedef struct lbind_watch {
     api_call *call; /* while streaming */
     sched_task *waiter;
@@ -30,8 +38,7 @@ typedef struct lbind_watch {
     char *partial; /* an incomplete line */
     size_t plen, pcap;
     lua_State *L;  /* the main thread */
-    int queue;     /* registry ref of the table of lines */
-    lua_Integer head, tail;
+    lbind_line *head, *tail; /* lines not yet handed out */
     int self;      /* registry ref keeping the userdata alive while streaming */
     uv_idle_t *wake; /* wakes the waiter from the loop, not from inside curl */
 } lbind_watch;
@@ -47,17 +54,26 @@ static void lbind_watch_unpin(lbind_watch *w)
 /* Push the next queued line onto L; 0 when there is none. */
 static int lbind_watch_pop(lbind_watch *w, lua_State *L)
 {
-    if (w->head >= w->tail)
+    lbind_line *l = w->head;
+
+    if (l == NULL)
         return 0;
-    lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->queue);
-    lua_rawgeti(w->L, -1, w->head);
-    lua_pushnil(w->L);
-    lua_rawseti(w->L, -3, w->head);
-    w->head++;
-    lua_remove(w->L, -2);
-    if (L != w->L)
-        lua_xmove(w->L, L, 1);
+    lua_pushlstring(L, l->data, l->len); /* may raise on OOM: unlink first */
+    w->head = l->next;
+    if (w->head == NULL)
+        w->tail = NULL;
+    free(l);
     return 1;
+}
+
+static void lbind_watch_clear(lbind_watch *w)
+{
+    while (w->head) {
+        lbind_line *l = w->head;
+        w->head = l->next;
+        free(l);
+    }
+    w->tail = NULL;
 }
 
 /* Push the end: nil, or nil, status, error. */
@@ -77,15 +93,13 @@ static void lbind_watch_wake(lbind_watch *w)
     lua_State *co;
     int n;
 
-    if (t == NULL)
+    if (t == NULL || (w->head == NULL && !w->ended))
         return;
     co = sched_thread(t);
     if (lbind_watch_pop(w, co))
         n = 1;
-    else if (w->ended)
-        n = lbind_watch_push_end(w, co);
     else
-        return;
+        n = lbind_watch_push_end(w, co);
     w->waiter = NULL;
     sched_resume(t, n);
 }
@@ -103,16 +117,27 @@ static void lbind_watch_wake_closed(uv_handle_t *h)
     free(h);
 }
 
-static void lbind_watch_line(lbind_watch *w, const char *s, size_t n)
+/* Queue a line; 0, or -1 when out of memory. */
+static int lbind_watch_line(lbind_watch *w, const char *s, size_t n)
 {
+    lbind_line *l;
+
     while (n > 0 && (s[n - 1] == '\r' || s[n - 1] == ' '))
         n--;
     if (n == 0)
-        return;
-    lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->queue);
-    lua_pushlstring(w->L, s, n);
-    lua_rawseti(w->L, -2, w->tail++);
-    lua_pop(w->L, 1);
+        return 0;
+    l = malloc(sizeof *l + n);
+    if (l == NULL)
+        return -1;
+    l->next = NULL;
+    l->len = n;
+    memcpy(l->data, s, n);
+    if (w->tail)
+        w->tail->next = l;
+    else
+        w->head = l;
+    w->tail = l;
+    return 0;
 }
 
 static int lbind_watch_data(const char *data, size_t len, void *ud)
@@ -132,10 +157,12 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
                 w->pcap = w->plen + n;
             }
             memcpy(w->partial + w->plen, data, n);
-            lbind_watch_line(w, w->partial, w->plen + n);
+            n += w->plen;
             w->plen = 0;
-        } else {
-            lbind_watch_line(w, data, (size_t)(nl - data));
+            if (lbind_watch_line(w, w->partial, n) != 0)
+                return 1;
+        } else if (lbind_watch_line(w, data, (size_t)(nl - data)) != 0) {
+            return 1;
         }
         data = nl + 1;
     }
@@ -156,7 +183,7 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
     }
     /* This runs inside a curl callback, where Lua code (which may start or
      * cancel requests) must not run: wake the waiter from the loop. */
-    if (w->waiter && w->head < w->tail)
+    if (w->waiter && w->head)
         uv_idle_start(w->wake, lbind_watch_wake_cb);
     return 0;
 }
@@ -169,7 +196,7 @@ static void lbind_watch_done(const http_response *r, void *ud)
     w->ended = 1;
     w->status = r->status;
     if (w->plen > 0) {
-        lbind_watch_line(w, w->partial, w->plen);
+        lbind_watch_line(w, w->partial, w->plen); /* a last line without \n */
         w->plen = 0;
     }
     if (r->error)
@@ -197,24 +224,23 @@ int lbind_watch_start(lua_State *L, api *a)
 
     w = lua_newuserdatauv(L, sizeof *w, 0);
     memset(w, 0, sizeof *w);
-    w->self = w->queue = LUA_NOREF;
+    w->self = LUA_NOREF;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     w->L = lua_tothread(L, -1);
     lua_pop(L, 1);
-    w->head = w->tail = 1;
     luaL_setmetatable(L, LBIND_WATCH_MT);
     w->wake = malloc(sizeof *w->wake);
     if (w->wake == NULL)
         return luaL_error(L, "not enough memory");
     uv_idle_init(uv_default_loop(), w->wake);
     w->wake->data = w;
-    lua_newtable(L);
-    w->queue = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushvalue(L, -1);
     w->self = luaL_ref(L, LUA_REGISTRYINDEX);
     w->call = api_request(a, &s, lbind_watch_done, w);
-    if (w->call == NULL)
+    if (w->call == NULL) {
+        lbind_watch_unpin(w); /* __gc closes the rest */
         return luaL_error(L, "not enough memory");
+    }
     return 1;
 }
 
@@ -275,10 +301,7 @@ static int lbind_watch_gc(lua_State *L)
     free(w->partial);
     free(w->error);
     w->partial = w->error = NULL;
-    if (w->queue != LUA_NOREF) {
-        luaL_unref(L, LUA_REGISTRYINDEX, w->queue);
-        w->queue = LUA_NOREF;
-    }
+    lbind_watch_clear(w);
     return 0;
 }
 
@@ -294,7 +317,7 @@ void lbind_watch_register(lua_State *L)
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, lbind_watch_gc);
         lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lbind_watch_gc);
+        lua_pushcfunction(L, lbind_watch_close);
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);

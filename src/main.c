@@ -242,6 +242,7 @@ static int main_script(const main_opts *o)
     }
     *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
     luaL_openlibs(L);
+    lbind_core_for_scripts();
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);
     lua_setfield(L, -2, "luaop.core");

@@ -40,13 +40,14 @@ sched_task *sched_current(lua_State *co)
     return *sched_slot(co);
 }
 
-static void sched_step(sched_task *t, int nargs)
+/* from: the thread running when the task is started from inside another
+ * (so Lua counts the C calls nested so far), NULL when resumed from the
+ * loop. */
+static void sched_step(sched_task *t, int nargs, lua_State *from)
 {
     lua_State *co = t->co;
     int nres = 0;
-    /* Resumed from the loop (or from within another task, which counts
-     * the same: a task's C stack starts afresh). */
-    int status = lua_resume(co, NULL, nargs, &nres);
+    int status = lua_resume(co, from, nargs, &nres);
 
     if (status == LUA_YIELD) {
         /* Waiting for whatever it yielded for; values yielded by a script's
@@ -92,7 +93,7 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
     if (sched_all)
         sched_all->prev = t;
     sched_all = t;
-    sched_step(t, nargs);
+    sched_step(t, nargs, L);
     return t;
 }
 
@@ -103,7 +104,7 @@ lua_State *sched_thread(sched_task *t)
 
 void sched_resume(sched_task *t, int nres)
 {
-    sched_step(t, nres);
+    sched_step(t, nres, NULL);
 }
 
 const char *sched_error(const sched_task *t)

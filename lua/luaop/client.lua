@@ -42,7 +42,8 @@ local function api_error(code, body)
     err.reason = err.message:find("timed out", 1, true) and "Timeout" or "TransportError"
     return err
   end
-  local status = body and body ~= "" and decode(body)
+  -- body: the response text, or an already decoded Status
+  local status = type(body) == "table" and body or (body and body ~= "" and decode(body))
   if type(status) == "table" and status.kind == "Status" then
     if type(status.reason) == "string" and status.reason ~= "" then err.reason = status.reason end
     if type(status.message) == "string" then err.message = status.message end
@@ -113,7 +114,7 @@ local function load_gv(gv)
     return nil, err
   end
   local kinds = {}
-  for _, r in ipairs(list.resources or {}) do
+  for _, r in ipairs(type(list) == "table" and list.resources or {}) do
     if not r.name:find("/", 1, true) then
       kinds[r.kind] = { gv = gv, kind = r.kind, resource = r.name, namespaced = r.namespaced }
     end
@@ -122,24 +123,26 @@ local function load_gv(gv)
   return groups[gv]
 end
 
--- The resource of kind in gv | nil (none) | nil, err. refresh: look again
--- when the cache has no such kind.
-local function find(gv, kind, refresh)
+-- The resource of kind in gv | nil (none) | nil, err. With refresh, a cached
+-- group version without the kind is loaded again, unless `fresh` says this
+-- lookup loaded it already.
+local function find(gv, kind, refresh, fresh)
   local g = groups[gv]
-  if g == nil or (refresh and not (g and g.kinds[kind])) then
+  if g == nil or (refresh and not fresh[gv] and not (g and g.kinds[kind])) then
     local err
     g, err = load_gv(gv)
     if g == nil then return nil, err end
+    fresh[gv] = true
   end
   return g and g.kinds[kind] or nil
 end
 
--- The preferred group versions the server serves, core first, for bare kinds.
-local function preferred_gvs()
+-- The preferred versions of the named groups the server serves.
+local function group_versions()
   local list, err = call("GET", "/apis")
   if not list then return nil, err end
-  local out = { "v1" }
-  for _, g in ipairs(list.groups or {}) do
+  local out = {}
+  for _, g in ipairs(type(list) == "table" and list.groups or {}) do
     if g.preferredVersion then out[#out + 1] = g.preferredVersion.groupVersion end
   end
   return out
@@ -158,30 +161,32 @@ end
 local bare = {} -- bare kind -> resolution
 
 -- Resolve a kind to {gv, kind, resource, namespaced} | nil, err. A miss is
--- looked up again, so the kinds of CRDs installed after start resolve.
+-- looked up again (each group version at most once per lookup), so the
+-- kinds of CRDs installed after start resolve. Misses are not cached.
 function client:resolve(spec)
   if type(spec) ~= "string" or spec == "" then error("a kind is required", 2) end
   local gv, kind = split_kind(spec)
   if not gv and bare[kind] then return bare[kind] end
+  local fresh = {}
   for pass = 1, 2 do
-    local refresh, gvs = pass == 2, { gv }
-    if not gv then
-      local r, err = find("v1", kind, refresh)
-      if err then return nil, err end
-      if r then
-        bare[kind] = r
-        return r
+    local refresh = pass == 2
+    local r, err = find(gv or "v1", kind, refresh, fresh)
+    if err then return nil, err end
+    if not r and not gv then
+      -- not core: the named groups' preferred versions (listed again on
+      -- the second pass, for groups that appeared meanwhile)
+      local named
+      named, err = group_versions()
+      if not named then return nil, err end
+      for _, c in ipairs(named) do
+        r, err = find(c, kind, refresh, fresh)
+        if err then return nil, err end
+        if r then break end
       end
-      gvs, err = preferred_gvs()
-      if not gvs then return nil, err end
     end
-    for _, c in ipairs(gvs) do
-      local r, err = find(c, kind, refresh)
-      if err then return nil, err end
-      if r then
-        if not gv then bare[kind] = r end
-        return r
-      end
+    if r then
+      if not gv then bare[kind] = r end
+      return r
     end
   end
   return nil, setmetatable({
@@ -375,7 +380,7 @@ function Watch:next()
   end
   if ev.type == "ERROR" then
     local st = type(ev.object) == "table" and ev.object or {}
-    self.err = api_error(tonumber(st.code) or 500, encode(st))
+    self.err = api_error(tonumber(st.code) or 500, st)
     return nil, self.err
   end
   return ev.type, ev.object

@@ -136,6 +136,21 @@ printf '{"apiVersion":"client.authentication.k8s.io/%s","kind":"ExecCredential",
     end)
   end
 
+  it("exits cleanly while an exec plugin is still running", function()
+    write(dir .. "/slow.sh", "#!/bin/sh\nsleep 2\necho '{}'\n", "755")
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      luaop.spawn(function() luaop.client():get("ConfigMap", "readable") end)
+      print("leaving")
+    ]], { kubeconfig = kubeconfig("slow", [[
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./slow.sh]]) })
+    assert.are.equal(0, code, err)
+    assert.matches("leaving", out)
+    assert.are.equal("", err)
+  end)
+
   it("explains an exec plugin that fails", function()
     write(dir .. "/broken.sh", "#!/bin/sh\necho 'no credentials for you' >&2\nexit 7\n", "755")
     local code, out = luaop.run(program, { kubeconfig = kubeconfig("broken", [[

@@ -245,6 +245,22 @@ describe("luaop --script and the client", function()
     assert.are.equal(1, new)
   end)
 
+  it("exits cleanly while tasks still wait on requests, watches and timers", function()
+    local code, out, err = luaop.run(([[
+      local luaop = require "luaop"
+      local c = luaop.client()
+      local w = assert(c:watch("ConfigMap", { namespace = %q }))
+      luaop.spawn(function() w:next() end)
+      luaop.spawn(function() luaop.sleep(3600) end)
+      for i = 1, 20 do luaop.spawn(function() c:list("Namespace") end) end
+      print("leaving")
+      return 0
+    ]]):format(ns))
+    assert.are.equal(0, code, err)
+    assert.matches("leaving", out)
+    assert.are.equal("", err) -- no sanitizer report
+  end)
+
   it("runs requests of many tasks at once on one thread", function()
     local out = luaop.ok(([[
       local luaop = require "luaop"

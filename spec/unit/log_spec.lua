@@ -80,6 +80,7 @@ describe("luaop.core.log", function()
         log.write(10, "auth", "credentials", {
           token = secret, password = secret, Authorization = "Bearer " .. secret,
           ["client-key-data"] = secret, bearerToken = secret, user = "alice",
+          config = { users = { { name = "u", user = { token = secret, password = secret } } } },
         })
       end)
       local all = table.concat(lines, "\n")

@@ -39,6 +39,15 @@ contexts: [{name: x, context: {cluster: x}}]
     end)
   end
 
+  it("cannot read credentials through luaop.core", function()
+    local code, out = run([[
+      local core = require "luaop.core"
+      print(core.kubeconfig, core.api ~= nil, core.json ~= nil)
+    ]])
+    assert.are.equal(0, code)
+    assert.matches("^nil\ttrue\ttrue", out)
+  end)
+
   it("has no debug library", function()
     local code, out = run([[
       print(debug, pcall(require, "debug"))
