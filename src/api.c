@@ -73,6 +73,7 @@ api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char 
     tls.key_len = kc->key_data.len;
     tls.insecure = kc->insecure;
     tls.proxy = kc->proxy_url;
+    tls.limit_connections = strncmp(a->server, "https://", 8) == 0;
     if (kc->tls_server_name && kc->tls_server_name[0]) {
         /* Verify the certificate for tls-server-name while connecting to the
          * server's address: ask for that name, connect to the real host. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -188,8 +189,13 @@ static size_t http_header_cb(char *buf, size_t size, size_t nitems, void *userda
         tmp[len] = '\0';
         char *end;
         double v = strtod(tmp, &end);
-        if (end != tmp && v >= 0)
-            r->retry_after = v;
+        if (end != tmp && v >= 0) {
+            r->retry_after = v; /* seconds */
+        } else {
+            time_t when = curl_getdate(tmp, NULL); /* or an HTTP date */
+            if (when != -1)
+                r->retry_after = when > time(NULL) ? (double)(when - time(NULL)) : 0;
+        }
     }
     return n;
 }
@@ -571,10 +577,13 @@ http_client *http_client_new(uv_loop_t *loop, const http_tls *tls, double qps, i
     curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, http_timer_cb);
     curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
     curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    /* Streams beyond what the server allows per HTTP/2 connection wait for
-     * one to free up rather than each opening (and TLS-handshaking) a
-     * connection of its own; a few connections leave room for watches. */
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HTTP_MAX_HOST_CONNECTIONS);
+    /* Over TLS (where HTTP/2 is negotiated), streams beyond what a
+     * connection allows wait for one to free up rather than each opening
+     * (and TLS-handshaking) a connection of its own; a few connections leave
+     * room for watches. Plain HTTP is HTTP/1.1, one request a connection:
+     * no cap there, or long watches would starve everything else. */
+    if (tls && tls->limit_connections)
+        curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HTTP_MAX_HOST_CONNECTIONS);
     return c;
 err:
     if (c->multi) {

@@ -35,6 +35,7 @@ typedef struct http_tls {
     int insecure;           /* skip verification (kubeconfig said so) */
     const char *connect_to; /* curl CONNECT_TO entry, for tls-server-name */
     const char *proxy;
+    int limit_connections; /* at most HTTP_MAX_HOST_CONNECTIONS per host */
 } http_tls;
 
 typedef struct http_spec {

@@ -9,6 +9,7 @@ Paths (under /api/v1/namespaces/default/configmaps/):
   ok          200 with a ConfigMap
   flaky-N     429 with Retry-After: 0 for the first N requests, then 200
   busy        503 with Retry-After: 0 once, then 200
+  dated       503 with Retry-After as an HTTP date (now) once, then 200
   broken      500 without Retry-After, always
   redirect    302 to /stolen on this server
   slow        answers after 3 seconds
@@ -16,6 +17,7 @@ Any other path is a 404 Status. Requests without "Authorization: Bearer
 good-token" or alice's basic credentials get a 401 Status.
 """
 import base64
+import email.utils
 import json
 import sys
 import threading
@@ -62,13 +64,16 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith("http://"):  # asked as a proxy
             path = "/" + path.split("/", 3)[3]
         name = path[len(PREFIX):] if path.startswith(PREFIX) else None
-        if name == "ok" or (name and name.startswith("flaky-") and n > int(name[6:])) or (name == "busy" and n > 1):
+        if name == "ok" or (name and name.startswith("flaky-") and n > int(name[6:])) or (name in ("busy", "dated") and n > 1):
             return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": name, "namespace": "default"}, "data": {"n": str(n)}})
         if name and name.startswith("flaky-"):
             return self.status(429, "TooManyRequests", "slow down", {"Retry-After": "0"})
         if name == "busy":
             return self.status(503, "ServiceUnavailable", "busy", {"Retry-After": "0"})
+        if name == "dated":
+            return self.status(503, "ServiceUnavailable", "busy",
+                               {"Retry-After": email.utils.formatdate(time.time(), usegmt=True)})
         if name == "broken":
             return self.status(500, "InternalError", "broken")
         if name == "redirect":

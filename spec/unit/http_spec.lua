@@ -83,18 +83,20 @@ users: [{name: u, user: {token: good-token}}]
     local code, out = run([[
       print("flaky", core.api.request { path = "/api/v1/namespaces/default/configmaps/flaky-3" })
       print("busy", core.api.request { path = "/api/v1/namespaces/default/configmaps/busy" })
+      print("dated", core.api.request { path = "/api/v1/namespaces/default/configmaps/dated" })
       print("broken", core.api.request { path = "/api/v1/namespaces/default/configmaps/broken" })
     ]])
     assert.are.equal(0, code, out)
     assert.matches("flaky\t200", out)
     assert.matches("busy\t200", out)
+    assert.matches("dated\t200", out)
     assert.matches("broken\t500", out)
     local n = {}
     for _, l in ipairs(requests()) do
       local name = l:match("configmaps/(%S+)")
       n[name] = (n[name] or 0) + 1
     end
-    assert.are.same({ ["flaky-3"] = 4, busy = 2, broken = 1 }, n)
+    assert.are.same({ ["flaky-3"] = 4, busy = 2, dated = 2, broken = 1 }, n)
   end)
 
   it("gives up on 429 after ten retries", function()
