@@ -9,6 +9,8 @@
 #   hack/cluster.sh status  exit 0 when the API server answers /readyz
 #   hack/cluster.sh show    print what the cluster has
 #   hack/cluster.sh env     print the paths as shell assignments
+#   hack/cluster.sh compact compact etcd up to its current revision, so that
+#                           older resourceVersions are gone (410 Gone)
 #
 # Binaries are built from the Go module proxy (see hack/k8s/go.mod) into a
 # cache outside the repository, keyed by version:
@@ -217,6 +219,23 @@ cmd_show() {
   echo "Stop it with: make cluster-down"
 }
 
+# etcd's client URL, from the flags of the cluster's kube-apiserver.
+etcd_url() {
+  pgrep -af -- "$KWOK_WORKDIR/.*kube-apiserver" | grep -o -- '--etcd-servers=[^ ]*' | head -n 1 | cut -d= -f2
+}
+
+cmd_compact() {
+  local url rev
+  url=$(etcd_url)
+  [ -n "$url" ] || die "not running; run 'make cluster-up'"
+  # etcd's JSON gateway: the current revision, then a compaction to it.
+  rev=$(curl -sS --fail -X POST "$url/v3/kv/range" -d '{"key":"AA=="}' |
+    grep -o '"revision":"[0-9]*"' | head -n 1 | grep -o '[0-9]*')
+  [ -n "$rev" ] || die "could not read etcd's revision"
+  curl -sS --fail -X POST "$url/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null
+  log "compacted etcd to revision $rev"
+}
+
 cmd_env() {
   printf 'KUBECONFIG=%q\nKUBECTL=%q\nK8S_BIN=%q\nKWOK_BIN=%q\n' \
     "$kubeconfig" "$k8s_bin/kubectl" "$k8s_bin" "$kwok_bin"
@@ -229,5 +248,6 @@ case "${1:-}" in
   status) cmd_status ;;
   show) cmd_show ;;
   env) cmd_env ;;
-  *) echo "usage: hack/cluster.sh bin|up|down|status|show|env" >&2; exit 2 ;;
+  compact) cmd_compact ;;
+  *) echo "usage: hack/cluster.sh bin|up|down|status|show|env|compact" >&2; exit 2 ;;
 esac

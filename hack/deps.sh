@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential pkg-config ca-certificates git openssl python3
+  build-essential pkg-config ca-certificates git openssl python3 curl bc
   lua5.4 liblua5.4-dev
   libyaml-dev libcurl4-openssl-dev libuv1-dev
   lua-busted valgrind
