@@ -8,7 +8,8 @@
  *   api.requests() -> requests started so far (retries included)
  *   task.sleep(seconds)                               (yields)
  *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
- *   task.now() -> seconds on the loop's monotonic clock */
+ *   task.now() -> seconds on the loop's monotonic clock
+ *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter */
 #include "lbind.h"
 
 #include <stdlib.h>
@@ -186,14 +187,13 @@ void lbind_task_shutdown(void)
         lbind_sleep_end(lbind_sleeps);
 }
 
-static int lbind_task_sleep(lua_State *L)
+/* Resume task t from the loop after secs (0: on the next iteration). */
+static int lbind_wake_after(sched_task *t, double secs)
 {
-    double secs = luaL_checknumber(L, 1);
-    sched_task *t = lbind_check_task(L, "task.sleep");
     lbind_sleep *s = malloc(sizeof *s);
 
     if (s == NULL)
-        return luaL_error(L, "not enough memory");
+        return -1;
     s->t = t;
     s->prev = NULL;
     s->next = lbind_sleeps;
@@ -203,7 +203,78 @@ static int lbind_task_sleep(lua_State *L)
     uv_timer_init(uv_default_loop(), &s->timer);
     s->timer.data = s;
     uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)(secs * 1000.0) : 0, 0);
+    return 0;
+}
+
+static int lbind_task_sleep(lua_State *L)
+{
+    double secs = luaL_checknumber(L, 1);
+    sched_task *t = lbind_check_task(L, "task.sleep");
+
+    if (lbind_wake_after(t, secs) != 0)
+        return luaL_error(L, "not enough memory");
     return lua_yield(L, 0);
+}
+
+/* ---- conditions: cond:wait() until another task's cond:signal() ---------- */
+
+#define LBIND_COND_MT "luaop.cond"
+
+typedef struct lbind_cond {
+    sched_task **waiting;
+    int n, cap;
+} lbind_cond;
+
+static int lbind_cond_new(lua_State *L)
+{
+    lbind_cond *c = lua_newuserdatauv(L, sizeof *c, 0);
+
+    c->waiting = NULL;
+    c->n = c->cap = 0;
+    luaL_setmetatable(L, LBIND_COND_MT);
+    return 1;
+}
+
+static int lbind_cond_wait(lua_State *L)
+{
+    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+    sched_task *t = lbind_check_task(L, "cond:wait");
+
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 4;
+        sched_task **w = realloc(c->waiting, (size_t)cap * sizeof *w);
+        if (w == NULL)
+            return luaL_error(L, "not enough memory");
+        c->waiting = w;
+        c->cap = cap;
+    }
+    c->waiting[c->n++] = t;
+    return lua_yield(L, 0);
+}
+
+/* Wake every waiting task, each from the loop (never inside the caller). */
+static int lbind_cond_signal(lua_State *L)
+{
+    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+    int n = c->n;
+
+    c->n = 0;
+    for (int i = 0; i < n; i++) {
+        if (lbind_wake_after(c->waiting[i], 0) != 0)
+            return luaL_error(L, "not enough memory");
+    }
+    lua_pushinteger(L, n);
+    return 1;
+}
+
+static int lbind_cond_gc(lua_State *L)
+{
+    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+
+    free(c->waiting);
+    c->waiting = NULL;
+    c->n = c->cap = 0;
+    return 0;
 }
 
 static int lbind_task_now(lua_State *L)
@@ -311,6 +382,7 @@ static int lbind_handle_wait(lua_State *L)
 
 static const luaL_Reg lbind_task_funcs[] = {
     {"sleep", lbind_task_sleep},
+    {"cond", lbind_cond_new},
     {"spawn", lbind_task_spawn},
     {"now", lbind_task_now},
     {NULL, NULL},
@@ -318,6 +390,18 @@ static const luaL_Reg lbind_task_funcs[] = {
 
 int lbind_task_open(lua_State *L)
 {
+    if (luaL_newmetatable(L, LBIND_COND_MT)) {
+        static const luaL_Reg methods[] = {
+            {"wait", lbind_cond_wait},
+            {"signal", lbind_cond_signal},
+            {NULL, NULL},
+        };
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lbind_cond_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
     if (luaL_newmetatable(L, LBIND_TASK_MT)) {
         lua_newtable(L);
         lua_pushcfunction(L, lbind_handle_wait);

@@ -1,0 +1,200 @@
+-- luaop.informer - list, then watch, one kind (in one namespace, with one
+-- selector), keeping a cache of its objects and telling handlers what
+-- changed, as client-go's reflector and informer do:
+--
+--   - a paged LIST, then a WATCH from its resourceVersion with bookmarks and
+--     a random 5-10 minute timeout, resumed from the last resourceVersion
+--     seen when it ends;
+--   - a watch error backs off with jitter (0.8 s doubling to 30 s); a 410
+--     (Expired/Gone) lists again, and a relist turns keys that vanished
+--     meanwhile into deletes;
+--   - metadata.managedFields is dropped from cached objects (most of many
+--     objects' bytes).
+--
+-- Cache reads never yield. Handlers run in the informer's task: they must
+-- not block (queue work instead).
+local core = require "luaop.core"
+local luaop = require "luaop"
+
+local M = {}
+local Informer = {}
+Informer.__index = Informer
+
+local MIN_BACKOFF, MAX_BACKOFF = 0.8, 30
+
+-- The cache key of an object: "namespace/name", or "name" when cluster-scoped.
+function M.key(obj)
+  local md = obj.metadata or {}
+  if md.namespace and md.namespace ~= "" then return md.namespace .. "/" .. md.name end
+  return md.name
+end
+local key = M.key
+
+-- opts: namespace (nil: all namespaces), label_selector, field_selector,
+-- client (default luaop.client()), log (a luaop logger).
+function M.new(kind, opts)
+  opts = opts or {}
+  return setmetatable({
+    kind = kind, opts = opts, client = opts.client or luaop.client(),
+    log = opts.log or luaop.logger("informer"):with { kind = kind },
+    store = {}, count = 0, handlers = {}, synced = false, synced_cond = core.task.cond(),
+    relists = 0, rv = nil, stopped = false,
+  }, Informer)
+end
+
+-- handlers: {add = f(obj), update = f(old, new), delete = f(obj)}; several
+-- may be added. A handler that raises is logged and the others still run.
+function Informer:on(handlers)
+  self.handlers[#self.handlers + 1] = handlers
+end
+
+function Informer:emit(event, a, b)
+  for _, h in ipairs(self.handlers) do
+    local f = h[event]
+    if f then
+      local ok, err = pcall(f, a, b)
+      if not ok then self.log:error("event handler failed", { event = event, error = tostring(err) }) end
+    end
+  end
+end
+
+local function strip(obj)
+  if obj.metadata then obj.metadata.managedFields = nil end
+  return obj
+end
+
+-- Put obj in the cache and tell the handlers.
+function Informer:upsert(obj)
+  strip(obj)
+  local k = key(obj)
+  local old = self.store[k]
+  self.store[k] = obj
+  if old == nil then
+    self.count = self.count + 1
+    self:emit("add", obj)
+  elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
+    self:emit("update", old, obj)
+  end
+end
+
+function Informer:remove(obj)
+  local k = key(obj)
+  local old = self.store[k]
+  if old ~= nil then
+    self.store[k] = nil
+    self.count = self.count - 1
+  end
+  self:emit("delete", old or strip(obj))
+end
+
+-- LIST everything and make the cache what it says: new objects are adds,
+-- changed ones updates, and those that vanished deletes. true | nil, err.
+function Informer:relist()
+  local o = self.opts
+  local list, err = self.client:list(self.kind, {
+    namespace = o.namespace, all_namespaces = o.namespace == nil,
+    label_selector = o.label_selector, field_selector = o.field_selector,
+  })
+  if not list then return nil, err end
+  self.relists = self.relists + 1
+  local seen = {}
+  for _, obj in ipairs(list.items) do
+    seen[key(obj)] = true
+    self:upsert(obj)
+  end
+  for k, old in pairs(self.store) do
+    if not seen[k] then self:remove(old) end
+  end
+  self.rv = list.metadata.resourceVersion
+  if not self.synced then
+    self.synced = true
+    self.synced_cond:signal()
+  end
+  return true
+end
+
+-- One watch from self.rv until it ends. Returns its error, if any.
+function Informer:watch_once()
+  local o = self.opts
+  local w, err = self.client:watch(self.kind, {
+    namespace = o.namespace, all_namespaces = o.namespace == nil,
+    label_selector = o.label_selector, field_selector = o.field_selector,
+    resource_version = self.rv, timeout = math.random(300, 600), bookmarks = true,
+  })
+  if not w then return err end
+  self.watching = w
+  for typ, obj in w:events() do
+    self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
+    if typ == "ADDED" or typ == "MODIFIED" then
+      self:upsert(obj)
+    elseif typ == "DELETED" then
+      self:remove(obj)
+    end -- BOOKMARK: only its resourceVersion
+  end
+  w:close()
+  self.watching = nil
+  return w.err
+end
+
+-- Run until stopped; call it in a task of its own (luaop.spawn). An
+-- informer that has listed already resumes watching from where it was.
+function Informer:run()
+  local backoff = MIN_BACKOFF
+  local need_list = self.rv == nil
+  while not self.stopped do
+    local err
+    if need_list then
+      local ok
+      ok, err = self:relist()
+      need_list = not ok
+    end
+    if not err and not self.stopped then
+      err = self:watch_once()
+      if err and (err.code == 410 or err.reason == "Expired" or err.reason == "Gone") then
+        self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv })
+        need_list, err = true, nil
+      end
+    end
+    if err and not self.stopped then
+      self.log:error("list/watch failed, retrying", { error = tostring(err), retryIn = backoff })
+      luaop.sleep(backoff * (0.5 + math.random())) -- jittered
+      backoff = math.min(backoff * 2, MAX_BACKOFF)
+    elseif not err then
+      backoff = MIN_BACKOFF
+    end
+  end
+end
+
+-- Start run() in a task; returns the informer.
+function Informer:start()
+  self.task = luaop.spawn(function() self:run() end)
+  return self
+end
+
+-- Yield until the first LIST is in the cache.
+function Informer:wait_synced()
+  if not self.synced then self.synced_cond:wait() end
+  return true
+end
+
+function Informer:stop()
+  self.stopped = true
+  if self.watching then self.watching:close() end
+end
+
+-- Cache reads (never yield). get(namespace, name) or get(name) when cluster-scoped.
+function Informer:get(namespace, name)
+  if name == nil then return self.store[namespace] end
+  return self.store[namespace .. "/" .. name]
+end
+
+-- Every cached object, optionally only those for which filter(obj) is true.
+function Informer:list(filter)
+  local out = {}
+  for _, obj in pairs(self.store) do
+    if not filter or filter(obj) then out[#out + 1] = obj end
+  end
+  return out
+end
+
+return M

@@ -1,0 +1,73 @@
+-- Tasks on the loop without a cluster: spawn and wait, sleep, conditions.
+local luaop = require "support.luaop"
+
+describe("tasks", function()
+  local kubeconfig
+
+  setup(function()
+    kubeconfig = os.tmpname()
+    local f = assert(io.open(kubeconfig, "w"))
+    f:write([[
+current-context: x
+clusters: [{name: x, cluster: {server: "http://127.0.0.1:1"}}]
+contexts: [{name: x, context: {cluster: x}}]
+]])
+    f:close()
+  end)
+
+  teardown(function()
+    os.remove(kubeconfig)
+  end)
+
+  it("wake every waiter of a condition, from the loop, after the signaller goes on", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local cond = require("luaop.core").task.cond()
+      local order = {}
+      local waiters = {}
+      for i = 1, 3 do
+        waiters[i] = luaop.spawn(function()
+          order[#order + 1] = "wait" .. i
+          cond:wait()
+          order[#order + 1] = "woke" .. i
+          return i
+        end)
+      end
+      order[#order + 1] = "signal " .. cond:signal()
+      order[#order + 1] = "after signal"
+      for i = 1, 3 do assert(select(2, waiters[i]:wait()) == i) end
+      print(table.concat(order, ","))
+      print("nobody waiting", cond:signal())
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("wait1,wait2,wait3,signal 3,after signal,woke1,woke2,woke3", out, 1, true)
+    assert.matches("nobody waiting\t0", out)
+  end)
+
+  it("sleep in order of their deadlines and report errors through wait", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local order = {}
+      local ts = {}
+      for _, d in ipairs { 0.06, 0.02, 0.04 } do
+        ts[#ts + 1] = luaop.spawn(function() luaop.sleep(d); order[#order + 1] = d end)
+      end
+      for _, t in ipairs(ts) do t:wait() end
+      print(table.concat(order, " "))
+      local ok, e = luaop.spawn(function() luaop.sleep(0); error({}) end):wait()
+      print("failed", ok, type(e))
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("0.02 0.04 0.06", out, 1, true)
+    assert.matches("failed\tfalse\tstring", out)
+  end)
+
+  it("refuse to wait outside a task", function()
+    local code, _, err = luaop.run([[
+      local co = coroutine.wrap(function() require("luaop").sleep(0) end)
+      co()
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(1, code)
+    assert.matches("can only be called from a luaop task", err)
+  end)
+end)
