@@ -267,9 +267,14 @@ static int main_script(const main_opts *o)
         log_write(LOG_ERROR, "script", "cannot load script", &f, 1);
         goto out;
     }
+    /* luaop.main runs it: as a program, or as the controllers it returns */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luaop.main");
+    lua_call(L, 1, 1);
+    lua_insert(L, -2);
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
-    if (sched_spawn(L, o->script_argc, main_done, &run) == NULL) {
+    if (sched_spawn(L, o->script_argc + 1, main_done, &run) == NULL) {
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
         goto out;
     }

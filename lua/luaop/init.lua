@@ -14,6 +14,21 @@ local luaop = {
   is_error = client.is_error,
 }
 
+-- A controller definition (see luaop.controller): return it from the script
+-- (or a list of them) and luaop runs it.
+function luaop.controller(def)
+  return require("luaop.controller").define(def)
+end
+
+-- What reconcile returns to be called again: after `seconds`, or with backoff.
+function luaop.requeue_after(seconds)
+  return require("luaop.controller").requeue_after(seconds)
+end
+
+function luaop.requeue()
+  return require("luaop.controller").requeue()
+end
+
 -- The client of the API server luaop was started against.
 function luaop.client(opts)
   if opts then return client.new(opts) end

@@ -41,4 +41,41 @@ function M.ok(source, opts)
   return out, err
 end
 
+
+-- Start `source` in the background (for controllers, which run until
+-- stopped). Returns a handle: :stdout(), :stderr() (what it printed so far),
+-- :stop() (SIGTERM, then wait for it to exit).
+function M.start(source, opts)
+  opts = opts or {}
+  local path = os.tmpname() .. ".lua"
+  local f = assert(io.open(path, "w"))
+  f:write(source)
+  f:close()
+  local out, err = os.tmpname(), os.tmpname()
+  local cmd = ("env -u LD_PRELOAD '%s' --kubeconfig '%s' --script '%s' %s >'%s' 2>'%s' & echo $!"):format(
+    M.bin, opts.kubeconfig or assert(os.getenv("KUBECONFIG")), path, table.concat(opts.flags or {}, " "), out, err)
+  local p = assert(io.popen(cmd))
+  local pid = assert(tonumber(p:read("l")))
+  p:close()
+  local h = {}
+  local function read(file)
+    local fh = io.open(file)
+    if not fh then return "" end
+    local s = fh:read("a")
+    fh:close()
+    return s
+  end
+  function h.stdout() return read(out) end
+  function h.stderr() return read(err) end
+  function h.stop()
+    os.execute(("kill %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.05; done"):format(pid, pid))
+    os.remove(path)
+  end
+  function h.cleanup()
+    os.remove(out)
+    os.remove(err)
+  end
+  return h
+end
+
 return M

@@ -1,0 +1,117 @@
+-- A Lua controller on the local control plane: it reconciles what it owns,
+-- brings back an owned object that was deleted, retries a failing reconcile
+-- with backoff and logs its traceback, and honours requeue_after.
+local kube = require "support.kube"
+local luaop = require "support.luaop"
+
+describe("a Lua controller", function()
+  local ns, run
+
+  setup(function()
+    math.randomseed(os.time())
+    ns = kube.new_namespace("e2e-controller")
+    -- Parents are ConfigMaps labelled role=parent; each gets a child ConfigMap
+    -- <name>-child owned by it. A parent with data.fail = "once" raises on its
+    -- first reconcile. A parent with data.every = "1" is requeued every second.
+    run = luaop.start(([[
+      local luaop = require "luaop"
+      local ns = %q
+      local attempts = {}
+      return luaop.controller {
+        name = "children",
+        resource = "v1/ConfigMap",
+        namespace = ns,
+        label_selector = "role=parent",
+        owns = { "v1/ConfigMap" },
+        concurrency = 2,
+        reconcile = function(ctx, req)
+          local parent = ctx:get("ConfigMap", req)
+          if not parent then return end
+          attempts[req.name] = (attempts[req.name] or 0) + 1
+          if parent.data and parent.data.fail == "once" and attempts[req.name] == 1 then
+            error("first attempt fails on purpose")
+          end
+          ctx.log:info("reconciling", { attempt = attempts[req.name] })
+          local child = ctx.client:get("ConfigMap", req.name .. "-child", ns)
+          if not child then
+            local _, err = ctx:create {
+              apiVersion = "v1", kind = "ConfigMap",
+              metadata = { name = req.name .. "-child", namespace = ns,
+                ownerReferences = { { apiVersion = "v1", kind = "ConfigMap", name = parent.metadata.name,
+                                      uid = parent.metadata.uid, controller = true } } },
+              data = { attempts = tostring(attempts[req.name]) },
+            }
+            if err and err.reason ~= "AlreadyExists" then error(err) end
+          end
+          if parent.data and parent.data.every then
+            local _, err = ctx:patch("ConfigMap", req, { data = { ticks = tostring(attempts[req.name]) } })
+            if err then error(err) end
+            return luaop.requeue_after(tonumber(parent.data.every))
+          end
+        end,
+      }
+    ]]):format(ns))
+  end)
+
+  teardown(function()
+    if run then
+      run.stop()
+      run.cleanup()
+    end
+    if ns then kube.delete_namespace(ns) end
+  end)
+
+  local function child(name)
+    return kube.get("configmap", name .. "-child", ns)
+  end
+
+  it("reconciles a new parent into an owned child", function()
+    kube.must { "create", "configmap", "p1", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "p1", "-n", ns, "role=parent" }
+    local c = kube.wait_for("p1-child", 30, function() return child("p1") end)
+    assert.are.equal("p1", c.metadata.ownerReferences[1].name)
+    assert.is_true(c.metadata.ownerReferences[1].controller)
+  end)
+
+  it("brings back an owned child that was deleted", function()
+    local before = kube.wait_for("p1-child", 30, function() return child("p1") end)
+    kube.must { "delete", "configmap", "p1-child", "-n", ns }
+    local after = kube.wait_for("a new p1-child", 30, function()
+      local c = child("p1")
+      return c and c.metadata.uid ~= before.metadata.uid and c
+    end)
+    assert.are.equal("p1", after.metadata.ownerReferences[1].name)
+  end)
+
+  it("retries a reconcile that raised, and logs the traceback", function()
+    kube.must { "create", "configmap", "p2", "-n", ns, "--from-literal=fail=once" }
+    kube.must { "label", "configmap", "p2", "-n", ns, "role=parent" }
+    local c = kube.wait_for("p2-child", 30, function() return child("p2") end)
+    assert.are.equal("2", c.data.attempts)
+    local err = run.stderr()
+    assert.matches("Reconciler error", err)
+    assert.matches("first attempt fails on purpose", err)
+    assert.matches("stack traceback", err)
+  end)
+
+  it("requeues after the time reconcile asks for", function()
+    kube.must { "create", "configmap", "p3", "-n", ns, "--from-literal=every=1" }
+    kube.must { "label", "configmap", "p3", "-n", ns, "role=parent" }
+    -- its own patches enqueue it too; requeue_after keeps it coming
+    kube.wait_for("p3 ticked three times", 30, function()
+      local p = kube.get("configmap", "p3", ns)
+      return p and tonumber(p.data.ticks or "0") >= 3
+    end)
+  end)
+
+  it("does not reconcile objects its selector leaves out", function()
+    kube.must { "create", "configmap", "loner", "-n", ns, "--from-literal=k=v" }
+    kube.wait_for("p1-child to exist (the controller is running)", 30, function() return child("p1") end)
+    -- give it the time it took for p1, then some
+    kube.wait_for("another reconcile of p3", 30, function()
+      local p = kube.get("configmap", "p3", ns)
+      return p and tonumber(p.data.ticks or "0") >= 5
+    end)
+    assert.is_nil(child("loner"))
+  end)
+end)
