@@ -26,6 +26,11 @@ run_suite() {
   echo "== spec/$suite"
   lua5.4 "$busted_bin" --output=TAP "$@" "spec/$suite" | tee "$out/$suite.tap"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  # A suite that died half way has no closing plan: that is a failure too.
+  if ! tail -n 1 "$out/$suite.tap" | grep -q '^1\.\.[0-9]'; then
+    echo "not ok 0 - spec/$suite did not run to its end" | tee -a "$out/$suite.tap"
+    status=1
+  fi
 }
 
 # The unit specs again with the core built with AddressSanitizer and UBSan,

@@ -16,6 +16,10 @@ struct api;
 /* The API server luaop.core.api talks to (set by main). */
 void lbind_api_use(struct api *a);
 
+/* Asked to stop (a signal): wake the tasks waiting on task.shutdown().
+ * Returns how many were waiting (0: nobody drains, just exit). */
+int lbind_task_stop(void);
+
 /* Stop the timers of tasks still sleeping (at exit). */
 void lbind_task_shutdown(void);
 

@@ -9,7 +9,8 @@
  *   task.sleep(seconds)                               (yields)
  *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
  *   task.now() -> seconds on the loop's monotonic clock
- *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter */
+ *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter
+ *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping() */
 #include "lbind.h"
 
 #include <stdlib.h>
@@ -252,19 +253,59 @@ static int lbind_cond_wait(lua_State *L)
     return lua_yield(L, 0);
 }
 
-/* Wake every waiting task, each from the loop (never inside the caller). */
-static int lbind_cond_signal(lua_State *L)
+/* Wake every waiting task, each from the loop (never inside the caller).
+ * Returns how many, or -1 when out of memory. */
+static int lbind_cond_broadcast(lbind_cond *c)
 {
-    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
     int n = c->n;
 
     c->n = 0;
     for (int i = 0; i < n; i++) {
         if (lbind_wake_after(c->waiting[i], 0) != 0)
-            return luaL_error(L, "not enough memory");
+            return -1;
     }
+    return n;
+}
+
+static int lbind_cond_signal(lua_State *L)
+{
+    int n = lbind_cond_broadcast(luaL_checkudata(L, 1, LBIND_COND_MT));
+
+    if (n < 0)
+        return luaL_error(L, "not enough memory");
     lua_pushinteger(L, n);
     return 1;
+}
+
+/* ---- shutdown: SIGTERM and SIGINT, as tasks see them ---------------------- */
+
+static lbind_cond *lbind_shutdown_cond; /* anchored in the registry */
+static int lbind_stopping;
+
+/* task.shutdown() -> the condition signalled when luaop is asked to stop */
+static int lbind_task_shutdown_cond(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, "luaop.shutdown");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lbind_cond_new(L);
+        lbind_shutdown_cond = lua_touserdata(L, -1);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "luaop.shutdown");
+    }
+    return 1;
+}
+
+static int lbind_task_stopping(lua_State *L)
+{
+    lua_pushboolean(L, lbind_stopping);
+    return 1;
+}
+
+int lbind_task_stop(void)
+{
+    lbind_stopping = 1;
+    return lbind_shutdown_cond ? lbind_cond_broadcast(lbind_shutdown_cond) : 0;
 }
 
 static int lbind_cond_gc(lua_State *L)
@@ -383,6 +424,8 @@ static int lbind_handle_wait(lua_State *L)
 static const luaL_Reg lbind_task_funcs[] = {
     {"sleep", lbind_task_sleep},
     {"cond", lbind_cond_new},
+    {"shutdown", lbind_task_shutdown_cond},
+    {"stopping", lbind_task_stopping},
     {"spawn", lbind_task_spawn},
     {"now", lbind_task_now},
     {NULL, NULL},

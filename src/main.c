@@ -171,7 +171,28 @@ static int main_parse(int argc, char **argv, main_opts *o)
 typedef struct main_run {
     int status;
     int ended;
+    int signum; /* the signal that ended it, when nobody drained */
+    uv_signal_t sigterm, sigint;
 } main_run;
+
+/* SIGTERM/SIGINT: controllers drain (their manager waits on
+ * task.shutdown()); a program with nothing to drain stops at once. A second
+ * signal stops at once too. */
+static void main_signal(uv_signal_t *h, int signum)
+{
+    main_run *run = h->data;
+
+    log_field f = {"signal", LOG_STR, .v.str = {signum == SIGTERM ? "SIGTERM" : "SIGINT", signum == SIGTERM ? 7 : 6}};
+    log_write(LOG_INFO, "setup", "stopping", &f, 1);
+    if (run->signum == 0 && lbind_task_stop() > 0) {
+        run->signum = -1; /* draining */
+        return;
+    }
+    run->signum = signum;
+    run->status = 128 + signum;
+    run->ended = 1;
+    uv_stop(h->loop);
+}
 
 static void main_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
 {
@@ -201,7 +222,7 @@ static int main_script(const main_opts *o)
     kubeconfig *kc = NULL;
     api *a = NULL;
     lua_State *L = NULL;
-    main_run run = {1, 0};
+    main_run run = {.status = 1};
     char err[600];
 
     ko.kubeconfig = o->kubeconfig;
@@ -270,7 +291,12 @@ static int main_script(const main_opts *o)
     /* luaop.main runs it: as a program, or as the controllers it returns */
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luaop.main");
-    lua_call(L, 1, 1);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        log_field f = {"error", LOG_STR, .v.str = {msg, strlen(msg)}};
+        log_write(LOG_ERROR, "setup", "cannot load luaop.main", &f, 1);
+        goto out;
+    }
     lua_insert(L, -2);
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
@@ -278,8 +304,17 @@ static int main_script(const main_opts *o)
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
         goto out;
     }
+    uv_signal_init(loop, &run.sigterm);
+    uv_signal_init(loop, &run.sigint);
+    run.sigterm.data = run.sigint.data = &run;
+    uv_signal_start(&run.sigterm, main_signal, SIGTERM);
+    uv_signal_start(&run.sigint, main_signal, SIGINT);
+    uv_unref((uv_handle_t *)&run.sigterm); /* signals alone keep nothing running */
+    uv_unref((uv_handle_t *)&run.sigint);
     while (!run.ended && uv_run(loop, UV_RUN_ONCE))
         ;
+    uv_close((uv_handle_t *)&run.sigterm, NULL);
+    uv_close((uv_handle_t *)&run.sigint, NULL);
     if (!run.ended) {
         log_write(LOG_ERROR, "script", "script is waiting for something that can never happen", NULL, 0);
         run.status = 1;

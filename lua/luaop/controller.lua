@@ -262,14 +262,40 @@ function Manager:start()
   end
 end
 
--- Run definitions (one, or a list) until the process ends.
+-- Stop: no new work; in-flight reconciles finish, for at most `timeout`
+-- seconds. Returns whether they all did.
+function Manager:stop(timeout)
+  self.stopping = true
+  for _, inf in pairs(self.informers) do inf:stop() end
+  for _, c in ipairs(self.controllers) do
+    c.queue:shutdown()
+    c.wake:signal()
+    c.tick:signal()
+  end
+  local deadline = luaop.now() + (timeout or 30)
+  while true do
+    local active = 0
+    for _, c in ipairs(self.controllers) do active = active + c.active end
+    if active == 0 then return true end
+    if luaop.now() > deadline then
+      self.log:error("reconciles still running at the end of the drain", { active = active })
+      return false
+    end
+    luaop.sleep(0.05)
+  end
+end
+
+-- Run definitions (one, or a list) until SIGTERM or SIGINT, then drain.
 function M.run(defs)
   local m = M.manager()
   if M.is_definition(defs) then defs = { defs } end
   for _, d in ipairs(defs) do m:add(d) end
+  local shutdown = core.task.shutdown()
   m:start()
-  local forever = core.task.cond()
-  forever:wait()
+  shutdown:wait()
+  m.log:info("stopping: waiting for running reconciles", {})
+  m:stop(30)
+  m.log:info("stopped", {})
 end
 
 return M

@@ -104,6 +104,32 @@ describe("a Lua controller", function()
     end)
   end)
 
+  it("drains on SIGTERM: a running reconcile finishes, then luaop exits 0", function()
+    local slow = luaop.start(([[
+      local luaop = require "luaop"
+      return luaop.controller {
+        name = "slow", resource = "v1/ConfigMap", namespace = %q, label_selector = "role=slow",
+        reconcile = function(ctx, req)
+          print("started " .. req.name)
+          io.stdout:flush()
+          luaop.sleep(1.5)
+          assert(ctx:patch("ConfigMap", req, { data = { done = "yes" } }))
+          print("finished " .. req.name)
+          io.stdout:flush()
+        end,
+      }
+    ]]):format(ns))
+    finally(slow.cleanup)
+    kube.must { "create", "configmap", "s1", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "s1", "-n", ns, "role=slow" }
+    kube.wait_for("the reconcile to start", 30, function() return slow.stdout():find("started s1", 1, true) end)
+    local code = slow.stop() -- SIGTERM now, while it sleeps
+    assert.are.equal(0, code, slow.stderr())
+    assert.matches("finished s1", slow.stdout())
+    assert.are.equal("yes", kube.get("configmap", "s1", ns).data.done)
+    assert.matches("stopping", slow.stderr())
+  end)
+
   it("does not reconcile objects its selector leaves out", function()
     kube.must { "create", "configmap", "loner", "-n", ns, "--from-literal=k=v" }
     kube.wait_for("p1-child to exist (the controller is running)", 30, function() return child("p1") end)

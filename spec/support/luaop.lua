@@ -52,8 +52,12 @@ function M.start(source, opts)
   f:write(source)
   f:close()
   local out, err = os.tmpname(), os.tmpname()
-  local cmd = ("env -u LD_PRELOAD '%s' --kubeconfig '%s' --script '%s' %s >'%s' 2>'%s' & echo $!"):format(
-    M.bin, opts.kubeconfig or assert(os.getenv("KUBECONFIG")), path, table.concat(opts.flags or {}, " "), out, err)
+  local status = os.tmpname()
+  -- a subshell that records the exit status once luaop ends
+  local cmd = ("(env -u LD_PRELOAD '%s' --kubeconfig '%s' --script '%s' %s >'%s' 2>'%s'; echo $? >'%s') & echo $!")
+    :format(M.bin, opts.kubeconfig or assert(os.getenv("KUBECONFIG")), path, table.concat(opts.flags or {}, " "),
+            out, err, status)
+  os.remove(status)
   local p = assert(io.popen(cmd))
   local pid = assert(tonumber(p:read("l")))
   p:close()
@@ -67,9 +71,13 @@ function M.start(source, opts)
   end
   function h.stdout() return read(out) end
   function h.stderr() return read(err) end
+  -- SIGTERM to luaop (the subshell's child), wait for it to exit; its status.
   function h.stop()
-    os.execute(("kill %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.05; done"):format(pid, pid))
+    os.execute(("env -u LD_PRELOAD pkill -TERM -P %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.05; done"):format(pid, pid))
     os.remove(path)
+    local code = tonumber((read(status):match("%d+")))
+    os.remove(status)
+    return code
   end
   function h.cleanup()
     os.remove(out)

@@ -62,6 +62,20 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.matches("failed\tfalse\tstring", out)
   end)
 
+  it("stop a program at once on SIGTERM, with status 143", function()
+    local run = luaop.start([[
+      print("sleeping")
+      io.stdout:flush()
+      require("luaop").sleep(3600)
+    ]], { kubeconfig = kubeconfig })
+    finally(run.cleanup)
+    local system = require "system"
+    local deadline = system.gettime() + 10
+    while not run.stdout():find("sleeping", 1, true) and system.gettime() < deadline do system.sleep(0.02) end
+    assert.are.equal(143, run.stop())
+    assert.matches("stopping", run.stderr())
+  end)
+
   it("refuse to wait outside a task", function()
     local code, _, err = luaop.run([[
       local co = coroutine.wrap(function() require("luaop").sleep(0) end)
