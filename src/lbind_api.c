@@ -324,6 +324,9 @@ static int lbind_task_now(lua_State *L)
     return 1;
 }
 
+static unsigned long lbind_spawn_budget; /* for the next spawn only */
+static int lbind_task_spawn(lua_State *L);
+
 /* A spawned task's handle: a userdata whose user value is a table holding
  * the outcome ({ok, results...}) once it ended, or the waiting task. */
 typedef struct lbind_handle {
@@ -366,12 +369,25 @@ static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, voi
     }
 }
 
+/* spawn with an instruction budget: task.spawn_limited(instructions, fn, ...) */
+static int lbind_task_spawn_limited(lua_State *L)
+{
+    lua_Integer budget = luaL_checkinteger(L, 1);
+
+    luaL_argcheck(L, budget > 0, 1, "an instruction budget must be positive");
+    lua_remove(L, 1);
+    lbind_spawn_budget = (unsigned long)budget;
+    return lbind_task_spawn(L);
+}
+
 static int lbind_task_spawn(lua_State *L)
 {
     int nargs = lua_gettop(L) - 1;
+    unsigned long budget = lbind_spawn_budget;
     lbind_handle *h;
     int href;
 
+    lbind_spawn_budget = 0;
     luaL_checktype(L, 1, LUA_TFUNCTION);
     h = lua_newuserdatauv(L, sizeof *h, 1);
     h->ended = 0;
@@ -382,7 +398,7 @@ static int lbind_task_spawn(lua_State *L)
     lua_pushvalue(L, -1);
     href = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_insert(L, 1); /* the handle below the function, to return it */
-    if (sched_spawn(L, nargs, lbind_spawn_done, (void *)(intptr_t)href) == NULL)
+    if (sched_spawn_budgeted(L, nargs, budget, lbind_spawn_done, (void *)(intptr_t)href) == NULL)
         return luaL_error(L, "not enough memory");
     lua_settop(L, 1);
     return 1;
@@ -427,6 +443,7 @@ static const luaL_Reg lbind_task_funcs[] = {
     {"shutdown", lbind_task_shutdown_cond},
     {"stopping", lbind_task_stopping},
     {"spawn", lbind_task_spawn},
+    {"spawn_limited", lbind_task_spawn_limited},
     {"now", lbind_task_now},
     {NULL, NULL},
 };

@@ -13,10 +13,12 @@ struct sched_task {
     sched_done_cb done;
     void *ud;
     char *error;
+    unsigned long budget, used; /* instructions */
     sched_task *prev, *next; /* every task not yet ended */
 };
 
 static int sched_live;
+static void sched_count_hook(lua_State *L, lua_Debug *ar);
 static sched_task *sched_all;
 
 static void sched_unlink(sched_task *t)
@@ -73,6 +75,11 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
 
 sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
 {
+    return sched_spawn_budgeted(L, nargs, 0, done, ud);
+}
+
+sched_task *sched_spawn_budgeted(lua_State *L, int nargs, unsigned long budget, sched_done_cb done, void *ud)
+{
     sched_task *t = calloc(1, sizeof *t);
 
     if (t == NULL) {
@@ -93,8 +100,30 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
     if (sched_all)
         sched_all->prev = t;
     sched_all = t;
+    if (budget)
+        sched_set_budget(t, budget);
     sched_step(t, nargs, L);
     return t;
+}
+
+static void sched_count_hook(lua_State *L, lua_Debug *ar)
+{
+    sched_task *t = sched_current(L);
+
+    (void)ar;
+    if (t == NULL || t->budget == 0)
+        return;
+    t->used += SCHED_BUDGET_STEP;
+    if (t->used > t->budget)
+        luaL_error(L, "instruction budget of %I exceeded", (lua_Integer)t->budget);
+}
+
+void sched_set_budget(sched_task *t, unsigned long instructions)
+{
+    t->budget = instructions;
+    t->used = 0;
+    lua_sethook(t->co, instructions ? sched_count_hook : NULL, instructions ? LUA_MASKCOUNT : 0,
+                SCHED_BUDGET_STEP);
 }
 
 lua_State *sched_thread(sched_task *t)

@@ -13,6 +13,10 @@ local informer = require "luaop.informer"
 
 local M = {}
 
+-- The instruction budget of one reconcile, unless a definition says
+-- `instructions = N`: about a second of pure Lua.
+M.DEFAULT_INSTRUCTIONS = 100000000
+
 local Definition = {}
 Definition.__index = Definition
 
@@ -28,6 +32,9 @@ local function check(def)
     if type(w) ~= "table" or type(w[1]) ~= "string" or type(w.map) ~= "function" then
       error(("controller %s: each watch is { kind, map = function(obj) return requests end }"):format(def.name), 3)
     end
+  end
+  if def.instructions ~= nil and (math.type(def.instructions) ~= "integer" or def.instructions < 1) then
+    error(("controller %s: instructions must be an integer >= 1"):format(def.name), 3)
   end
   if def.concurrency ~= nil and (math.type(def.concurrency) ~= "integer" or def.concurrency < 1) then
     error(("controller %s: concurrency must be an integer >= 1"):format(def.name), 3)
@@ -201,7 +208,9 @@ function Manager:reconcile_one(c, key)
   }, Ctx)
   c.reconciles = c.reconciles + 1
   c.active = c.active + 1
-  local ok, res = luaop.spawn(c.def.reconcile, ctx, req):wait()
+  -- its own task, with an instruction budget: a runaway loop fails only
+  -- this reconcile
+  local ok, res = core.task.spawn_limited(c.def.instructions or M.DEFAULT_INSTRUCTIONS, c.def.reconcile, ctx, req):wait()
   c.active = c.active - 1
   if not ok then
     c.errors = c.errors + 1

@@ -24,9 +24,11 @@ describe("a Lua controller", function()
         label_selector = "role=parent",
         owns = { "v1/ConfigMap" },
         concurrency = 2,
+        instructions = 20000000,
         reconcile = function(ctx, req)
           local parent = ctx:get("ConfigMap", req)
           if not parent then return end
+          if parent.data and parent.data.loop then while true do end end
           attempts[req.name] = (attempts[req.name] or 0) + 1
           if parent.data and parent.data.fail == "once" and attempts[req.name] == 1 then
             error("first attempt fails on purpose")
@@ -92,6 +94,17 @@ describe("a Lua controller", function()
     assert.matches("Reconciler error", err)
     assert.matches("first attempt fails on purpose", err)
     assert.matches("stack traceback", err)
+  end)
+
+  it("stops a runaway reconcile at its instruction budget and goes on with the others", function()
+    kube.must { "create", "configmap", "runaway", "-n", ns, "--from-literal=loop=yes" }
+    kube.must { "label", "configmap", "runaway", "-n", ns, "role=parent" }
+    kube.wait_for("the budget error", 30, function()
+      return run.stderr():find("instruction budget of 20000000 exceeded", 1, true)
+    end)
+    kube.must { "create", "configmap", "p4", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "p4", "-n", ns, "role=parent" }
+    kube.wait_for("p4-child", 30, function() return child("p4") end)
   end)
 
   it("requeues after the time reconcile asks for", function()

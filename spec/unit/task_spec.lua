@@ -76,6 +76,22 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.matches("stopping", run.stderr())
   end)
 
+  it("stop a task that runs past its instruction budget, and only that task", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local task = require("luaop.core").task
+      local other = luaop.spawn(function() luaop.sleep(0.05); return "other fine" end)
+      local ok, e = task.spawn_limited(1000000, function() while true do end end):wait()
+      print("runaway", ok, e:match("instruction budget of 1000000 exceeded") ~= nil)
+      print("small", task.spawn_limited(1000000, function() local x = 0; for i = 1, 1000 do x = x + i end; return x end):wait())
+      print(select(2, other:wait()))
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("runaway\tfalse\ttrue", out)
+    assert.matches("small\ttrue\t500500", out)
+    assert.matches("other fine", out)
+  end)
+
   it("refuse to wait outside a task", function()
     local code, _, err = luaop.run([[
       local co = coroutine.wrap(function() require("luaop").sleep(0) end)
