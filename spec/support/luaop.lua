@@ -42,6 +42,20 @@ function M.ok(source, opts)
 end
 
 
+-- A kubeconfig for programs that never talk to an API server (its server
+-- refuses connections). Remove the returned file when done.
+function M.offline_kubeconfig()
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write([[
+current-context: x
+clusters: [{name: x, cluster: {server: "http://127.0.0.1:1"}}]
+contexts: [{name: x, context: {cluster: x}}]
+]])
+  f:close()
+  return path
+end
+
 -- Start `source` in the background (for controllers, which run until
 -- stopped). Returns a handle: :stdout(), :stderr() (what it printed so far),
 -- :stop() (SIGTERM, then wait for it to exit).

@@ -6,15 +6,7 @@ describe("the script sandbox", function()
   local kubeconfig
 
   setup(function()
-    -- The programs below never talk to the API server.
-    kubeconfig = os.tmpname()
-    local f = assert(io.open(kubeconfig, "w"))
-    f:write([[
-current-context: x
-clusters: [{name: x, cluster: {server: "http://127.0.0.1:1"}}]
-contexts: [{name: x, context: {cluster: x}}]
-]])
-    f:close()
+    kubeconfig = luaop.offline_kubeconfig()
   end)
 
   teardown(function()

@@ -5,14 +5,7 @@ describe("tasks", function()
   local kubeconfig
 
   setup(function()
-    kubeconfig = os.tmpname()
-    local f = assert(io.open(kubeconfig, "w"))
-    f:write([[
-current-context: x
-clusters: [{name: x, cluster: {server: "http://127.0.0.1:1"}}]
-contexts: [{name: x, context: {cluster: x}}]
-]])
-    f:close()
+    kubeconfig = luaop.offline_kubeconfig()
   end)
 
   teardown(function()
