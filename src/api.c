@@ -23,6 +23,7 @@ struct api_call {
     api *a;
     http_request *req; /* while the request is in flight */
     int cancelled;
+    unsigned generation; /* of the credential the request went with */
     api_call *prev, *next; /* in api.live */
     int (*on_data)(const char *, size_t, void *);
     char *method, *path, *content_type, *accept, *body;
@@ -172,7 +173,7 @@ static void api_done(const http_response *r, void *ud)
     c->req = NULL;
     if (r->status == 401 && !c->refreshed && auth_refreshable(c->a->auth)) {
         c->refreshed = 1;
-        auth_invalidate(c->a->auth);
+        auth_invalidate(c->a->auth, c->generation);
         api_send(c);
         return;
     }
@@ -234,6 +235,7 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
     s.body_len = c->body_len;
     s.timeout_ms = c->timeout_ms;
     s.on_data = c->on_data ? api_on_data : NULL;
+    c->generation = auth_generation(a->auth);
     s.bearer = bearer;
     if (!bearer && a->username) {
         s.username = a->username;

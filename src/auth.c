@@ -28,6 +28,7 @@ struct auth {
     time_t fetched;    /* when current was read (token file) */
     time_t expires;    /* plugin credential expiry; 0 none */
     int stale;         /* a 401 said current is no good */
+    unsigned generation; /* bumped with each new credential */
     kubeconfig_exec *exec;
     /* a running plugin */
     int running;
@@ -122,9 +123,15 @@ unsigned auth_exec_runs(const auth *a)
     return a->exec_runs;
 }
 
-void auth_invalidate(auth *a)
+unsigned auth_generation(const auth *a)
 {
-    a->stale = 1;
+    return a->generation;
+}
+
+void auth_invalidate(auth *a, unsigned generation)
+{
+    if (generation == a->generation)
+        a->stale = 1;
 }
 
 /* ---- token file --------------------------------------------------------- */
@@ -157,6 +164,7 @@ static const char *auth_from_file(auth *a, char *err, size_t errlen)
     }
     a->fetched = now;
     a->stale = 0;
+    a->generation++;
     return a->current;
 }
 
@@ -257,6 +265,7 @@ static void auth_exec_parse(auth *a, char *err, size_t errlen)
         a->expires = t;
     }
     a->stale = 0;
+    a->generation++;
 out:
     lua_close(L);
 }

@@ -26,8 +26,12 @@ auth *auth_new(uv_loop_t *loop, const kubeconfig *kc);
 /* Call cb with the current bearer token, now or once a plugin has run. */
 void auth_get(auth *a, auth_cb cb, void *ud);
 
-/* The server said 401: get a new credential next time. */
-void auth_invalidate(auth *a);
+/* Which credential is current: it changes each time a new one is got. */
+unsigned auth_generation(const auth *a);
+
+/* The server said 401 to a request sent with credential `generation`: get a
+ * new one next time, unless a newer one came meanwhile. */
+void auth_invalidate(auth *a, unsigned generation);
 
 /* Whether a 401 is worth one retry with a fresh credential. */
 int auth_refreshable(const auth *a);
