@@ -8,6 +8,7 @@
 
 #include "auth.h"
 #include "log.h"
+#include "str.h"
 
 struct api {
     uv_loop_t *loop;
@@ -38,11 +39,6 @@ struct api_call {
     char *fail;
 };
 
-static char *api_dup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
 api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char *err, size_t errlen)
 {
     api *a = calloc(1, sizeof *a);
@@ -53,10 +49,10 @@ api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char 
     if (a == NULL)
         goto oom;
     a->loop = loop;
-    a->server = api_dup(kc->server);
-    a->namespace = api_dup(kc->namespace);
-    a->username = api_dup(kc->username);
-    a->password = api_dup(kc->password);
+    a->server = str_dup(kc->server);
+    a->namespace = str_dup(kc->namespace);
+    a->username = str_dup(kc->username);
+    a->password = str_dup(kc->password);
     if (!a->server || !a->namespace)
         goto oom;
     n = strlen(a->server);
@@ -285,10 +281,10 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     c->done = done;
     c->ud = ud;
     c->started = uv_hrtime();
-    c->method = api_dup(s->method ? s->method : "GET");
-    c->path = api_dup(s->path);
-    c->content_type = api_dup(s->content_type);
-    c->accept = api_dup(s->accept);
+    c->method = str_dup(s->method ? s->method : "GET");
+    c->path = str_dup(s->path);
+    c->content_type = str_dup(s->content_type);
+    c->accept = str_dup(s->accept);
     c->timeout_ms = s->timeout_ms;
     c->on_data = s->on_data;
     if (s->body) {
@@ -344,9 +340,6 @@ void api_free(api *a)
     free(a->server);
     free(a->namespace);
     free(a->username);
-    if (a->password) {
-        memset(a->password, 0, strlen(a->password));
-        free(a->password);
-    }
+    str_free_secret(&a->password);
     free(a);
 }

@@ -12,6 +12,7 @@
 #include <lualib.h>
 
 #include "json.h"
+#include "str.h"
 
 extern char **environ;
 
@@ -44,39 +45,25 @@ struct auth {
     int freeing;
 };
 
-static void auth_wipe(char **s)
-{
-    if (*s) {
-        memset(*s, 0, strlen(*s));
-        free(*s);
-        *s = NULL;
-    }
-}
-
-static char *auth_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
 static kubeconfig_exec *auth_copy_exec(const kubeconfig_exec *e)
 {
     kubeconfig_exec *c = calloc(1, sizeof *c);
 
     if (c == NULL)
         return NULL;
-    c->api_version = auth_strdup(e->api_version);
-    c->command = auth_strdup(e->command);
-    c->interactive_mode = auth_strdup(e->interactive_mode);
+    c->api_version = str_dup(e->api_version);
+    c->command = str_dup(e->command);
+    c->interactive_mode = str_dup(e->interactive_mode);
     c->provide_cluster_info = e->provide_cluster_info;
     c->args = calloc(e->nargs + 1, sizeof *c->args);
     c->env = calloc(2 * e->nenv + 1, sizeof *c->env);
     if (c->args)
         for (size_t i = 0; i < e->nargs; i++, c->nargs++)
-            c->args[i] = auth_strdup(e->args[i]);
+            c->args[i] = str_dup(e->args[i]);
     if (c->env)
         for (size_t i = 0; i < 2 * e->nenv; i += 2, c->nenv++) {
-            c->env[i] = auth_strdup(e->env[i]);
-            c->env[i + 1] = auth_strdup(e->env[i + 1]);
+            c->env[i] = str_dup(e->env[i]);
+            c->env[i + 1] = str_dup(e->env[i + 1]);
         }
     return c;
 }
@@ -104,8 +91,8 @@ auth *auth_new(uv_loop_t *loop, const kubeconfig *kc)
     if (a == NULL)
         return NULL;
     a->loop = loop;
-    a->token = auth_strdup(kc->token);
-    a->token_file = auth_strdup(kc->token_file);
+    a->token = str_dup(kc->token);
+    a->token_file = str_dup(kc->token_file);
     if (kc->exec && (a->exec = auth_copy_exec(kc->exec)) == NULL) {
         auth_free(a);
         return NULL;
@@ -155,7 +142,7 @@ static const char *auth_from_file(auth *a, char *err, size_t errlen)
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         n--;
     buf[n] = '\0';
-    auth_wipe(&a->current);
+    str_free_secret(&a->current);
     a->current = strdup(buf);
     memset(buf, 0, sizeof buf);
     if (a->current == NULL || n == 0) {
@@ -250,7 +237,7 @@ static void auth_exec_parse(auth *a, char *err, size_t errlen)
                  "are not supported yet)", a->exec->command);
         goto out;
     }
-    auth_wipe(&a->current);
+    str_free_secret(&a->current);
     a->current = strdup(lua_tostring(L, -1));
     lua_pop(L, 1);
     a->expires = 0;
@@ -259,7 +246,7 @@ static void auth_exec_parse(auth *a, char *err, size_t errlen)
         if (t < 0) {
             snprintf(err, errlen, "exec plugin %s printed a malformed status.expirationTimestamp",
                      a->exec->command);
-            auth_wipe(&a->current);
+            str_free_secret(&a->current);
             goto out;
         }
         a->expires = t;
@@ -477,8 +464,8 @@ void auth_free(auth *a)
 {
     if (a == NULL)
         return;
-    auth_wipe(&a->token);
-    auth_wipe(&a->current);
+    str_free_secret(&a->token);
+    str_free_secret(&a->current);
     free(a->token_file);
     auth_free_exec(a->exec);
     a->exec = NULL;

@@ -9,6 +9,8 @@
 
 #include <curl/curl.h>
 
+#include "str.h"
+
 typedef enum http_state { HTTP_QUEUED, HTTP_RUNNING, HTTP_WAITING, HTTP_DONE } http_state;
 
 struct http_request {
@@ -61,11 +63,6 @@ struct http_client {
     int insecure;
     struct curl_slist *connect_to_list;
 };
-
-static char *http_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
 
 static int http_blob(struct curl_blob *b, const unsigned char *data, size_t len)
 {
@@ -121,15 +118,9 @@ static void http_request_closed(uv_handle_t *h)
     free(r->content_type);
     free(r->accept);
     free(r->body);
-    if (r->bearer) {
-        memset(r->bearer, 0, strlen(r->bearer));
-        free(r->bearer);
-    }
+    str_free_secret(&r->bearer);
     free(r->username);
-    if (r->password) {
-        memset(r->password, 0, strlen(r->password));
-        free(r->password);
-    }
+    str_free_secret(&r->password);
     free(r->resp);
     free(r->resp_type);
     free(r);
@@ -553,11 +544,11 @@ http_client *http_client_new(uv_loop_t *loop, const http_tls *tls, double qps, i
     c->last_refill = uv_now(loop);
     if (tls) {
         c->insecure = tls->insecure;
-        c->ca_file = http_strdup(tls->ca_file);
-        c->cert_file = http_strdup(tls->cert_file);
-        c->key_file = http_strdup(tls->key_file);
-        c->connect_to = http_strdup(tls->connect_to);
-        c->proxy = http_strdup(tls->proxy);
+        c->ca_file = str_dup(tls->ca_file);
+        c->cert_file = str_dup(tls->cert_file);
+        c->key_file = str_dup(tls->key_file);
+        c->connect_to = str_dup(tls->connect_to);
+        c->proxy = str_dup(tls->proxy);
         if (http_blob(&c->ca_blob, tls->ca_data, tls->ca_len) || http_blob(&c->cert_blob, tls->cert_data, tls->cert_len) ||
             http_blob(&c->key_blob, tls->key_data, tls->key_len))
             goto err;
@@ -609,13 +600,13 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
     r->on_data = s->on_data;
     r->timeout_ms = s->timeout_ms;
     r->retry_after = -1;
-    r->method = http_strdup(s->method ? s->method : "GET");
-    r->url = http_strdup(s->url);
-    r->content_type = http_strdup(s->content_type);
-    r->accept = http_strdup(s->accept);
-    r->bearer = http_strdup(s->bearer);
-    r->username = http_strdup(s->username);
-    r->password = http_strdup(s->password);
+    r->method = str_dup(s->method ? s->method : "GET");
+    r->url = str_dup(s->url);
+    r->content_type = str_dup(s->content_type);
+    r->accept = str_dup(s->accept);
+    r->bearer = str_dup(s->bearer);
+    r->username = str_dup(s->username);
+    r->password = str_dup(s->password);
     if (s->body) {
         r->body = malloc(s->body_len + 1);
         if (r->body) {

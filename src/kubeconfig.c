@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "b64.h"
+#include "str.h"
 #include "ytree.h"
 
 #define KC_MAX_FILES 32
@@ -589,15 +590,6 @@ fail:
     return -1;
 }
 
-static void kc_free_secret(char *s)
-{
-    if (s) {
-        /* Credentials do not linger in freed memory. */
-        memset(s, 0, strlen(s));
-        free(s);
-    }
-}
-
 static void kc_free_bytes(kubeconfig_bytes *b, int secret)
 {
     if (b->data && secret)
@@ -623,10 +615,10 @@ void kubeconfig_free(kubeconfig *kc)
     kc_free_bytes(&kc->cert_data, 0);
     free(kc->key_file);
     kc_free_bytes(&kc->key_data, 1);
-    kc_free_secret(kc->token);
+    str_free_secret(&kc->token);
     free(kc->token_file);
     free(kc->username);
-    kc_free_secret(kc->password);
+    str_free_secret(&kc->password);
     if (kc->exec) {
         kubeconfig_exec *ex = kc->exec;
         free(ex->api_version);

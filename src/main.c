@@ -168,6 +168,19 @@ static int main_parse(int argc, char **argv, main_opts *o)
     return 0;
 }
 
+/* The server URL for a log line: any user:password@ in it withheld. */
+static const char *main_loggable_url(const char *url, char *buf, size_t len)
+{
+    const char *host = strstr(url, "://");
+    const char *at = host ? strchr(host + 3, '@') : NULL;
+    const char *slash = host ? strchr(host + 3, '/') : NULL;
+
+    if (at == NULL || (slash && slash < at))
+        return url;
+    snprintf(buf, len, "%.*s[redacted]%s", (int)(host + 3 - url), url, at);
+    return buf;
+}
+
 typedef struct main_run {
     int status;
     int ended;
@@ -239,10 +252,12 @@ static int main_script(const main_opts *o)
         return 1;
     }
     {
+        char urlbuf[512];
+        const char *server = main_loggable_url(kc->server, urlbuf, sizeof urlbuf);
         log_field f[] = {
             {"source", LOG_STR, .v.str = {kc->source, strlen(kc->source)}},
             {"context", LOG_STR, .v.str = {kc->context ? kc->context : "", kc->context ? strlen(kc->context) : 0}},
-            {"server", LOG_STR, .v.str = {kc->server, strlen(kc->server)}},
+            {"server", LOG_STR, .v.str = {server, strlen(server)}},
             {"namespace", LOG_STR, .v.str = {kc->namespace, strlen(kc->namespace)}},
         };
         log_write(LOG_DEBUG, "setup", "using Kubernetes configuration", f, 4);

@@ -8,15 +8,21 @@ local M = {}
 
 M.bin = "build/asan/luaop"
 
+-- Write a program to a temporary file; returns its path.
+local function write_script(source)
+  local path = os.tmpname() .. ".lua"
+  local f = assert(io.open(path, "w"))
+  f:write(source)
+  f:close()
+  return path
+end
+
 -- Run `source` as a program. opts: kubeconfig (default $KUBECONFIG; false
 -- for none), flags (list), args (list), env ({NAME = value|false}). Returns
 -- exit code, stdout, stderr.
 function M.run(source, opts)
   opts = opts or {}
-  local path = os.tmpname() .. ".lua"
-  local f = assert(io.open(path, "w"))
-  f:write(source)
-  f:close()
+  local path = write_script(source)
   local argv = { M.bin }
   if opts.kubeconfig ~= false then
     argv[#argv + 1] = "--kubeconfig"
@@ -61,10 +67,7 @@ end
 -- :stop() (SIGTERM, then wait for it to exit).
 function M.start(source, opts)
   opts = opts or {}
-  local path = os.tmpname() .. ".lua"
-  local f = assert(io.open(path, "w"))
-  f:write(source)
-  f:close()
+  local path = write_script(source)
   local out, err = os.tmpname(), os.tmpname()
   local status = os.tmpname()
   -- a subshell that records the exit status once luaop ends

@@ -40,6 +40,22 @@ describe("the script sandbox", function()
     assert.matches("^nil\ttrue\ttrue", out)
   end)
 
+  it("never logs credentials written into the server URL", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write([[
+current-context: x
+clusters: [{name: x, cluster: {server: "http://alice:pw-s3cret@127.0.0.1:1"}}]
+contexts: [{name: x, context: {cluster: x}}]
+]])
+    f:close()
+    local code, out, err = luaop.run("return 0", { kubeconfig = path, flags = { "-v", "10" } })
+    os.remove(path)
+    assert.are.equal(0, code, err)
+    assert.matches("using Kubernetes configuration", err)
+    assert.is_nil((out .. err):find("pw-s3cret", 1, true))
+  end)
+
   it("has no debug library", function()
     local code, out = run([[
       print(debug, pcall(require, "debug"))
