@@ -324,7 +324,7 @@ static int lbind_task_now(lua_State *L)
     return 1;
 }
 
-static unsigned long lbind_spawn_budget; /* for the next spawn only */
+static sched_budget lbind_spawn_budget; /* for the next spawn only */
 static int lbind_task_spawn(lua_State *L);
 
 /* A spawned task's handle: a userdata whose user value is a table holding
@@ -369,25 +369,48 @@ static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, voi
     }
 }
 
-/* spawn with an instruction budget: task.spawn_limited(instructions, fn, ...) */
+/* A positive integer field of the budget table, 0 when absent. */
+static lua_Integer lbind_budget_field(lua_State *L, const char *name)
+{
+    lua_Integer v = 0;
+
+    if (lua_getfield(L, 1, name) != LUA_TNIL) {
+        int isint;
+        v = lua_tointegerx(L, -1, &isint);
+        if (!isint || v <= 0)
+            luaL_error(L, "bad budget: %s must be a positive integer", name);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* spawn with a budget: task.spawn_limited(instructions, fn, ...) or
+ * task.spawn_limited({instructions = N, memory = bytes}, fn, ...) */
 static int lbind_task_spawn_limited(lua_State *L)
 {
-    lua_Integer budget = luaL_checkinteger(L, 1);
+    sched_budget b = {0};
 
-    luaL_argcheck(L, budget > 0, 1, "an instruction budget must be positive");
+    if (lua_istable(L, 1)) {
+        b.instructions = (unsigned long)lbind_budget_field(L, "instructions");
+        b.memory = (size_t)lbind_budget_field(L, "memory");
+    } else {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
+        b.instructions = (unsigned long)n;
+    }
     lua_remove(L, 1);
-    lbind_spawn_budget = (unsigned long)budget;
+    lbind_spawn_budget = b;
     return lbind_task_spawn(L);
 }
 
 static int lbind_task_spawn(lua_State *L)
 {
     int nargs = lua_gettop(L) - 1;
-    unsigned long budget = lbind_spawn_budget;
+    sched_budget budget = lbind_spawn_budget;
     lbind_handle *h;
     int href;
 
-    lbind_spawn_budget = 0;
+    lbind_spawn_budget = (sched_budget){0};
     luaL_checktype(L, 1, LUA_TFUNCTION);
     h = lua_newuserdatauv(L, sizeof *h, 1);
     h->ended = 0;
@@ -398,7 +421,7 @@ static int lbind_task_spawn(lua_State *L)
     lua_pushvalue(L, -1);
     href = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_insert(L, 1); /* the handle below the function, to return it */
-    if (sched_spawn_budgeted(L, nargs, budget, lbind_spawn_done, (void *)(intptr_t)href) == NULL)
+    if (sched_spawn_budgeted(L, nargs, &budget, lbind_spawn_done, (void *)(intptr_t)href) == NULL)
         return luaL_error(L, "not enough memory");
     lua_settop(L, 1);
     return 1;

@@ -14,12 +14,53 @@ struct sched_task {
     void *ud;
     char *error;
     unsigned long budget, used; /* instructions */
+    size_t mem_budget;
+    ptrdiff_t mem_used; /* net bytes allocated while it ran */
+    int mem_exceeded;
     sched_task *prev, *next; /* every task not yet ended */
 };
 
 static int sched_live;
 static void sched_count_hook(lua_State *L, lua_Debug *ar);
 static sched_task *sched_all;
+static sched_task *sched_running_task; /* the task inside lua_resume now */
+
+/* Memory budgets: once a task has one, the state's allocator is wrapped so
+ * that what is allocated while a task runs is charged to that task (and
+ * what is freed meanwhile credited). A growth past the budget fails; Lua
+ * then collects garbage and tries once more before it raises. */
+static lua_Alloc sched_orig_alloc;
+static void *sched_orig_ud;
+
+static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    sched_task *t = sched_running_task;
+    size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
+    void *p;
+
+    (void)ud;
+    if (t && t->mem_budget && nsize > old &&
+        t->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)t->mem_budget) {
+        t->mem_exceeded = 1;
+        return NULL;
+    }
+    p = sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
+    if (t && (p || nsize == 0))
+        t->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
+    return p;
+}
+
+static void sched_wrap_alloc(lua_State *L)
+{
+    void *ud;
+    lua_Alloc f = lua_getallocf(L, &ud);
+
+    if (f == sched_alloc)
+        return;
+    sched_orig_alloc = f;
+    sched_orig_ud = ud;
+    lua_setallocf(L, sched_alloc, NULL);
+}
 
 static void sched_unlink(sched_task *t)
 {
@@ -49,7 +90,12 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
 {
     lua_State *co = t->co;
     int nres = 0;
-    int status = lua_resume(co, from, nargs, &nres);
+    sched_task *outer = sched_running_task;
+    int status;
+
+    sched_running_task = t;
+    status = lua_resume(co, from, nargs, &nres);
+    sched_running_task = outer;
 
     if (status == LUA_YIELD) {
         /* Waiting for whatever it yielded for; values yielded by a script's
@@ -59,6 +105,10 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
     }
     if (status != LUA_OK) {
         const char *msg = lua_tostring(co, -1);
+        if (status == LUA_ERRMEM && t->mem_exceeded) {
+            lua_pushfstring(co, "memory budget of %I bytes exceeded", (lua_Integer)t->mem_budget);
+            msg = lua_tostring(co, -1);
+        }
         luaL_traceback(co, co, msg ? msg : "(error object is not a string)", 0);
         t->error = strdup(lua_tostring(co, -1));
         lua_pop(co, 1);
@@ -75,10 +125,12 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
 
 sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
 {
-    return sched_spawn_budgeted(L, nargs, 0, done, ud);
+    return sched_spawn_budgeted(L, nargs, NULL, done, ud);
 }
 
-sched_task *sched_spawn_budgeted(lua_State *L, int nargs, unsigned long budget, sched_done_cb done, void *ud)
+static void sched_set_budget(sched_task *t, unsigned long instructions);
+
+sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud)
 {
     sched_task *t = calloc(1, sizeof *t);
 
@@ -100,8 +152,12 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, unsigned long budget, 
     if (sched_all)
         sched_all->prev = t;
     sched_all = t;
-    if (budget)
-        sched_set_budget(t, budget);
+    if (b && b->instructions)
+        sched_set_budget(t, b->instructions);
+    if (b && b->memory) {
+        sched_wrap_alloc(L);
+        t->mem_budget = b->memory;
+    }
     sched_step(t, nargs, L);
     return t;
 }
@@ -118,7 +174,8 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
         luaL_error(L, "instruction budget of %I exceeded", (lua_Integer)t->budget);
 }
 
-void sched_set_budget(sched_task *t, unsigned long instructions)
+/* Counted on the task's own thread, in steps of SCHED_BUDGET_STEP. */
+static void sched_set_budget(sched_task *t, unsigned long instructions)
 {
     t->budget = instructions;
     t->used = 0;

@@ -21,19 +21,24 @@ typedef void (*sched_done_cb)(sched_task *t, lua_State *co, int ok, int nres, vo
  * task (popping them), and run it until it first waits or ends. */
 sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud);
 
-/* The same, with an instruction budget from the first instruction (see
- * sched_set_budget). */
-sched_task *sched_spawn_budgeted(lua_State *L, int nargs, unsigned long budget, sched_done_cb done, void *ud);
+/* What a task may use: VM instructions (counted in steps of
+ * SCHED_BUDGET_STEP) and bytes of Lua memory, net of what is freed while it
+ * runs; 0 means no limit. Running past either raises an error in the task
+ * ("instruction budget of N exceeded", "memory budget of N bytes
+ * exceeded"), which fails it unless it catches the error itself. */
+typedef struct sched_budget {
+    unsigned long instructions;
+    size_t memory;
+} sched_budget;
+
+/* The same, with a budget from the first instruction. */
+sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud);
 
 /* The task running on thread `co`, or NULL when co is no task's coroutine
  * (the main thread, or a coroutine a script made itself). */
 sched_task *sched_current(lua_State *co);
 
-/* Give the task an instruction budget (0: none); running past it raises
- * "instruction budget ... exceeded" in the task, which then fails. Counted
- * in steps of SCHED_BUDGET_STEP VM instructions on the task's own thread. */
 #define SCHED_BUDGET_STEP 10000
-void sched_set_budget(sched_task *t, unsigned long instructions);
 
 /* The task's coroutine: push resume values here. */
 lua_State *sched_thread(sched_task *t);

@@ -85,6 +85,42 @@ describe("tasks", function()
     assert.matches("other fine", out)
   end)
 
+  it("stop a task that grows past its memory budget, and only that task", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local task = require("luaop.core").task
+      local other = luaop.spawn(function() luaop.sleep(0.05); return ("x"):rep(4 << 20):len() end)
+      local kept = {}
+      local ok, e = task.spawn_limited({ memory = 8 << 20 }, function()
+        for i = 1, 1e9 do kept[i] = ("%d"):format(i):rep(16) end
+      end):wait()
+      print("hog", ok, e:match("memory budget of 8388608 bytes exceeded") ~= nil, #kept > 1000)
+      kept = nil
+      -- garbage does not count: a task that churns through far more than
+      -- its budget in short-lived strings is fine
+      print("churn", task.spawn_limited({ memory = 8 << 20 }, function()
+        local n = 0
+        for i = 1, 200000 do n = n + #(("%d"):format(i):rep(64)) end
+        return n > 8 << 20
+      end):wait())
+      print("both", task.spawn_limited({ memory = 8 << 20, instructions = 1000 }, function() while true do end end):wait())
+      print("other", select(2, other:wait()))
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("hog\tfalse\ttrue\ttrue", out)
+    assert.matches("churn\ttrue\ttrue", out)
+    assert.matches("both\tfalse\t[^\n]*instruction budget of 1000 exceeded", out)
+    assert.matches("other\t4194304", out)
+  end)
+
+  it("refuse a malformed budget", function()
+    local code, _, err = luaop.run([[
+      require("luaop.core").task.spawn_limited({ memory = -1 }, function() end)
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(1, code)
+    assert.matches("bad budget: memory must be a positive integer", err)
+  end)
+
   it("refuse to wait outside a task", function()
     local code, _, err = luaop.run([[
       local co = coroutine.wrap(function() require("luaop").sleep(0) end)
