@@ -11,6 +11,12 @@ int lbind_kubeconfig_open(lua_State *L);
 int lbind_api_open(lua_State *L);
 int lbind_task_open(lua_State *L);
 int lbind_workqueue_open(lua_State *L);
+int lbind_fs_open(lua_State *L);
+
+struct sched_task;
+/* The task running on L; raises (naming `what`) when L is not a task's
+ * thread or cannot yield. */
+struct sched_task *lbind_check_task(lua_State *L, const char *what);
 
 struct api;
 /* The API server luaop.core.api talks to (set by main). */

@@ -31,7 +31,7 @@ void lbind_api_use(api *a)
     lbind_api_conn = a;
 }
 
-static sched_task *lbind_check_task(lua_State *L, const char *what)
+sched_task *lbind_check_task(lua_State *L, const char *what)
 {
     sched_task *t = sched_current(L);
 

@@ -19,6 +19,7 @@ static const struct {
     {"api", lbind_api_open, 0},
     {"task", lbind_task_open, 0},
     {"workqueue", lbind_workqueue_open, 0},
+    {"fs", lbind_fs_open, 0},
 };
 
 static int lbind_core_scripts;

@@ -25,14 +25,17 @@
 #include "version.h"
 
 static const char *main_usage =
-    "Usage: luaop --script FILE [flags] [-- script arguments]\n"
+    "Usage: luaop --script PATH [--script PATH...] [flags] [-- script arguments]\n"
     "\n"
-    "luaop runs Kubernetes operators written in Lua 5.4. A script that defines\n"
+    "luaop runs Kubernetes operators written in Lua 5.4. Each script returns\n"
+    "controller definitions; luaop runs them until SIGTERM or SIGINT and\n"
+    "reloads a script when its file changes. A single script file that defines\n"
     "no controller runs as a program, top to bottom, and its return value is\n"
     "the exit status.\n"
     "\n"
     "Flags:\n"
-    "      --script FILE        the Lua script to run\n"
+    "      --script PATH        a Lua script, or a directory whose *.lua files are\n"
+    "                           each one; repeatable\n"
     "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
     "                           then ~/.kube/config)\n"
     "      --context NAME       kubeconfig context (default: current-context)\n"
@@ -45,8 +48,11 @@ static const char *main_usage =
     "  -h, --help               show this help and exit\n"
     "      --version            print the versions of luaop and its libraries, and exit\n";
 
+#define MAIN_MAX_SCRIPTS 64
+
 typedef struct main_opts {
-    const char *script;
+    const char *scripts[MAIN_MAX_SCRIPTS];
+    int nscripts;
     const char *kubeconfig, *context, *namespace;
     double qps;
     int burst;
@@ -111,7 +117,11 @@ static int main_parse(int argc, char **argv, main_opts *o)
             main_print_version(stdout);
             return 1;
         case OPT_SCRIPT:
-            o->script = optarg;
+            if (o->nscripts == MAIN_MAX_SCRIPTS) {
+                fprintf(stderr, "luaop: at most %d --script flags (name a directory instead)\n", MAIN_MAX_SCRIPTS);
+                return 3;
+            }
+            o->scripts[o->nscripts++] = optarg;
             break;
         case OPT_KUBECONFIG:
             o->kubeconfig = optarg;
@@ -156,7 +166,7 @@ static int main_parse(int argc, char **argv, main_opts *o)
     /* Arguments after the flags (or after --) are the script's. */
     o->script_argc = argc - optind;
     o->script_argv = argv + optind;
-    if (o->script == NULL) {
+    if (o->nscripts == 0) {
         if (o->script_argc > 0) {
             fprintf(stderr, "luaop: unexpected argument %s\nRun 'luaop --help' for usage.\n",
                     o->script_argv[0]);
@@ -288,7 +298,7 @@ static int main_script(const main_opts *o)
 
     /* arg, as the lua interpreter sets it: arg[0] the script, then its args. */
     lua_createtable(L, o->script_argc, 1);
-    lua_pushstring(L, o->script);
+    lua_pushstring(L, o->scripts[0]);
     lua_rawseti(L, -2, 0);
     for (int i = 0; i < o->script_argc; i++) {
         lua_pushstring(L, o->script_argv[i]);
@@ -296,14 +306,8 @@ static int main_script(const main_opts *o)
     }
     lua_setglobal(L, "arg");
 
-    /* Text only: binary chunks are never loaded. */
-    if (luaL_loadfilex(L, o->script, "t") != LUA_OK) {
-        const char *msg = lua_tostring(L, -1);
-        log_field f = {"error", LOG_STR, .v.str = {msg, strlen(msg)}};
-        log_write(LOG_ERROR, "script", "cannot load script", &f, 1);
-        goto out;
-    }
-    /* luaop.main runs it: as a program, or as the controllers it returns */
+    /* luaop.main loads the scripts (text only, each in its own environment)
+     * and runs them: as a program, or as the controllers they return */
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luaop.main");
     if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
@@ -312,7 +316,11 @@ static int main_script(const main_opts *o)
         log_write(LOG_ERROR, "setup", "cannot load luaop.main", &f, 1);
         goto out;
     }
-    lua_insert(L, -2);
+    lua_createtable(L, o->nscripts, 0);
+    for (int i = 0; i < o->nscripts; i++) {
+        lua_pushstring(L, o->scripts[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
     if (sched_spawn(L, o->script_argc + 1, main_done, &run) == NULL) {

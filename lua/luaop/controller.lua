@@ -13,9 +13,23 @@ local informer = require "luaop.informer"
 
 local M = {}
 
--- The instruction budget of one reconcile, unless a definition says
--- `instructions = N`: about a second of pure Lua.
+-- The budgets of one reconcile, unless a definition says otherwise:
+-- `instructions = N` (the default is about a second of pure Lua) and
+-- `memory = bytes` or a Kubernetes quantity such as "64Mi" (net growth of
+-- the Lua heap while the reconcile runs).
 M.DEFAULT_INSTRUCTIONS = 100000000
+M.DEFAULT_MEMORY = 64 * 1024 * 1024
+
+local UNITS = { [""] = 1, k = 1e3, M = 1e6, G = 1e9, Ki = 1 << 10, Mi = 1 << 20, Gi = 1 << 30 }
+
+-- bytes from an integer or a quantity ("64Mi", "500M"); nil when malformed
+local function bytes(v)
+  if math.type(v) == "integer" then return v >= 1 and v or nil end
+  if type(v) ~= "string" then return nil end
+  local n, unit = v:match("^(%d+)(%a*)$")
+  local mult = n and UNITS[unit]
+  return mult and math.tointeger(tonumber(n) * mult) or nil
+end
 
 local Definition = {}
 Definition.__index = Definition
@@ -38,6 +52,12 @@ local function check(def)
   end
   if def.concurrency ~= nil and (math.type(def.concurrency) ~= "integer" or def.concurrency < 1) then
     error(("controller %s: concurrency must be an integer >= 1"):format(def.name), 3)
+  end
+  if def.memory ~= nil and not bytes(def.memory) then
+    error(("controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\""):format(def.name), 3)
+  end
+  if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
+    error(("controller %s: resync must be a number of seconds > 0"):format(def.name), 3)
   end
 end
 
@@ -111,31 +131,67 @@ for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "
 end
 
 -- ---- the manager ----------------------------------------------------------------
+--
+-- The manager owns the informers and the controllers. Controllers come in
+-- sets, one set per script: Manager:set(script, defs) makes that script's
+-- controllers exactly `defs`, which is how a reload swaps code without
+-- dropping caches:
+--   - informers whose kind, namespace and selector are unchanged are kept
+--     (no LIST); new ones start and must sync first; unused ones stop;
+--   - a controller keeps its work queue across versions (so a key is still
+--     never reconciled twice at once), and reconciles already running finish
+--     on the code they started with; the next one runs the new code;
+--   - every object of a reloaded controller is requeued once through its
+--     rate-limited queue;
+--   - controllers no longer defined stop.
 
 local Manager = {}
 Manager.__index = Manager
+
+-- How long a reload waits for the caches of new informers.
+M.SYNC_TIMEOUT = 30
 
 function M.manager(opts)
   opts = opts or {}
   return setmetatable({
     client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
-    log = luaop.logger("manager"),
+    retired = {}, log = luaop.logger("manager"),
   }, Manager)
 end
 
--- One informer per kind + namespace + selector, shared.
-function Manager:informer(kind, opts)
+local function informer_id(kind, namespace, selector)
+  return table.concat({ kind, namespace or "", selector or "" }, "|")
+end
+
+-- The informer entry for kind + namespace + selector, made (not started)
+-- when there is none. One informer feeds every controller subscribed to it.
+function Manager:entry(kind, opts)
   opts = opts or {}
-  local id = table.concat({ kind, opts.namespace or "", opts.label_selector or "" }, "|")
-  local inf = self.informers[id]
-  if not inf then
-    inf = informer.new(kind, { namespace = opts.namespace, label_selector = opts.label_selector, client = self.client })
-    self.informers[id] = inf
-    local k = kind_name(kind)
-    self.by_kind[k] = self.by_kind[k] or {}
-    table.insert(self.by_kind[k], { spec = kind, inf = inf, selector = opts.label_selector })
+  local id = informer_id(kind, opts.namespace, opts.label_selector)
+  local e = self.informers[id]
+  if not e then
+    e = { id = id, kind = kind, selector = opts.label_selector, subs = {} }
+    e.inf = informer.new(kind, { namespace = opts.namespace, label_selector = opts.label_selector, client = self.client })
+    local function dispatch(event)
+      return function(a, b)
+        for _, sub in ipairs(e.subs) do
+          local f = sub[event]
+          if f then
+            local ok, err = pcall(f, a, b)
+            if not ok then sub.log:error("event handler failed", { event = event, error = tostring(err) }) end
+          end
+        end
+      end
+    end
+    e.inf:on { add = dispatch("add"), update = dispatch("update"), delete = dispatch("delete") }
+    self.informers[id] = e
   end
-  return inf
+  return e
+end
+
+-- Compatibility: the informer itself.
+function Manager:informer(kind, opts)
+  return self:entry(kind, opts).inf
 end
 
 function Manager:cache_for(kind, namespace)
@@ -143,7 +199,7 @@ function Manager:cache_for(kind, namespace)
   if not found then return nil end
   for _, e in ipairs(found) do
     -- a selector-scoped cache holds only part of the kind
-    if not e.selector and (e.spec == kind or not kind:find("/", 1, true)) then return e.inf end
+    if not e.selector and (e.kind == kind or not kind:find("/", 1, true)) then return e.inf end
   end
   return nil
 end
@@ -154,63 +210,206 @@ local function split_key(k)
   return nil, k
 end
 
-function Manager:add(def)
-  def = M.is_definition(def) and def or M.define(def)
-  local c = {
-    def = def, queue = core.workqueue.new(), wake = core.task.cond(), tick = core.task.cond(),
-    log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0,
-  }
-  self.controllers[#self.controllers + 1] = c
-  local function enqueue(key)
-    c.queue:add(key)
-    c.wake:signal()
+local function req_key(namespace, name)
+  return namespace and namespace ~= "" and (namespace .. "/" .. name) or name
+end
+
+-- The subscriptions a definition needs: {entry, add, update, delete} each,
+-- enqueueing into controller c.
+function Manager:plan(c, def)
+  local function enqueue(key) c.enqueue(key) end
+  local subs = {}
+  local function sub(e, on)
+    on.entry, on.log = e, c.log
+    subs[#subs + 1] = on
   end
-  c.enqueue = enqueue
-  local scope = { namespace = def.namespace }
-  local primary = self:informer(def.resource, { namespace = def.namespace, label_selector = def.label_selector })
-  primary:on {
+  local primary = self:entry(def.resource, { namespace = def.namespace, label_selector = def.label_selector })
+  sub(primary, {
+    primary = true,
     add = function(o) enqueue(informer.key(o)) end,
     update = function(_, o) enqueue(informer.key(o)) end,
     delete = function(o) enqueue(informer.key(o)) end,
-  }
+  })
   -- owned kinds: an event on an object enqueues its controller owner
   local owner_kind = kind_name(def.resource)
   local function owner(o)
     for _, ref in ipairs(o.metadata.ownerReferences or {}) do
-      if ref.controller and ref.kind == owner_kind then
-        local ns = o.metadata.namespace
-        enqueue(ns and ns ~= "" and (ns .. "/" .. ref.name) or ref.name)
-      end
+      if ref.controller and ref.kind == owner_kind then enqueue(req_key(o.metadata.namespace, ref.name)) end
     end
   end
   for _, kind in ipairs(def.owns or {}) do
-    self:informer(kind, scope):on { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner }
+    sub(self:entry(kind, { namespace = def.namespace }),
+      { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
   end
   -- watched kinds: the map function names the requests
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      for _, req in ipairs(w.map(o) or {}) do
-        enqueue(req.namespace and req.namespace ~= "" and (req.namespace .. "/" .. req.name) or req.name)
-      end
+      for _, req in ipairs(w.map(o) or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
-    self:informer(w[1], { namespace = w.namespace, label_selector = w.label_selector })
-      :on { add = map, update = function(_, o) map(o) end, delete = map }
+    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector }),
+      { add = map, update = function(_, o) map(o) end, delete = map })
+  end
+  return subs, primary
+end
+
+-- Subscriptions from the controllers as they are now; informers nobody
+-- subscribes to stop.
+function Manager:rewire()
+  for _, e in pairs(self.informers) do e.subs = {} end
+  for _, c in pairs(self.controllers) do
+    for _, sub in ipairs(c.subs) do table.insert(sub.entry.subs, sub) end
+  end
+  self.by_kind = {}
+  for id, e in pairs(self.informers) do
+    if #e.subs == 0 then
+      if e.running then self.log:info("stopping informer", { kind = e.kind }) end
+      e.inf:stop()
+      self.informers[id] = nil
+    else
+      local k = kind_name(e.kind)
+      self.by_kind[k] = self.by_kind[k] or {}
+      table.insert(self.by_kind[k], e)
+    end
+  end
+end
+
+function Manager:new_controller(def, script)
+  local c = {
+    name = def.name, script = script, def = def, queue = core.workqueue.new(),
+    wake = core.task.cond(), tick = core.task.cond(), resync_changed = core.task.cond(),
+    log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
+  }
+  function c.enqueue(key)
+    c.queue:add(key)
+    c.wake:signal()
   end
   return c
 end
 
+-- Start the informers that are not running yet; true once they synced, or
+-- nil, err when one did not within `timeout` seconds.
+function Manager:start_informers(timeout)
+  local fresh = {}
+  for _, e in pairs(self.informers) do
+    if not e.running then
+      e.running = true
+      e.inf:start()
+      fresh[#fresh + 1] = e
+    end
+  end
+  local timer
+  if timeout and #fresh > 0 then
+    timer = luaop.spawn(function()
+      luaop.sleep(timeout)
+      for _, e in ipairs(fresh) do e.inf.synced_cond:signal() end
+    end)
+  end
+  for _, e in ipairs(fresh) do
+    e.inf:wait_synced()
+    if not e.inf.synced then
+      return nil, ("the cache of %s did not sync within %g s"):format(e.kind, timeout)
+    end
+  end
+  return true, timer
+end
+
+-- Every object of c's primary cache into its queue.
+local function requeue_all(c, rate_limited)
+  for key in pairs(c.primary.inf.store) do
+    if rate_limited then c.queue:add_rate_limited(key) else c.queue:add(key) end
+  end
+  c.tick:signal()
+  c.wake:signal()
+end
+
+-- Make `script`'s controllers exactly `defs` (see above). true | nil, err;
+-- on error nothing changed.
+function Manager:set(script, defs)
+  local names = {}
+  for _, d in ipairs(defs) do
+    if names[d.name] then return nil, ("two controllers are named %s"):format(d.name) end
+    local c = self.controllers[d.name]
+    if c and c.script ~= script then
+      return nil, ("controller %s is defined by %s already"):format(d.name, c.script)
+    end
+    names[d.name] = true
+  end
+  local plans = {}
+  for _, d in ipairs(defs) do
+    local c = self.controllers[d.name] or self:new_controller(d, script)
+    local subs, primary = self:plan(c, d)
+    plans[#plans + 1] = { c = c, def = d, subs = subs, primary = primary }
+  end
+  if self.started then
+    local ok, err = self:start_informers(M.SYNC_TIMEOUT)
+    if not ok then
+      self:rewire() -- stops the informers nobody took
+      return nil, err
+    end
+  end
+  for name, c in pairs(self.controllers) do
+    if c.script == script and not names[name] then self:stop_controller(c) end
+  end
+  for _, p in ipairs(plans) do
+    local c = p.c
+    local reloaded = self.controllers[c.name] ~= nil
+    local resync = c.def.resync
+    c.def, c.subs, c.primary = p.def, p.subs, p.primary
+    self.controllers[c.name] = c
+    if self.started then
+      self:start_workers(c)
+      if resync ~= c.def.resync then c.resync_changed:signal() end
+    end
+    c.reload = reloaded
+  end
+  self:rewire()
+  if self.started then
+    for _, p in ipairs(plans) do requeue_all(p.c, p.c.reload) end
+  end
+  return true
+end
+
+function Manager:stop_controller(c)
+  c.stopped = true
+  c.log:info("stopping controller", {})
+  c.queue:shutdown()
+  c.wake:signal()
+  c.tick:signal()
+  c.resync_changed:signal()
+  self.controllers[c.name] = nil
+  self.retired[#self.retired + 1] = c
+end
+
+-- Compatibility: add one definition (to the anonymous script).
+function Manager:add(def)
+  def = M.is_definition(def) and def or M.define(def)
+  local defs = {}
+  for _, c in pairs(self.controllers) do
+    if c.script == "" then defs[#defs + 1] = c.def end
+  end
+  defs[#defs + 1] = def
+  local ok, err = self:set("", defs)
+  if not ok then error(err, 2) end
+  return self.controllers[def.name]
+end
+
 function Manager:reconcile_one(c, key)
+  local def = c.def -- this reconcile runs the code it started with
   local ns, name = split_key(key)
   local req = { namespace = ns, name = name }
   local ctx = setmetatable({
-    manager = self, client = self.client, namespace_scope = c.def.namespace,
+    manager = self, client = self.client, namespace_scope = def.namespace,
     log = c.log:with { namespace = ns, name = name },
   }, Ctx)
   c.reconciles = c.reconciles + 1
   c.active = c.active + 1
-  -- its own task, with an instruction budget: a runaway loop fails only
+  -- its own task, with budgets: a runaway loop or allocation fails only
   -- this reconcile
-  local ok, res = core.task.spawn_limited(c.def.instructions or M.DEFAULT_INSTRUCTIONS, c.def.reconcile, ctx, req):wait()
+  local budget = {
+    instructions = def.instructions or M.DEFAULT_INSTRUCTIONS,
+    memory = def.memory and bytes(def.memory) or M.DEFAULT_MEMORY,
+  }
+  local ok, res = core.task.spawn_limited(budget, def.reconcile, ctx, req):wait()
   c.active = c.active - 1
   if not ok then
     c.errors = c.errors + 1
@@ -232,7 +431,7 @@ function Manager:reconcile_one(c, key)
 end
 
 local function worker(self, c)
-  while not self.stopping do
+  while not self.stopping and not c.stopped and c.workers <= (c.def.concurrency or 1) do
     local key = c.queue:get()
     if key then
       self:reconcile_one(c, key)
@@ -240,11 +439,13 @@ local function worker(self, c)
       c.wake:wait()
     end
   end
+  c.workers = c.workers - 1
+  if c.workers > 0 then c.wake:signal() end -- the others look again
 end
 
 -- Moves delayed keys into the queue when their time comes.
 local function ticker(self, c)
-  while not self.stopping do
+  while not self.stopping and not c.stopped do
     c.queue:tick()
     if c.queue:stats().depth > 0 then c.wake:signal() end
     local due = c.queue:next_ready()
@@ -258,16 +459,47 @@ local function ticker(self, c)
   end
 end
 
+-- `resync = seconds`: every object of the controller is queued again that
+-- often (controller-runtime's SyncPeriod), whatever happened meanwhile.
+local function resyncer(self, c)
+  while not self.stopping and not c.stopped do
+    local period = c.def.resync
+    if not period then
+      c.resync_changed:wait()
+    else
+      local due = luaop.now() + period
+      while luaop.now() < due and c.def.resync == period and not c.stopped and not self.stopping do
+        luaop.sleep(math.min(due - luaop.now(), 1))
+      end
+      if c.def.resync == period and not c.stopped and not self.stopping then requeue_all(c, false) end
+    end
+  end
+end
+
+-- As many workers as the definition's concurrency (extra ones end when
+-- they next look for work); the ticker and resyncer once.
+function Manager:start_workers(c)
+  local n = c.def.concurrency or 1
+  if not c.running then
+    c.running = true
+    c.log:info("Starting workers", { ["worker count"] = n })
+    luaop.spawn(ticker, self, c)
+    luaop.spawn(resyncer, self, c)
+  end
+  while c.workers < n do
+    c.workers = c.workers + 1
+    luaop.spawn(worker, self, c)
+  end
+  c.wake:signal()
+end
+
 -- Start the informers, wait for their caches, then the workers.
 function Manager:start()
-  for _, inf in pairs(self.informers) do inf:start() end
-  for _, inf in pairs(self.informers) do inf:wait_synced() end
+  self:start_informers()
+  self.started = true
   self.log:info("caches synced", {})
-  for _, c in ipairs(self.controllers) do
-    local n = c.def.concurrency or 1
-    c.log:info("Starting workers", { ["worker count"] = n })
-    for _ = 1, n do luaop.spawn(worker, self, c) end
-    luaop.spawn(ticker, self, c)
+  for _, c in pairs(self.controllers) do
+    self:start_workers(c)
   end
 end
 
@@ -275,16 +507,20 @@ end
 -- seconds. Returns whether they all did.
 function Manager:stop(timeout)
   self.stopping = true
-  for _, inf in pairs(self.informers) do inf:stop() end
-  for _, c in ipairs(self.controllers) do
+  for _, e in pairs(self.informers) do e.inf:stop() end
+  local all = {}
+  for _, c in pairs(self.controllers) do all[#all + 1] = c end
+  for _, c in ipairs(self.retired) do all[#all + 1] = c end
+  for _, c in ipairs(all) do
     c.queue:shutdown()
     c.wake:signal()
     c.tick:signal()
+    c.resync_changed:signal()
   end
   local deadline = luaop.now() + (timeout or 30)
   while true do
     local active = 0
-    for _, c in ipairs(self.controllers) do active = active + c.active end
+    for _, c in ipairs(all) do active = active + c.active end
     if active == 0 then return true end
     if luaop.now() > deadline then
       self.log:error("reconciles still running at the end of the drain", { active = active })
@@ -294,17 +530,25 @@ function Manager:stop(timeout)
   end
 end
 
+-- Run until SIGTERM or SIGINT, then drain.
+function Manager:run_until_shutdown()
+  local shutdown = core.task.shutdown()
+  if not self.started then self:start() end
+  shutdown:wait()
+  self.log:info("stopping: waiting for running reconciles", {})
+  self:stop(30)
+  self.log:info("stopped", {})
+end
+
 -- Run definitions (one, or a list) until SIGTERM or SIGINT, then drain.
 function M.run(defs)
   local m = M.manager()
   if M.is_definition(defs) then defs = { defs } end
-  for _, d in ipairs(defs) do m:add(d) end
-  local shutdown = core.task.shutdown()
-  m:start()
-  shutdown:wait()
-  m.log:info("stopping: waiting for running reconciles", {})
-  m:stop(30)
-  m.log:info("stopped", {})
+  local ok, err = m:set("", defs)
+  if not ok then error(err, 2) end
+  m:run_until_shutdown()
 end
+
+M.bytes = bytes
 
 return M

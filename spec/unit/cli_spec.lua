@@ -19,7 +19,7 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       for _, flag in ipairs { "--help", "-h" } do
         local code, out = proc.run { bin, flag }
         assert.are.equal(0, code)
-        assert.matches("^Usage: luaop %-%-script FILE %[flags%]", out)
+        assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
         for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst",
                              "--log-format", "--log-level" } do
           assert.is_truthy(out:find(f, 1, true), f)

@@ -1,0 +1,223 @@
+-- luaop.script - operator scripts: where they are, loading each in an
+-- environment of its own, and reloading them when their files change.
+--
+-- A source is what one --script names: a .lua file, or a directory whose
+-- *.lua files (not hidden ones) are each a script. Directories are watched
+-- the way the kubelet updates a ConfigMap volume (the files are symlinks
+-- through ..data, which is swapped atomically) and the way an editor saves
+-- (write in place, or write a new file and rename it); a file source is
+-- watched through its directory.
+--
+-- A new version is loaded beside the old. If it does not load, raises at
+-- its top level, or returns no valid definition, the old version keeps
+-- serving and the error (file, line, message) is logged and counted.
+local core = require "luaop.core"
+local luaop = require "luaop"
+local controller = require "luaop.controller"
+
+local fs = core.fs
+local M = {}
+
+-- How long a directory must be quiet before its scripts are loaded again.
+M.DEBOUNCE = 0.05
+
+-- Budgets for a script's top level (it only defines controllers).
+M.LOAD_BUDGET = { instructions = controller.DEFAULT_INSTRUCTIONS, memory = controller.DEFAULT_MEMORY }
+
+-- sources(paths) -> { {path, dir = bool} } | nil, err
+function M.sources(paths)
+  local out = {}
+  for _, p in ipairs(paths) do
+    local kind, err = fs.kind(p)
+    if not kind then return nil, "cannot read script " .. err end
+    if kind ~= "file" and kind ~= "directory" then return nil, ("script %s is neither a file nor a directory"):format(p) end
+    out[#out + 1] = { path = (p:gsub("(.)/+$", "%1")), dir = kind == "directory" }
+  end
+  return out
+end
+
+-- The script files the sources hold now, sorted.
+function M.files(sources)
+  local out, seen = {}, {}
+  for _, s in ipairs(sources) do
+    if s.dir then
+      for _, name in ipairs(fs.list(s.path) or {}) do
+        local path = s.path .. "/" .. name
+        if name:match("%.lua$") and not name:match("^%.") and not seen[path] and fs.kind(path) == "file" then
+          seen[path] = true
+          out[#out + 1] = path
+        end
+      end
+    elseif not seen[s.path] and fs.kind(s.path) == "file" then
+      seen[s.path] = true
+      out[#out + 1] = s.path
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+function M.read(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text, rerr = f:read("a")
+  f:close()
+  return text, rerr
+end
+
+-- A fresh environment: globals a script sets stay its own.
+function M.env()
+  return setmetatable({}, { __index = _G })
+end
+
+-- compile(path, text) -> chunk | nil, "path:line: message"
+function M.compile(path, text)
+  return load(text, "@" .. path, "t", M.env())
+end
+
+-- The controller definitions a script's results hold: one, or a list.
+function M.definitions(v)
+  if controller.is_definition(v) then return { v } end
+  if type(v) == "table" and #v > 0 then
+    for _, d in ipairs(v) do
+      if not controller.is_definition(d) then return nil end
+    end
+    return v
+  end
+  return nil
+end
+
+-- Load and run a script's top level in a budgeted task: defs | nil, err.
+function M.load(path, text)
+  local chunk, err = M.compile(path, text)
+  if not chunk then return nil, err end
+  local ok, res = core.task.spawn_limited(M.LOAD_BUDGET, chunk):wait()
+  if not ok then return nil, res end
+  local defs = M.definitions(res)
+  if not defs then
+    return nil, ("%s: the script returns no controller definition (return luaop.controller{...} or a list of them)"):format(path)
+  end
+  return defs
+end
+
+-- ---- the reloader ---------------------------------------------------------
+
+local Reloader = {}
+Reloader.__index = Reloader
+
+function M.reloader(sources, manager)
+  return setmetatable({
+    sources = sources, manager = manager, loaded = {}, failed = {},
+    reloads = { success = 0, error = 0 }, log = luaop.logger("script"),
+  }, Reloader)
+end
+
+function Reloader:fail(path, err, first)
+  self.reloads.error = self.reloads.error + 1
+  self.log:error(first and "cannot load script" or "script reload failed, the running version stays", {
+    script = path, error = tostring(err),
+  })
+end
+
+-- Bring the manager in line with the files: load what is new or changed,
+-- stop what is gone. On the first scan (first = true) every failure is
+-- returned; later ones are logged, counted, and leave the old version.
+function Reloader:scan(first)
+  local present = {}
+  local failures = {}
+  for _, path in ipairs(M.files(self.sources)) do
+    present[path] = true
+    local text, rerr = M.read(path)
+    local cur = self.loaded[path]
+    if not text then
+      failures[#failures + 1] = path .. ": " .. tostring(rerr)
+      if not first then self:fail(path, rerr) end
+    elseif (not cur or cur.text ~= text) and self.failed[path] ~= text then
+      local t0 = luaop.now()
+      local defs, err = M.load(path, text)
+      local ok
+      if defs then ok, err = self.manager:set(path, defs) end
+      if ok then
+        self.failed[path] = nil
+        local names = {}
+        for i, d in ipairs(defs) do names[i] = d.name end
+        self.loaded[path] = { text = text, names = names }
+        if not first then
+          self.reloads.success = self.reloads.success + 1
+          self.log:info(cur and "script reloaded" or "script loaded", {
+            script = path, controllers = table.concat(names, ","), ms = math.floor((luaop.now() - t0) * 1000 + 0.5),
+          })
+        end
+      else
+        self.failed[path] = text
+        failures[#failures + 1] = tostring(err)
+        if not first then self:fail(path, err) end
+      end
+    end
+  end
+  for path in pairs(self.loaded) do
+    if not present[path] then
+      self.manager:set(path, {})
+      self.loaded[path] = nil
+      self.failed[path] = nil
+      self.reloads.success = self.reloads.success + 1
+      self.log:info("script removed, its controllers stopped", { script = path })
+    end
+  end
+  if #failures > 0 then return nil, table.concat(failures, "\n") end
+  return true
+end
+
+-- The directories to watch: each directory source, and the directory of
+-- each file source.
+function Reloader:dirs()
+  local out, seen = {}, {}
+  for _, s in ipairs(self.sources) do
+    local d = s.dir and s.path or (s.path:match("^(.*)/[^/]*$") or ".")
+    if d == "" then d = "/" end
+    if not seen[d] then
+      seen[d] = true
+      out[#out + 1] = d
+    end
+  end
+  return out
+end
+
+-- Watch the sources and rescan after each quiet change, until stopped.
+function Reloader:watch()
+  local changed = core.task.cond()
+  self.watchers = {}
+  for _, d in ipairs(self:dirs()) do
+    local w, err = fs.watch(d)
+    if not w then
+      self.log:error("cannot watch scripts, reloading is off for them", { directory = d, error = err })
+    else
+      self.watchers[#self.watchers + 1] = w
+      luaop.spawn(function()
+        while w:wait() do
+          -- debounce: until nothing changed for a while
+          repeat luaop.sleep(M.DEBOUNCE) until not w:take()
+          self.pending = true
+          changed:signal()
+        end
+      end)
+    end
+  end
+  luaop.spawn(function()
+    while not self.stopped do
+      if not self.pending then changed:wait() end
+      if self.stopped then break end
+      self.pending = false
+      self:scan(false)
+    end
+  end)
+  self.wake = changed
+end
+
+function Reloader:stop()
+  self.stopped = true
+  for _, w in ipairs(self.watchers or {}) do w:close() end
+  if self.wake then self.wake:signal() end
+end
+
+return M
