@@ -24,6 +24,17 @@ static const struct {
 
 static int lbind_core_scripts;
 
+/* core.traceback(msg [, level]): msg and the stack below level, as
+ * debug.traceback makes it (scripts have no debug library). */
+static int lbind_core_traceback(lua_State *L)
+{
+    const char *msg = luaL_optstring(L, 1, NULL);
+    int level = (int)luaL_optinteger(L, 2, 1);
+
+    luaL_traceback(L, L, msg, level);
+    return 1;
+}
+
 void lbind_core_for_scripts(void)
 {
     lbind_core_scripts = 1;
@@ -38,6 +49,8 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
         lbind_core_modules[i].open(L);
         lua_setfield(L, -2, lbind_core_modules[i].name);
     }
+    lua_pushcfunction(L, lbind_core_traceback);
+    lua_setfield(L, -2, "traceback");
     lua_pushliteral(L, LUAOP_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -35,33 +35,35 @@ local Definition = {}
 Definition.__index = Definition
 
 local function check(def)
-  if type(def) ~= "table" then error("a controller definition is a table", 3) end
-  if type(def.name) ~= "string" or def.name == "" then error("a controller needs a name", 3) end
-  if type(def.resource) ~= "string" then error(("controller %s needs a resource (the kind it reconciles)"):format(def.name), 3) end
-  if type(def.reconcile) ~= "function" then error(("controller %s needs a reconcile function"):format(def.name), 3) end
+  if type(def) ~= "table" then error("a controller definition is a table", 0) end
+  if type(def.name) ~= "string" or def.name == "" then error("a controller needs a name", 0) end
+  if type(def.resource) ~= "string" then error(("controller %s needs a resource (the kind it reconciles)"):format(def.name), 0) end
+  if type(def.reconcile) ~= "function" then error(("controller %s needs a reconcile function"):format(def.name), 0) end
   for _, k in ipairs(def.owns or {}) do
-    if type(k) ~= "string" then error(("controller %s: owns lists kinds"):format(def.name), 3) end
+    if type(k) ~= "string" then error(("controller %s: owns lists kinds"):format(def.name), 0) end
   end
   for _, w in ipairs(def.watches or {}) do
     if type(w) ~= "table" or type(w[1]) ~= "string" or type(w.map) ~= "function" then
-      error(("controller %s: each watch is { kind, map = function(obj) return requests end }"):format(def.name), 3)
+      error(("controller %s: each watch is { kind, map = function(obj) return requests end }"):format(def.name), 0)
     end
   end
   if def.instructions ~= nil and (math.type(def.instructions) ~= "integer" or def.instructions < 1) then
-    error(("controller %s: instructions must be an integer >= 1"):format(def.name), 3)
+    error(("controller %s: instructions must be an integer >= 1"):format(def.name), 0)
   end
   if def.concurrency ~= nil and (math.type(def.concurrency) ~= "integer" or def.concurrency < 1) then
-    error(("controller %s: concurrency must be an integer >= 1"):format(def.name), 3)
+    error(("controller %s: concurrency must be an integer >= 1"):format(def.name), 0)
   end
   if def.memory ~= nil and not bytes(def.memory) then
-    error(("controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\""):format(def.name), 3)
+    error(("controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\""):format(def.name), 0)
   end
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
-    error(("controller %s: resync must be a number of seconds > 0"):format(def.name), 3)
+    error(("controller %s: resync must be a number of seconds > 0"):format(def.name), 0)
   end
 end
 
--- Validate and mark a definition.
+-- Validate and mark a definition. (Errors carry no position: the usual
+-- `return luaop.controller {...}` is a tail call, which leaves no line of
+-- the script to name; loading a script prefixes its path.)
 function M.define(def)
   check(def)
   return setmetatable(def, Definition)

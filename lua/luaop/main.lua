@@ -5,6 +5,7 @@
 -- the exit status. Otherwise every script must return controller
 -- definitions; luaop runs them until SIGTERM or SIGINT, reloading a script
 -- when its file changes.
+local core = require "luaop.core"
 local controller = require "luaop.controller"
 local script = require "luaop.script"
 
@@ -20,7 +21,15 @@ return function(paths, ...)
     if not text then error("cannot read script " .. tostring(rerr), 0) end
     local chunk, cerr = script.compile(path, text)
     if not chunk then error("cannot load script " .. cerr, 0) end
-    local results = table.pack(chunk(...))
+    local results = table.pack(xpcall(chunk, function(e)
+      return script.located(path, core.traceback(tostring(e), 2))
+    end, ...))
+    if not results[1] then
+      core.log.write("error", "script", "script failed", { error = results[2] })
+      return 1
+    end
+    table.remove(results, 1)
+    results.n = results.n - 1
     local defs = script.definitions(results[1])
     if not defs then return table.unpack(results, 1, results.n) end -- a program
     local ok, serr = manager:set(path, defs)

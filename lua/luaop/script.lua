@@ -87,12 +87,20 @@ function M.definitions(v)
   return nil
 end
 
+-- An error from a script's top level, with the script's path in front
+-- unless it names it already.
+function M.located(path, err)
+  err = tostring(err)
+  if err:sub(1, #path + 1) == path .. ":" then return err end
+  return path .. ": " .. err
+end
+
 -- Load and run a script's top level in a budgeted task: defs | nil, err.
 function M.load(path, text)
   local chunk, err = M.compile(path, text)
   if not chunk then return nil, err end
   local ok, res = core.task.spawn_limited(M.LOAD_BUDGET, chunk):wait()
-  if not ok then return nil, res end
+  if not ok then return nil, M.located(path, res) end
   local defs = M.definitions(res)
   if not defs then
     return nil, ("%s: the script returns no controller definition (return luaop.controller{...} or a list of them)"):format(path)

@@ -17,26 +17,28 @@ local function write_script(source)
   return path
 end
 
--- Run `source` as a program. opts: kubeconfig (default $KUBECONFIG; false
+-- Run `source` as a program (nil: only the scripts opts.flags name). opts: kubeconfig (default $KUBECONFIG; false
 -- for none), flags (list), args (list), env ({NAME = value|false}). Returns
 -- exit code, stdout, stderr.
 function M.run(source, opts)
   opts = opts or {}
-  local path = write_script(source)
+  local path = source and write_script(source)
   local argv = { M.bin }
   if opts.kubeconfig ~= false then
     argv[#argv + 1] = "--kubeconfig"
     argv[#argv + 1] = opts.kubeconfig or assert(os.getenv("KUBECONFIG"))
   end
-  argv[#argv + 1] = "--script"
-  argv[#argv + 1] = path
+  if path then
+    argv[#argv + 1] = "--script"
+    argv[#argv + 1] = path
+  end
   for _, a in ipairs(opts.flags or {}) do argv[#argv + 1] = a end
   if opts.args then
     argv[#argv + 1] = "--"
     for _, a in ipairs(opts.args) do argv[#argv + 1] = a end
   end
   local code, out, err = proc.run(argv, opts.env)
-  os.remove(path)
+  if path then os.remove(path) end
   return code, out, err
 end
 
@@ -63,16 +65,26 @@ contexts: [{name: x, context: {cluster: x}}]
 end
 
 -- Start `source` in the background (for controllers, which run until
--- stopped). Returns a handle: :stdout(), :stderr() (what it printed so far),
--- :stop() (SIGTERM, then wait for it to exit).
+-- stopped); source may also be a list of script paths (files or
+-- directories) to pass as --script flags. Returns a handle: :stdout(),
+-- :stderr() (what it printed so far), :stop() (SIGTERM, then wait for it
+-- to exit).
 function M.start(source, opts)
   opts = opts or {}
-  local path = write_script(source)
+  local path, scripts
+  if type(source) == "table" then
+    scripts = {}
+    for _, p in ipairs(source) do scripts[#scripts + 1] = ("--script '%s'"):format(p) end
+    scripts = table.concat(scripts, " ")
+  else
+    path = write_script(source)
+    scripts = ("--script '%s'"):format(path)
+  end
   local out, err = os.tmpname(), os.tmpname()
   local status = os.tmpname()
   -- a subshell that records the exit status once luaop ends
-  local cmd = ("(env -u LD_PRELOAD '%s' --kubeconfig '%s' --script '%s' %s >'%s' 2>'%s'; echo $? >'%s') & echo $!")
-    :format(M.bin, opts.kubeconfig or assert(os.getenv("KUBECONFIG")), path, table.concat(opts.flags or {}, " "),
+  local cmd = ("(env -u LD_PRELOAD '%s' --kubeconfig '%s' %s %s >'%s' 2>'%s'; echo $? >'%s') & echo $!")
+    :format(M.bin, opts.kubeconfig or assert(os.getenv("KUBECONFIG")), scripts, table.concat(opts.flags or {}, " "),
             out, err, status)
   os.remove(status)
   local p = assert(io.popen(cmd))
@@ -91,7 +103,7 @@ function M.start(source, opts)
   -- SIGTERM to luaop (the subshell's child), wait for it to exit; its status.
   function h.stop()
     os.execute(("env -u LD_PRELOAD pkill -TERM -P %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.05; done"):format(pid, pid))
-    os.remove(path)
+    if path then os.remove(path) end
     local code = tonumber((read(status):match("%d+")))
     os.remove(status)
     return code

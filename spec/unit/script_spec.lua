@@ -1,0 +1,143 @@
+-- Scripts: several at once (files and directories), each in an environment
+-- of its own, and hot reload: a kubelet-style ..data swap, a plain editor
+-- save, a broken version that leaves the running one in place, a removed
+-- script. No API server: the controllers' informers keep failing to list
+-- (refused connections) and retrying, which does not matter here; what is
+-- checked is what was loaded, from the log.
+local luaop = require "support.luaop"
+local kube = require "support.kube"
+local volume = require "support.volume"
+
+-- A script that logs its version at its top level and defines a controller.
+local function script(name, version, extra)
+  return ([[
+local luaop = require "luaop"
+%s
+luaop.log:info("top level", { script = %q, version = %d, mine = tostring(mine) })
+return luaop.controller {
+  name = %q, resource = "v1/ConfigMap", namespace = "x",
+  reconcile = function() end,
+}
+]]):format(extra or "", name, version, name)
+end
+
+describe("scripts", function()
+  local kubeconfig
+
+  setup(function() kubeconfig = luaop.offline_kubeconfig() end)
+  teardown(function() os.remove(kubeconfig) end)
+
+  local function start(paths)
+    local run = luaop.start(paths, { kubeconfig = kubeconfig })
+    finally(function()
+      run.stop()
+      run.cleanup()
+    end)
+    return run
+  end
+
+  local function count(s, pattern)
+    local n = 0
+    for _ in s:gmatch(pattern) do n = n + 1 end
+    return n
+  end
+
+  local function logged(run, what, pattern)
+    return kube.wait_for(what, 10, function() return run.stderr():find(pattern) and run.stderr() end)
+  end
+
+  it("run every *.lua of a directory, each in its own environment", function()
+    local v = volume.new {
+      ["a.lua"] = script("a", 1, "mine = 'a'"),
+      ["b.lua"] = script("b", 1),
+      ["notes.txt"] = "not a script",
+    }
+    finally(function() v:remove() end)
+    local run = start { v.dir }
+    logged(run, "b's top level", '"script": "b", "version": 1')
+    local err = logged(run, "a's top level", '"mine": "a", "script": "a", "version": 1')
+    -- b does not see the global a set
+    assert.matches('"mine": "nil", "script": "b"', err)
+  end)
+
+  it("reload a script through a ..data swap, keep the running version when the new one is broken", function()
+    local v = volume.new { ["a.lua"] = script("a", 1), ["b.lua"] = script("b", 1) }
+    finally(function() v:remove() end)
+    local run = start { v.dir }
+    logged(run, "a v1", '"script": "a", "version": 1')
+
+    v:update { ["a.lua"] = script("a", 2), ["b.lua"] = script("b", 1) }
+    local err = logged(run, "a reloaded", 'script reloaded.-a%.lua')
+    assert.matches('"script": "a", "version": 2', err)
+    -- b did not change, so it was not loaded again
+    assert.are.equal(1, count(err, '"script": "b", "version"'))
+
+    -- a syntax error: named by file and line, and version 2 keeps serving
+    v:update { ["a.lua"] = "local luaop = require 'luaop'\nreturn luaop.controller {\n  name = \n}\n", ["b.lua"] = script("b", 1) }
+    err = logged(run, "the failed reload", "script reload failed, the running version stays")
+    assert.matches('a%.lua:4: unexpected symbol near', err)
+    -- an invalid definition: named too
+    v:update { ["a.lua"] = "return require('luaop').controller { name = 'a', resource = 'v1/Pod' }\n", ["b.lua"] = script("b", 1) }
+    err = logged(run, "the second failed reload", 'a%.lua: controller a needs a reconcile function')
+    -- a script that returns no definition
+    v:update { ["a.lua"] = "print('hello')\n", ["b.lua"] = script("b", 1) }
+    err = logged(run, "the third failed reload", 'returns no controller definition')
+    assert.are.equal(3, count(err, "script reload failed"))
+    assert.is_nil(err:find("stopping controller", 1, true), "a's controller kept running")
+
+    v:update { ["a.lua"] = script("a", 3), ["b.lua"] = script("b", 1) }
+    logged(run, "a v3", '"script": "a", "version": 3')
+
+    -- a script that goes away stops its controller; the others stay
+    v:update { ["b.lua"] = script("b", 1) }
+    err = logged(run, "a removed", "script removed, its controllers stopped")
+    assert.matches("controller%.a\tstopping controller", err)
+    assert.is_nil(err:find("controller.b\tstopping", 1, true))
+    -- and a new one starts
+    v:update { ["b.lua"] = script("b", 1), ["c.lua"] = script("c", 1) }
+    logged(run, "c loaded", 'script loaded.-c%.lua')
+  end)
+
+  it("reload a script file saved in place or by rename, as editors do", function()
+    local p = assert(io.popen("mktemp -d"))
+    local dir = p:read("l")
+    p:close()
+    finally(function() os.execute(("rm -rf '%s'"):format(dir)) end)
+    local path = dir .. "/op.lua"
+    local function write(file, text)
+      local f = assert(io.open(file, "w"))
+      f:write(text)
+      f:close()
+    end
+    write(path, script("op", 1))
+    local run = start { path }
+    logged(run, "v1", '"script": "op", "version": 1')
+    write(path, script("op", 2)) -- in place
+    logged(run, "v2", '"script": "op", "version": 2')
+    write(dir .. "/.op.lua.swp", "junk") -- hidden files are not scripts
+    write(dir .. "/op.lua.tmp", script("op", 3))
+    assert(os.rename(dir .. "/op.lua.tmp", path)) -- write and rename
+    local err = logged(run, "v3", '"script": "op", "version": 3')
+    assert.are.equal(2, count(err, "script reloaded"))
+  end)
+
+  it("refuse to start when a script is broken, naming file and line", function()
+    local v = volume.new { ["a.lua"] = script("a", 1), ["b.lua"] = "return {\n" }
+    finally(function() v:remove() end)
+    local code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir } })
+    assert.are.equal(1, code)
+    assert.matches("cannot load scripts", err)
+    assert.matches("b%.lua:2: unexpected symbol near <eof>", err)
+  end)
+
+  it("refuse a missing script, and a program among several scripts", function()
+    local code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", "/nonexistent/x.lua" } })
+    assert.are.equal(1, code)
+    assert.matches("cannot read script /nonexistent/x%.lua: no such file or directory", err)
+    local v = volume.new { ["a.lua"] = script("a", 1), ["p.lua"] = "print('a program')\n" }
+    finally(function() v:remove() end)
+    code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir } })
+    assert.are.equal(1, code)
+    assert.matches("p%.lua: the script returns no controller definition", err)
+  end)
+end)
