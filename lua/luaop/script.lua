@@ -19,7 +19,7 @@ local fs = core.fs
 local M = {}
 
 -- How long a directory must be quiet before its scripts are loaded again.
-M.DEBOUNCE = 0.05
+M.DEBOUNCE = 0.02
 
 -- Budgets for a script's top level (it only defines controllers).
 M.LOAD_BUDGET = { instructions = controller.DEFAULT_INSTRUCTIONS, memory = controller.DEFAULT_MEMORY }

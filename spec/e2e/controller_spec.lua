@@ -25,10 +25,15 @@ describe("a Lua controller", function()
         owns = { "v1/ConfigMap" },
         concurrency = 2,
         instructions = 20000000,
+        memory = "16Mi",
         reconcile = function(ctx, req)
           local parent = ctx:get("ConfigMap", req)
           if not parent then return end
           if parent.data and parent.data.loop then while true do end end
+          if parent.data and parent.data.hog then
+            local t = {}
+            for i = 1, 1e9 do t[i] = ("x"):rep(100) .. i end
+          end
           attempts[req.name] = (attempts[req.name] or 0) + 1
           if parent.data and parent.data.fail == "once" and attempts[req.name] == 1 then
             error("first attempt fails on purpose")
@@ -105,6 +110,17 @@ describe("a Lua controller", function()
     kube.must { "create", "configmap", "p4", "-n", ns, "--from-literal=k=v" }
     kube.must { "label", "configmap", "p4", "-n", ns, "role=parent" }
     kube.wait_for("p4-child", 30, function() return child("p4") end)
+  end)
+
+  it("stops a reconcile that grows past its memory budget and goes on with the others", function()
+    kube.must { "create", "configmap", "hog", "-n", ns, "--from-literal=hog=yes" }
+    kube.must { "label", "configmap", "hog", "-n", ns, "role=parent" }
+    kube.wait_for("the memory budget error", 30, function()
+      return run.stderr():find("memory budget of 16777216 bytes exceeded", 1, true)
+    end)
+    kube.must { "create", "configmap", "p5", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "p5", "-n", ns, "role=parent" }
+    kube.wait_for("p5-child", 30, function() return child("p5") end)
   end)
 
   it("requeues after the time reconcile asks for", function()
