@@ -161,19 +161,22 @@ function M.manager(opts)
   }, Manager)
 end
 
-local function informer_id(kind, namespace, selector)
-  return table.concat({ kind, namespace or "", selector or "" }, "|")
+local function informer_id(kind, namespace, selector, fields)
+  return table.concat({ kind, namespace or "", selector or "", fields or "" }, "|")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
 -- when there is none. One informer feeds every controller subscribed to it.
 function Manager:entry(kind, opts)
   opts = opts or {}
-  local id = informer_id(kind, opts.namespace, opts.label_selector)
+  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector)
   local e = self.informers[id]
   if not e then
-    e = { id = id, kind = kind, selector = opts.label_selector, subs = {} }
-    e.inf = informer.new(kind, { namespace = opts.namespace, label_selector = opts.label_selector, client = self.client })
+    e = { id = id, kind = kind, selector = opts.label_selector or opts.field_selector, subs = {} }
+    e.inf = informer.new(kind, {
+      namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
+      client = self.client,
+    })
     local function dispatch(event)
       return function(a, b)
         for _, sub in ipairs(e.subs) do
@@ -225,7 +228,9 @@ function Manager:plan(c, def)
     on.entry, on.log = e, c.log
     subs[#subs + 1] = on
   end
-  local primary = self:entry(def.resource, { namespace = def.namespace, label_selector = def.label_selector })
+  local primary = self:entry(def.resource, {
+    namespace = def.namespace, label_selector = def.label_selector, field_selector = def.field_selector,
+  })
   sub(primary, {
     primary = true,
     add = function(o) enqueue(informer.key(o)) end,
@@ -248,7 +253,7 @@ function Manager:plan(c, def)
     local function map(o)
       for _, req in ipairs(w.map(o) or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
-    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector }),
+    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector, field_selector = w.field_selector }),
       { add = map, update = function(_, o) map(o) end, delete = map })
   end
   return subs, primary

@@ -1,5 +1,6 @@
 -- resync = seconds: every object of a controller is reconciled again that
--- often, with nothing changing in the cluster.
+-- often, with nothing changing in the cluster. (And a field selector scopes
+-- the controller's objects.)
 local kube = require "support.kube"
 local luaop = require "support.luaop"
 
@@ -10,6 +11,7 @@ describe("a controller with a resync period", function()
       local luaop = require "luaop"
       return luaop.controller {
         name = "resync", resource = "v1/ConfigMap", namespace = %q, resync = 1,
+        field_selector = "metadata.name=still",
         reconcile = function(ctx, req) ctx.log:info("reconciling") end,
       }
     ]]):format(ns))
@@ -26,6 +28,8 @@ describe("a controller with a resync period", function()
       return n
     end
     kube.wait_for("three reconciles of an unchanged object", 30, function() return count() >= 3 end)
+    -- the namespace's kube-root-ca.crt is not the controller's
+    assert.is_nil(run.stderr():find("kube-root-ca.crt", 1, true))
     -- nothing changed it meanwhile: the repeats came from the resync
     assert.are.equal(rv, kube.get("configmap", "still", ns).metadata.resourceVersion)
   end)
