@@ -35,6 +35,46 @@ function luaop.client(opts)
   return client.default()
 end
 
+-- Wall-clock time as Kubernetes writes it (RFC 3339, UTC, seconds):
+-- time.parse("2026-11-22T10:00:00Z") -> seconds since the epoch (nil when
+-- malformed), time.format(seconds) -> "2026-11-22T10:00:00Z", time.now().
+local time = {}
+luaop.time = time
+
+-- days since 1970-01-01 of a civil date (Howard Hinnant's algorithm)
+local function days_from_civil(y, m, d)
+  y = m <= 2 and y - 1 or y
+  local era = (y >= 0 and y or y - 399) // 400
+  local yoe = y - era * 400
+  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
+  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+  return era * 146097 + doe - 719468
+end
+
+function time.parse(s)
+  if type(s) ~= "string" then return nil end
+  local y, mo, d, h, mi, sec, frac, zone = s:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)[Tt](%d%d):(%d%d):(%d%d)(%.?%d*)(.*)$")
+  if not y then return nil end
+  local offset = 0
+  if zone ~= "Z" and zone ~= "z" then
+    local sign, zh, zm = zone:match("^([+-])(%d%d):(%d%d)$")
+    if not sign then return nil end
+    offset = (tonumber(zh) * 3600 + tonumber(zm) * 60) * (sign == "+" and 1 or -1)
+  end
+  local t = days_from_civil(tonumber(y), tonumber(mo), tonumber(d)) * 86400
+    + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(sec) - offset
+  if frac ~= "" and frac ~= "." then t = t + tonumber("0" .. frac) end
+  return t
+end
+
+function time.format(t)
+  return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t))
+end
+
+function time.now()
+  return os.time()
+end
+
 -- A logger: log:info(msg, {k = v}), :error, :debug; :with{k = v} adds values.
 local Logger = {}
 Logger.__index = Logger
