@@ -1,0 +1,77 @@
+-- at.lua - the cnat "At" operator of Programming Kubernetes: run a command
+-- in a Pod at a given time.
+--
+--   apiVersion: cnat.programming-kubernetes.info/v1alpha1
+--   kind: At
+--   spec: {schedule: "2026-11-22T10:00:00Z", command: "echo YAY"}
+--
+-- status.phase goes PENDING -> RUNNING -> DONE: PENDING until the schedule
+-- (the reconcile asks to be called again then), RUNNING once it created the
+-- Pod <name>-pod, DONE when that Pod has Succeeded or Failed.
+local luaop = require "luaop"
+
+local function pod_for(at)
+  local words = {}
+  for w in at.spec.command:gmatch("%S+") do words[#words + 1] = w end
+  return {
+    apiVersion = "v1", kind = "Pod",
+    metadata = {
+      name = at.metadata.name .. "-pod", namespace = at.metadata.namespace,
+      labels = { app = at.metadata.name },
+      -- the At controls its Pod: Pod events requeue the At (owns, below),
+      -- and deleting the At deletes the Pod
+      ownerReferences = { {
+        apiVersion = at.apiVersion, kind = at.kind, name = at.metadata.name, uid = at.metadata.uid,
+        controller = true, blockOwnerDeletion = true,
+      } },
+    },
+    spec = {
+      restartPolicy = "OnFailure",
+      containers = { { name = "busybox", image = "busybox", command = words } },
+    },
+  }
+end
+
+-- Write the new phase through /status. The object carries its
+-- resourceVersion, so a stale copy fails with Conflict: raising makes the
+-- reconcile run again, from fresh state, after a backoff.
+local function set_phase(ctx, at, phase)
+  ctx.log:info("phase", { from = at.status and at.status.phase or "", to = phase })
+  at.status = { phase = phase }
+  local _, err = ctx:update_status(at)
+  if err then error(err) end
+end
+
+return luaop.controller {
+  name = "at",
+  resource = "cnat.programming-kubernetes.info/v1alpha1/At",
+  owns = { "v1/Pod" },
+
+  reconcile = function(ctx, req)
+    local at = ctx:get("At", req)
+    if not at then return end -- deleted; its Pod goes with it
+    local phase = at.status and at.status.phase or ""
+
+    if phase == "" then
+      set_phase(ctx, at, "PENDING")
+      return -- the status update brings us back
+
+    elseif phase == "PENDING" then
+      local wait = luaop.time.parse(at.spec.schedule) - luaop.time.now()
+      if wait > 0 then return luaop.requeue_after(wait) end
+      set_phase(ctx, at, "RUNNING")
+
+    elseif phase == "RUNNING" then
+      local pod = ctx:get("Pod", req.name .. "-pod", req.namespace)
+      if not pod then
+        local _, err = ctx:create(pod_for(at))
+        if err and err.reason ~= "AlreadyExists" then error(err) end
+        return -- the Pod's events bring us back
+      end
+      local p = pod.status and pod.status.phase
+      if p == "Succeeded" or p == "Failed" then
+        set_phase(ctx, at, "DONE")
+      end
+    end
+  end,
+}
