@@ -1,0 +1,111 @@
+-- useless-machine.lua - the useless machine of container.training's
+-- kubebuilder workshop: a Machine has spec.switches Switches; whoever sets a
+-- switch up, the operator sets it back down.
+--
+--   Machine  spec.switches: 3         status.positions: "dud" (a letter a switch)
+--   Switch   spec.position: up|down   status.seenAt: when first seen up
+--            label machine=<machine>, controlled by that Machine
+--
+-- The operator creates missing switches and deletes extra ones, keeps
+-- positions current, and flips a switch that is not down back down 5 s
+-- after it saw it, at most one switch per machine every 5 s.
+local luaop = require "luaop"
+
+local GROUP = "useless.container.training/v1alpha1"
+local DELAY = 5 -- seconds before a switch seen up is flipped; also between flips
+
+local last_flip = {} -- machine uid -> when it last flipped a switch (this process)
+
+-- Switches of a machine, oldest first (so scaling down removes the newest).
+local function switches_of(ctx, machine)
+  local list = ctx:list("Switch", { namespace = machine.metadata.namespace, labels = { machine = machine.metadata.name } })
+  table.sort(list, function(a, b)
+    local ta, tb = a.metadata.creationTimestamp, b.metadata.creationTimestamp
+    if ta ~= tb then return ta < tb end
+    return a.metadata.name < b.metadata.name
+  end)
+  return list
+end
+
+local function new_switch(machine)
+  return {
+    apiVersion = GROUP, kind = "Switch",
+    metadata = {
+      generateName = "switch-", namespace = machine.metadata.namespace,
+      labels = { machine = machine.metadata.name },
+      ownerReferences = { {
+        apiVersion = GROUP, kind = "Machine", name = machine.metadata.name, uid = machine.metadata.uid,
+        controller = true, blockOwnerDeletion = true,
+      } },
+    },
+    spec = { position = "down" },
+  }
+end
+
+local function check(err) if err then error(err) end end
+
+return luaop.controller {
+  name = "machine",
+  resource = GROUP .. "/Machine",
+  owns = { GROUP .. "/Switch" },
+  -- a switch names its machine by label too (as in the workshop), so a
+  -- switch labelled by hand, without an owner reference, counts as well
+  watches = { { GROUP .. "/Switch", map = function(sw)
+    local m = sw.metadata.labels and sw.metadata.labels.machine
+    return m and { { namespace = sw.metadata.namespace, name = m } } or {}
+  end } },
+
+  reconcile = function(ctx, req)
+    local machine = ctx:get("Machine", req)
+    if not machine then return end -- deleted: the garbage collector takes its switches
+    local want = machine.spec.switches
+    local switches = switches_of(ctx, machine)
+
+    -- scale: create the missing switches, delete the newest extra ones
+    for _ = #switches + 1, want do check(select(2, ctx:create(new_switch(machine)))) end
+    while #switches > want do
+      local sw = table.remove(switches)
+      local _, err = ctx:delete("Switch", { namespace = sw.metadata.namespace, name = sw.metadata.name })
+      if err and err.reason ~= "NotFound" then error(err) end
+    end
+
+    -- flip: a switch seen up is set down DELAY s later, one per machine per DELAY s
+    local now = luaop.time.now()
+    local wake -- seconds until something is due
+    local function due_in(s) wake = math.min(wake or s, s) end
+    for _, sw in ipairs(switches) do
+      if sw.spec.position ~= "down" then
+        local seen = sw.status and luaop.time.parse(sw.status.seenAt)
+        if not seen then
+          sw.status = { seenAt = luaop.time.format(now) }
+          check(select(2, ctx:update_status(sw)))
+          due_in(DELAY)
+        else
+          local ready = math.max(seen + DELAY, (last_flip[machine.metadata.uid] or 0) + DELAY)
+          if ready <= now then
+            ctx.log:info("flipping switch down", { switch = sw.metadata.name })
+            sw.spec.position = "down"
+            check(select(2, ctx:update(sw)))
+            -- the status subresource clears seenAt, from the updated object
+            check(select(2, ctx:patch("Switch", { namespace = sw.metadata.namespace, name = sw.metadata.name },
+              { status = { seenAt = luaop.null } }, { status = true })))
+            last_flip[machine.metadata.uid] = now
+            sw.spec.position = "down"
+          else
+            due_in(ready - now)
+          end
+        end
+      end
+    end
+
+    -- positions: one letter per switch, as they are now
+    local letters = {}
+    for i, sw in ipairs(switches) do letters[i] = sw.spec.position:sub(1, 1) end
+    local positions = table.concat(letters)
+    if not machine.status or machine.status.positions ~= positions then
+      machine.status = { positions = positions }
+      check(select(2, ctx:update_status(machine)))
+    end
+    if wake then return luaop.requeue_after(wake) end
+  end,
+}
