@@ -17,7 +17,9 @@
 -- the controller's) to the start of the reconcile that handles it. The work
 -- queue collapses updates of a key waiting to be reconciled: a reconcile
 -- counts against the earliest event of its key not yet reconciled, and
--- events it collapsed are not counted again.
+-- events it collapsed are not counted again. A probe on the controller's
+-- work queue (an internal: the manager's c.queue, wrapped here) splits the
+-- latency into event -> a worker takes the key, and that -> reconcile starts.
 local luaop = require "luaop"
 local informer = require "luaop.informer"
 local controller = require "luaop.controller"
@@ -66,7 +68,8 @@ if mode ~= "controller" then error("mode: create, writer or controller") end
 
 local ready, done, work = arg[3], arg[4], tonumber(arg[5] or "0") / 1000
 local pending = {}   -- key -> time of its earliest event not yet reconciled
-local latencies = {}
+local latencies, queued, started = {}, {}, {} -- total, event -> get, get -> start
+local taken = {}     -- key -> when a worker took it from the queue
 local events, reconciles, first, last = 0, 0, nil, nil
 
 local function cpu_seconds() -- utime + stime of this process
@@ -88,7 +91,7 @@ m:informer("v1/ConfigMap", { namespace = ns }):on {
     pending[k] = pending[k] or now
   end,
 }
-m:add {
+local ctl = m:add {
   name = "latency", resource = "v1/ConfigMap", namespace = ns,
   reconcile = function(_, req)
     local now = luaop.now()
@@ -96,11 +99,21 @@ m:add {
     reconciles = reconciles + 1
     if pending[k] then
       latencies[#latencies + 1] = now - pending[k]
+      queued[#queued + 1] = taken[k] - pending[k]
+      started[#started + 1] = now - taken[k]
       pending[k] = nil
     end
     if work > 0 then luaop.sleep(work) end
   end,
 }
+local q = ctl.queue
+ctl.queue = setmetatable({
+  get = function()
+    local k = q:get()
+    if k then taken[k] = luaop.now() end
+    return k
+  end,
+}, { __index = function(_, method) return function(_, ...) return q[method](q, ...) end end })
 m:start()
 local objects = #m:informer("v1/ConfigMap", { namespace = ns }):list()
 while reconciles < objects do luaop.sleep(0.05) end -- the initial adds
@@ -112,17 +125,24 @@ luaop.sleep(1) -- let the last events through
 local cpu = cpu_seconds() - cpu0
 m:stop(5)
 
-table.sort(latencies)
-local function pct(q) return latencies[math.max(1, math.ceil(q * #latencies))] * 1000 end
 local sum = 0
 for _, l in ipairs(latencies) do sum = sum + l end
+local function pct(list, p)
+  if #list == 0 then return 0 end
+  return list[math.max(1, math.ceil(p * #list))] * 1000
+end
+for _, list in ipairs { latencies, queued, started } do table.sort(list) end
 out("events", events)
 out("event_rate", ("%.1f"):format(events / math.max(last - first, 1e-9)))
 out("reconciles", reconciles)
 out("measured", #latencies)
-out("p50_ms", ("%.3f"):format(pct(0.50)))
-out("p99_ms", ("%.3f"):format(pct(0.99)))
-out("max_ms", ("%.3f"):format(latencies[#latencies] * 1000))
-out("mean_ms", ("%.3f"):format(sum / #latencies * 1000))
+out("p50_ms", ("%.3f"):format(pct(latencies, 0.50)))
+out("p99_ms", ("%.3f"):format(pct(latencies, 0.99)))
+out("max_ms", ("%.3f"):format(pct(latencies, 1)))
+out("mean_ms", ("%.3f"):format(sum / math.max(#latencies, 1) * 1000))
+out("queued_p50_ms", ("%.3f"):format(pct(queued, 0.50)))
+out("queued_p99_ms", ("%.3f"):format(pct(queued, 0.99)))
+out("started_p50_ms", ("%.3f"):format(pct(started, 0.50)))
+out("started_p99_ms", ("%.3f"):format(pct(started, 0.99)))
 out("cpu_s", ("%.2f"):format(cpu))
 return 0
