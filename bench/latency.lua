@@ -133,7 +133,7 @@ local function pct(list, p)
 end
 for _, list in ipairs { latencies, queued, started } do table.sort(list) end
 out("events", events)
-out("event_rate", ("%.1f"):format(events / math.max(last - first, 1e-9)))
+out("event_rate", ("%.1f"):format(events > 1 and (events - 1) / (last - first) or 0))
 out("reconciles", reconciles)
 out("measured", #latencies)
 out("p50_ms", ("%.3f"):format(pct(latencies, 0.50)))
