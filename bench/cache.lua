@@ -1,0 +1,142 @@
+-- bench/cache.lua MODE NS [N]: the informer cache against a raw LIST; prints
+-- one "name value" line per measure.
+--
+--   create NS N  create N ConfigMaps of about 1 KiB (compact JSON) in NS,
+--                100 at once
+--   time NS      in this one process, after a warm-up pass: a raw paged LIST
+--                (GETs of limit=500 pages through core.api.request, bodies not
+--                decoded: the continue token is read from the text), the same
+--                pages decoded but not kept, and an informer from start() to
+--                wait_synced(); each after a full GC
+--   memory NS    an informer only (so no LIST's garbage is in the heap):
+--                VmRSS and the Lua heap before start() and after
+--                wait_synced(), read once before a full GC and once after
+--                it; then the average compact JSON size of a cached object
+local core = require "luaop.core"
+local luaop = require "luaop"
+local informer = require "luaop.informer"
+
+local mode, ns, n = arg[1], arg[2], tonumber(arg[3])
+local c = luaop.client()
+local function out(name, v) print(("%s %s"):format(name, v)) end
+
+if mode == "create" then
+  -- 1 MiB of random base64-alphabet text; each object takes 800 bytes at a
+  -- random offset (so gzip cannot fold objects onto each other)
+  local abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  local chunk = {}
+  for i = 1, 1 << 20 do
+    local r = math.random(1, 64)
+    chunk[i] = abc:sub(r, r)
+  end
+  local pool = table.concat(chunk)
+  local next_i, failed = 0, 0
+  local function worker()
+    while next_i < n do
+      next_i = next_i + 1
+      local i, off = next_i, math.random(1, #pool - 800)
+      local payload = pool:sub(off, off + 799)
+      local _, err = c:create {
+        apiVersion = "v1", kind = "ConfigMap",
+        metadata = { name = ("cm-%05d"):format(i), namespace = ns, labels = { bench = "cache" } },
+        data = { a = payload:sub(1, 400), b = payload:sub(401) },
+      }
+      if err then failed = failed + 1; luaop.log:error("create failed", { error = tostring(err) }) end
+    end
+  end
+  local t0, tasks = luaop.now(), {}
+  for i = 1, 100 do tasks[i] = luaop.spawn(worker) end
+  for _, t in ipairs(tasks) do assert(t:wait()) end
+  out("create_s", ("%.3f"):format(luaop.now() - t0))
+  return failed == 0 and 0 or 1
+end
+
+local function rss_kib()
+  local f = assert(io.open("/proc/self/status"))
+  local s = f:read("a")
+  f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)"))
+end
+
+local base = ("/api/v1/namespaces/%s/configmaps?limit=500"):format(ns)
+local function escape(s) return (s:gsub("[^%w%-%._~]", function(ch) return ("%%%02X"):format(ch:byte()) end)) end
+
+-- One paged LIST; decode: a function applied to each page's body. Returns
+-- items, pages.
+local function raw_list(decode)
+  local continue, items, pages = nil, 0, 0
+  repeat
+    local status, body = core.api.request { method = "GET", path = base .. (continue and "&continue=" .. escape(continue) or "") }
+    assert(status == 200, body)
+    pages = pages + 1
+    -- the list's metadata comes before its items
+    local head = body:sub(1, body:find('"items":', 1, true) or 4096)
+    continue = head:match('"continue":"([^"]*)"')
+    local at = 1
+    while true do -- count items without decoding: one uid each
+      at = body:find('"uid":"', at, true)
+      if not at then break end
+      items, at = items + 1, at + 7
+    end
+    if decode then decode(body) end
+  until not continue or continue == ""
+  return items, pages
+end
+
+local function timed(name, fn)
+  collectgarbage("collect")
+  local t0 = luaop.now()
+  local a, b = fn()
+  local dt = luaop.now() - t0
+  out(name, ("%.4f"):format(dt))
+  return a, b
+end
+
+local function sync()
+  local inf = informer.new("v1/ConfigMap", { namespace = ns, client = c })
+  inf:start()
+  inf:wait_synced()
+  return inf
+end
+
+if mode == "time" then
+  assert(c:resolve("v1/ConfigMap")) -- the informer's discovery, warmed up
+  local items, pages = raw_list() -- warm-up: the connection, the API server's cache
+  out("items", items)
+  out("pages", pages)
+  timed("list_raw_s", raw_list)
+  timed("list_decoded_s", function() return raw_list(core.json.decode) end)
+  local inf = timed("sync_s", sync)
+  assert(inf.count == items, ("informer has %d objects, the list %d"):format(inf.count, items))
+  inf:stop()
+  return 0
+end
+
+if mode == "memory" then
+  assert(c:get("ConfigMap", "kube-root-ca.crt", ns)) -- discovery and the connection warmed up
+  local before_nogc, heap_before_nogc = rss_kib(), collectgarbage("count")
+  collectgarbage("collect")
+  local before, heap_before = rss_kib(), collectgarbage("count")
+  local t0 = luaop.now()
+  local inf = sync()
+  out("sync_alone_s", ("%.4f"):format(luaop.now() - t0))
+  local after_nogc, heap_after_nogc = rss_kib(), collectgarbage("count")
+  collectgarbage("collect")
+  local after, heap_after = rss_kib(), collectgarbage("count")
+  inf:stop()
+  -- what one cached object is as compact JSON (managedFields were stripped)
+  local bytes = 0
+  for _, obj in pairs(inf.store) do bytes = bytes + #core.json.encode(obj) end
+  local count = inf.count
+  out("objects", count)
+  out("json_bytes", ("%.1f"):format(bytes / count))
+  out("rss_before_kib", before)
+  out("rss_after_kib", after)
+  out("rss_per_obj", ("%.1f"):format((after - before) * 1024 / count))
+  out("rss_per_obj_nogc", ("%.1f"):format((after_nogc - before_nogc) * 1024 / count))
+  out("lua_per_obj", ("%.1f"):format((heap_after - heap_before) * 1024 / count))
+  out("lua_per_obj_nogc", ("%.1f"):format((heap_after_nogc - heap_before_nogc) * 1024 / count))
+  return 0
+end
+
+error("mode: create, time or memory")
