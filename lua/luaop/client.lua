@@ -262,8 +262,9 @@ function client:list(kind, opts)
       -- Items of a list carry no apiVersion/kind: give them theirs.
       item.apiVersion = item.apiVersion or r.gv
       item.kind = item.kind or r.kind
-      items[#items + 1] = item
+      if not opts.each_page then items[#items + 1] = item end
     end
+    if opts.each_page then opts.each_page(page.items or {}) end
     list = page
     continue = page.metadata and page.metadata["continue"]
   until continue == nil or continue == "" or continue == json.null

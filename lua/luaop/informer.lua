@@ -91,17 +91,21 @@ end
 -- changed ones updates, and those that vanished deletes. true | nil, err.
 function Informer:relist()
   local o = self.opts
+  local seen = {}
+  -- page by page into the cache, so that no more than a page of decoded
+  -- objects is garbage at a time
   local list, err = self.client:list(self.kind, {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector,
+    each_page = function(items)
+      for _, obj in ipairs(items) do
+        seen[key(obj)] = true
+        self:upsert(obj)
+      end
+    end,
   })
   if not list then return nil, err end
   self.relists = self.relists + 1
-  local seen = {}
-  for _, obj in ipairs(list.items) do
-    seen[key(obj)] = true
-    self:upsert(obj)
-  end
   for k, old in pairs(self.store) do
     if not seen[k] then self:remove(old) end
   end
