@@ -91,9 +91,17 @@ end
 local Ctx = {}
 Ctx.__index = Ctx
 
--- The informer cache for a kind, if the manager runs one.
-function Ctx:cache(kind)
-  return self.manager:cache_for(kind, self.namespace_scope)
+-- The informer cache that holds every object of `kind` the query asks for
+-- (q.namespace, q.label_selector, q.field_selector), if one runs: one with
+-- no namespace or the query's, and exactly the query's selectors. Else, for
+-- the controller's own kind, its cache, selectors and all (what they leave
+-- out reads as absent, as with controller-runtime's cache selectors).
+function Ctx:cache(kind, q)
+  local inf = self.manager:cache_for(kind, q or {})
+  if inf then return inf end
+  local p = self.controller and self.controller.primary
+  if p and (p.kind == kind or (not kind:find("/", 1, true) and kind_name(p.kind) == kind)) then return p.inf end
+  return nil
 end
 
 -- get(kind, req_or_name [, namespace]): from the cache when the kind is
@@ -101,31 +109,40 @@ end
 function Ctx:get(kind, req, ns)
   local name = type(req) == "table" and req.name or req
   ns = type(req) == "table" and req.namespace or ns
-  local inf = self:cache(kind)
+  if ns == "" then ns = nil end
+  local inf = self:cache(kind, { namespace = ns })
   if inf then
-    if ns and ns ~= "" then return inf:get(ns, name) end
+    if ns then return inf:get(ns, name) end
     return inf:get(name)
   end
   return self.client:get(kind, name, ns)
 end
 
--- list(kind [, opts]): cached objects (opts.namespace, opts.labels = {k = v},
--- opts.filter = function), or a LIST when the kind is not watched.
+-- list(kind [, opts]): cached objects (opts.namespace, opts.label_selector
+-- and opts.field_selector choose the cache; opts.labels = {k = v} and
+-- opts.filter = function(obj) filter it), or a LIST when no cache holds them.
 function Ctx:list(kind, opts)
   opts = opts or {}
-  local inf = self:cache(kind)
-  if not inf then
-    local list, err = self.client:list(kind, opts)
-    return list and list.items, err
-  end
-  return inf:list(function(o)
+  local function keep(o)
     local md = o.metadata
     if opts.namespace and md.namespace ~= opts.namespace then return false end
     for k, v in pairs(opts.labels or {}) do
       if not md.labels or md.labels[k] ~= v then return false end
     end
     return not opts.filter or opts.filter(o)
-  end)
+  end
+  local inf = self:cache(kind, opts)
+  if inf then return inf:list(keep) end
+  local list, err = self.client:list(kind, {
+    namespace = opts.namespace, all_namespaces = opts.namespace == nil,
+    label_selector = opts.label_selector, field_selector = opts.field_selector,
+  })
+  if not list then return nil, err end
+  local out = {}
+  for _, o in ipairs(list.items) do
+    if keep(o) then out[#out + 1] = o end
+  end
+  return out
 end
 
 for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "delete" } do
@@ -172,7 +189,10 @@ function Manager:entry(kind, opts)
   local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector)
   local e = self.informers[id]
   if not e then
-    e = { id = id, kind = kind, selector = opts.label_selector or opts.field_selector, subs = {} }
+    e = {
+      id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
+      field_selector = opts.field_selector, subs = {},
+    }
     e.inf = informer.new(kind, {
       namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
       client = self.client,
@@ -199,12 +219,13 @@ function Manager:informer(kind, opts)
   return self:entry(kind, opts).inf
 end
 
-function Manager:cache_for(kind, namespace)
-  local found = self.by_kind[kind_name(kind)]
-  if not found then return nil end
-  for _, e in ipairs(found) do
-    -- a selector-scoped cache holds only part of the kind
-    if not e.selector and (e.kind == kind or not kind:find("/", 1, true)) then return e.inf end
+function Manager:cache_for(kind, q)
+  for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
+    if (e.kind == kind or not kind:find("/", 1, true))
+      and (e.namespace == nil or e.namespace == q.namespace)
+      and e.label_selector == q.label_selector and e.field_selector == q.field_selector then
+      return e.inf
+    end
   end
   return nil
 end
@@ -249,9 +270,11 @@ function Manager:plan(c, def)
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
   end
   -- watched kinds: the map function names the requests
+  -- map(obj, ctx) may read the caches through ctx (get, list)
+  local map_ctx = setmetatable({ manager = self, client = self.client, log = c.log, controller = c }, Ctx)
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      for _, req in ipairs(w.map(o) or {}) do enqueue(req_key(req.namespace, req.name)) end
+      for _, req in ipairs(w.map(o, map_ctx) or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector, field_selector = w.field_selector }),
       { add = map, update = function(_, o) map(o) end, delete = map })
@@ -405,7 +428,7 @@ function Manager:reconcile_one(c, key)
   local ns, name = split_key(key)
   local req = { namespace = ns, name = name }
   local ctx = setmetatable({
-    manager = self, client = self.client, namespace_scope = def.namespace,
+    manager = self, client = self.client, controller = c,
     log = c.log:with { namespace = ns, name = name },
   }, Ctx)
   c.reconciles = c.reconciles + 1
