@@ -71,8 +71,8 @@ function kube.get(kind, name, namespace)
 end
 
 -- List objects of a kind; returns the items array.
-function kube.list(kind, namespace)
-  local args = { "get", kind, "-o", "json" }
+function kube.list(kind, namespace, ...)
+  local args = { "get", kind, "-o", "json", ... }
   if namespace then
     args[#args + 1] = "-n"
     args[#args + 1] = namespace

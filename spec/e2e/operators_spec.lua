@@ -1,0 +1,231 @@
+-- The four example operators (operators/*.lua), run together from their
+-- directory as they are deployed, against the local control plane with the
+-- CRDs of manifests/crds installed: every behaviour of their contracts.
+local kube = require "support.kube"
+local luaop = require "support.luaop"
+
+local function utc(offset)
+  return os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + offset)
+end
+
+describe("the example operators", function()
+  local ns, run
+
+  setup(function()
+    kube.must { "apply", "-k", "manifests/crds" }
+    kube.must { "wait", "--for", "condition=Established", "crd", "--all", "--timeout=30s" }
+    ns = kube.new_namespace("e2e-ops")
+    run = luaop.start { "operators" }
+    kube.wait_for("caches synced", 30, function() return run.stderr():find("caches synced", 1, true) end)
+  end)
+
+  teardown(function()
+    if run then
+      run.stop()
+      run.cleanup()
+    end
+    if ns then kube.delete_namespace(ns) end
+  end)
+
+  local function apply(yaml)
+    kube.must({ "apply", "-n", ns, "-f", "-" }, yaml)
+  end
+
+  local function get(kind, name)
+    return kube.get(kind, name, ns)
+  end
+
+  describe("At", function()
+    it("runs an At whose time has passed, through RUNNING, to DONE", function()
+      local phases = kube.watch { "get", "ats", "-n", ns, "-o", "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}" }
+      finally(phases.stop)
+      apply(([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: past}
+spec: {schedule: "%s", command: "echo YAY"}
+]]):format(utc(-3600)))
+      kube.wait_for("past DONE", 60, function()
+        local at = get("at", "past")
+        return at and at.status and at.status.phase == "DONE"
+      end)
+      local pod = get("pod", "past-pod")
+      assert.are.equal("Succeeded", pod.status.phase)
+      assert.are.same({ "echo", "YAY" }, pod.spec.containers[1].command)
+      assert.are.equal("At", pod.metadata.ownerReferences[1].kind)
+      assert.is_true(pod.metadata.ownerReferences[1].controller)
+      local seen = table.concat(phases.lines(), ",")
+      assert.matches("past PENDING.*past RUNNING.*past DONE", seen)
+    end)
+
+    it("keeps an At in the future PENDING until its time", function()
+      local at_time = os.time() + 6
+      apply(([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: later}
+spec: {schedule: "%s", command: "echo later"}
+]]):format(os.date("!%Y-%m-%dT%H:%M:%SZ", at_time)))
+      kube.wait_for("later PENDING", 30, function()
+        local at = get("at", "later")
+        return at and at.status and at.status.phase == "PENDING"
+      end)
+      assert.is_nil(get("pod", "later-pod"))
+      kube.wait_for("later-pod", 30, function() return get("pod", "later-pod") end)
+      assert.is_true(os.time() >= at_time, "the Pod came before the schedule")
+      kube.wait_for("later DONE", 60, function()
+        local at = get("at", "later")
+        return at.status and at.status.phase == "DONE"
+      end)
+    end)
+
+    it("has a bad schedule and a missing command rejected by the API server", function()
+      local ok, err = kube.kubectl({ "apply", "-n", ns, "-f", "-" }, [[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: bad}
+spec: {schedule: "2019-04-12T10:12Z", command: "echo"}
+]])
+      assert.is_false(ok)
+      assert.matches("spec.schedule", err)
+      ok, err = kube.kubectl({ "apply", "-n", ns, "-f", "-" }, [[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: bad}
+spec: {schedule: "2019-04-12T10:12:00Z"}
+]])
+      assert.is_false(ok)
+      assert.matches("spec.command: Required value", err)
+    end)
+  end)
+
+  describe("the useless machine", function()
+    local function switches(machine)
+      return kube.list("switches", ns, "-l", "machine=" .. machine)
+    end
+    local function positions(machine)
+      local m = get("machine", machine)
+      return m and m.status and m.status.positions
+    end
+
+    it("gives a Machine its switches, flips them back down one at a time, scales and is collected", function()
+      apply [[
+apiVersion: useless.container.training/v1alpha1
+kind: Machine
+metadata: {name: m1}
+spec: {switches: 3}
+]]
+      kube.wait_for("positions ddd", 30, function() return positions("m1") == "ddd" end)
+      local sws = switches("m1")
+      assert.are.equal(3, #sws)
+      for _, sw in ipairs(sws) do
+        assert.matches("^switch%-", sw.metadata.name)
+        assert.are.equal("Machine", sw.metadata.ownerReferences[1].kind)
+        assert.is_true(sw.metadata.ownerReferences[1].controller)
+      end
+
+      -- two switches up: positions follow, then each goes back down, 5 s apart
+      local t_up = os.time()
+      for i = 1, 2 do
+        kube.must { "patch", "switch", sws[i].metadata.name, "-n", ns, "--type=merge", "-p", '{"spec":{"position":"up"}}' }
+      end
+      kube.wait_for("positions uud", 30, function() return positions("m1") == "uud" end)
+      kube.wait_for("positions ddd again", 40, function() return positions("m1") == "ddd" end)
+      assert.is_true(os.time() - t_up >= 9, "two flips of one machine came less than 5 s apart")
+      -- the machine's log says when it flipped each
+      local flips = {}
+      for ts in run.stderr():gmatch("(%d%d:%d%d:%d%d%.%d+)Z\tINFO\tcontroller%.machine\tflipping switch down\t{\"name\": \"m1\"") do
+        local h, m, s = ts:match("(%d+):(%d+):([%d.]+)")
+        flips[#flips + 1] = h * 3600 + m * 60 + s
+      end
+      assert.are.equal(2, #flips)
+      assert.is_true(flips[2] - flips[1] >= 4.9, ("flips %.2f s apart"):format(flips[2] - flips[1]))
+
+      -- scale down: the extra switches go
+      kube.must { "patch", "machine", "m1", "-n", ns, "--type=merge", "-p", '{"spec":{"switches":1}}' }
+      kube.wait_for("one switch", 30, function() return #switches("m1") == 1 and positions("m1") == "d" end)
+
+      -- delete the machine: the garbage collector takes its switches
+      kube.must { "delete", "machine", "m1", "-n", ns }
+      kube.wait_for("switches collected", 60, function() return #switches("m1") == 0 end)
+    end)
+
+    it("refuses a Machine with no switches and a switch in an unknown position", function()
+      local ok, err = kube.kubectl({ "apply", "-n", ns, "-f", "-" }, [[
+apiVersion: useless.container.training/v1alpha1
+kind: Machine
+metadata: {name: empty}
+spec: {switches: 0}
+]])
+      assert.is_false(ok)
+      assert.matches("spec.switches", err)
+      ok, err = kube.kubectl({ "apply", "-n", ns, "-f", "-" }, [[
+apiVersion: useless.container.training/v1alpha1
+kind: Switch
+metadata: {name: sideways}
+spec: {position: sideways}
+]])
+      assert.is_false(ok)
+      assert.matches("spec.position: Unsupported value", err)
+    end)
+  end)
+
+  describe("the secret copier", function()
+    local function copies()
+      local out = {}
+      for _, s in ipairs(kube.list("secrets", nil, "-l", "secretsync.k8s.ziwon.dev/source=shared")) do
+        out[s.metadata.namespace] = s
+      end
+      return out
+    end
+
+    it("copies a source secret everywhere but the excluded namespaces, keeps copies in sync, and removes them", function()
+      kube.kubectl { "create", "namespace", "secretsync" }
+      kube.must { "create", "secret", "generic", "shared", "-n", "secretsync", "--type=k8s.ziwon.dev/secretsync",
+        "--from-literal=password=one" }
+      finally(function() kube.kubectl { "delete", "secret", "shared", "-n", "secretsync", "--ignore-not-found" } end)
+      kube.wait_for("a copy in the spec's namespace and default", 30, function()
+        local c = copies()
+        return c[ns] and c.default
+      end)
+      local c = copies()
+      assert.is_nil(c["kube-system"])
+      assert.is_nil(c["kube-public"])
+      assert.is_nil(c["kube-node-lease"])
+      assert.is_nil(c.secretsync)
+      assert.are.equal("b25l", c[ns].data.password) -- "one"
+
+      -- the source changes: every copy follows
+      kube.must { "patch", "secret", "shared", "-n", "secretsync", "--type=merge", "-p", '{"data":{"password":"dHdv"}}' }
+      kube.wait_for("copies at two", 30, function()
+        for _, s in pairs(copies()) do if s.data.password ~= "dHdv" then return false end end
+        return true
+      end)
+      -- a copy drifts: it is put back
+      kube.must { "patch", "secret", "shared", "-n", ns, "--type=merge", "-p", '{"data":{"password":"ZHJpZnQ="}}' }
+      kube.wait_for("drift reverted", 30, function()
+        local s = kube.get("secret", "shared", ns)
+        return s and s.data.password == "dHdv"
+      end)
+      -- a namespace created later gets its copy
+      local later = kube.new_namespace("e2e-ops-later")
+      finally(function() kube.delete_namespace(later) end)
+      kube.wait_for("a copy in the new namespace", 30, function() return copies()[later] end)
+
+      -- the source goes: so do the copies
+      kube.must { "delete", "secret", "shared", "-n", "secretsync", "--timeout=30s" }
+      kube.wait_for("copies removed", 30, function() return next(copies()) == nil end)
+    end)
+  end)
+
+  describe("the pod watcher", function()
+    it("logs a pod's add, update and delete as namespace/name", function()
+      local key = ns .. "/watched"
+      kube.must { "run", "watched", "-n", ns, "--image=busybox", "--restart=Never", "--", "true" }
+      kube.wait_for("pod added", 30, function() return run.stderr():find('pod added\t{"name": "watched", "namespace": "' .. ns .. '", "pod": "' .. key, 1, true) end)
+      kube.wait_for("pod updated", 30, function() return run.stderr():find("pod updated\t{\"name\": \"watched\"", 1, true) end)
+      kube.must { "delete", "pod", "watched", "-n", ns, "--wait=false" }
+      kube.wait_for("pod deleted", 30, function() return run.stderr():find('pod deleted\t{"name": "watched", "namespace": "' .. ns .. '", "pod": "' .. key, 1, true) end)
+    end)
+  end)
+end)
