@@ -89,9 +89,23 @@ end
 
 -- LIST everything and make the cache what it says: new objects are adds,
 -- changed ones updates, and those that vanished deletes. true | nil, err.
+-- While informers list, the collector runs in generational mode and takes a
+-- minor step after each page: a page's JSON text and the tables decoding
+-- left behind die young and go at once, instead of piling up to twice the
+-- cache's size before an incremental cycle ends (the cache costs ~1.9x its
+-- JSON in RSS instead of ~2.2x; bench/cache.sh).
+local listing = 0
+
+local function gc_listing(delta)
+  listing = listing + delta
+  if delta > 0 and listing == 1 then collectgarbage("generational") end
+  if delta < 0 and listing == 0 then collectgarbage("incremental") end
+end
+
 function Informer:relist()
   local o = self.opts
   local seen = {}
+  gc_listing(1)
   -- page by page into the cache, so that no more than a page of decoded
   -- objects is garbage at a time
   local list, err = self.client:list(self.kind, {
@@ -102,8 +116,10 @@ function Informer:relist()
         seen[key(obj)] = true
         self:upsert(obj)
       end
+      collectgarbage("step", 0)
     end,
   })
+  gc_listing(-1)
   if not list then return nil, err end
   self.relists = self.relists + 1
   for k, old in pairs(self.store) do
