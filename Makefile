@@ -114,8 +114,7 @@ cluster-status:
 # The main job. For now: bring up the local control plane and show it.
 run: deps
 	$(MAKE) all
-	hack/cluster.sh up
-	hack/cluster.sh show
+	hack/run.sh
 
 clean:
 	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test

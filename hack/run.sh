@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# hack/run.sh - what `make run` does once luaop is built: bring up the local
+# control plane, install the CRDs, start luaop with the four operators of
+# operators/ against it, apply the samples, and show their reconciled state
+# as it changes until Ctrl-C. luaop's log goes to build/run/luaop.log.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+hack/cluster.sh up
+eval "$(hack/cluster.sh env)"
+kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+
+kc apply -k manifests/crds >/dev/null
+kc wait --for condition=Established crd --all --timeout=60s >/dev/null
+
+mkdir -p build/run
+log=build/run/luaop.log
+build/luaop --kubeconfig "$KUBECONFIG" --script operators/ 2>"$log" &
+pid=$!
+stop() {
+  trap - INT TERM EXIT
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  echo
+  echo "luaop stopped (its log: $log). The control plane is still up:"
+  echo "  export KUBECONFIG=$KUBECONFIG; build/bin/kubectl get ats,machines,switches -A"
+  echo "  make cluster-down   # to stop it"
+}
+trap stop INT TERM EXIT
+until grep -q "caches synced" "$log"; do
+  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "run: luaop exited" >&2; exit 1; }
+  sleep 0.1
+done
+# the At sample runs a minute from now, so PENDING -> RUNNING -> DONE shows
+sed "s/2026-01-01T00:00:00Z/$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)/" manifests/samples/at.yaml | kc apply -f - >/dev/null
+kc apply -f manifests/samples/machine.yaml -f manifests/samples/secret.yaml >/dev/null
+kc apply -f manifests/samples/switch.yaml >/dev/null
+
+show() {
+  echo "luaop $(build/luaop --version | head -1 | cut -d' ' -f2), pid $pid, running operators/*.lua against $(kc config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  echo "$(date -u +%H:%M:%S)  Ctrl-C to stop; log: $log; try: build/bin/kubectl --kubeconfig $KUBECONFIG patch switch <name> --type=merge -p '{\"spec\":{\"position\":\"up\"}}'"
+  echo
+  kc get ats -A 2>&1
+  echo
+  kc get machines,switches -A 2>&1
+  echo
+  echo "copied secrets:"
+  kc get secrets -A -l secretsync.k8s.ziwon.dev/source 2>&1
+  echo
+  echo "recent log:"
+  tail -n 6 "$log" | cut -c1-160
+}
+while kill -0 "$pid" 2>/dev/null; do
+  out=$(show)
+  if [ -t 1 ]; then clear; fi
+  echo "$out"
+  [ -t 1 ] || echo "----"
+  sleep 2
+done
+echo "run: luaop exited; its log:" >&2
+tail -n 20 "$log" >&2
+exit 1
