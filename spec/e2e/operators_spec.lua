@@ -1,29 +1,59 @@
 -- The four example operators (operators/*.lua), run together from their
 -- directory as they are deployed, against the local control plane with the
 -- CRDs of manifests/crds installed: every behaviour of their contracts.
+--
+-- Twice: as the cluster admin, and as the manifests' ServiceAccount with
+-- only its ClusterRole (a token from the TokenRequest API), which proves
+-- the RBAC rules are enough.
 local kube = require "support.kube"
 local luaop = require "support.luaop"
+local json = require "luaop.core".json
+
+-- A kubeconfig for the manifests' ServiceAccount; returns its path.
+local function service_account_kubeconfig()
+  kube.must { "apply", "-k", "manifests/rbac" }
+  local token = kube.must({ "create", "token", "luaop", "-n", "luaop-system", "--duration=1h" }):gsub("%s+$", "")
+  local cfg = json.decode(kube.must { "config", "view", "--raw", "--minify", "-o", "json" })
+  local cluster = cfg.clusters[1].cluster
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(json.encode {
+    apiVersion = "v1", kind = "Config", ["current-context"] = "sa",
+    clusters = { { name = "c", cluster = { server = cluster.server, ["certificate-authority"] = cluster["certificate-authority"],
+      ["certificate-authority-data"] = cluster["certificate-authority-data"] } } },
+    users = { { name = "sa", user = { token = token } } },
+    contexts = { { name = "sa", context = { cluster = "c", user = "sa", namespace = "luaop-system" } } },
+  })
+  f:close()
+  return path
+end
 
 local function utc(offset)
   return os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + offset)
 end
 
-describe("the example operators", function()
-  local ns, run
+for _, as in ipairs { "the cluster admin", "the manifests' ServiceAccount" } do
+describe("the example operators, as " .. as .. ",", function()
+  local ns, run, kubeconfig
 
   setup(function()
     kube.must { "apply", "-k", "manifests/crds" }
     kube.must { "wait", "--for", "condition=Established", "crd", "--all", "--timeout=30s" }
     ns = kube.new_namespace("e2e-ops")
-    run = luaop.start { "operators" }
+    if as ~= "the cluster admin" then kubeconfig = service_account_kubeconfig() end
+    run = luaop.start({ "operators" }, { kubeconfig = kubeconfig })
     kube.wait_for("caches synced", 30, function() return run.stderr():find("caches synced", 1, true) end)
   end)
 
   teardown(function()
     if run then
+      local err = run.stderr()
       run.stop()
       run.cleanup()
+      -- nothing was refused
+      assert.is_nil(err:find("Forbidden", 1, true), err:match("[^\n]*Forbidden[^\n]*"))
     end
+    if kubeconfig then os.remove(kubeconfig) end
     if ns then kube.delete_namespace(ns) end
   end)
 
@@ -229,3 +259,4 @@ spec: {position: sideways}
     end)
   end)
 end)
+end
