@@ -11,6 +11,15 @@
 #   hack/cluster.sh env     print the paths as shell assignments
 #   hack/cluster.sh compact compact etcd up to its current revision, so that
 #                           older resourceVersions are gone (410 Gone)
+#   hack/cluster.sh restart-apiserver
+#                           stop only the kube-apiserver (SIGKILL), start it
+#                           again with the command line, environment and
+#                           directory it ran with, and wait until /readyz
+#                           answers, the controller manager and scheduler
+#                           have renewed their leader Leases (one that gave up
+#                           while the API server was down is started again),
+#                           and a new namespace gets its ServiceAccount and a
+#                           Pod in it runs
 #
 # Binaries are built from the Go module proxy (see hack/k8s/go.mod) into a
 # cache outside the repository, keyed by version:
@@ -236,6 +245,161 @@ cmd_compact() {
   log "compacted etcd to revision $rev"
 }
 
+# The pid of a running component of this cluster (kwokctl records it in
+# pids/<name>.pid), or nothing. A pid that now belongs to another process, or
+# to a zombie (no cmdline), does not count.
+component_pid() {
+  local f="$KWOK_WORKDIR/clusters/$name/pids/$1.pid" pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  case "$pid" in '' | *[!0-9]*) return 0 ;; esac
+  [ "$(head -z -n 1 "/proc/$pid/cmdline" 2>/dev/null | tr -d '\0')" = "$KWOK_WORKDIR/clusters/$name/bin/$1" ] &&
+    echo "$pid"
+}
+
+# Whether a process has exited: gone, or a zombie waiting for init. Every
+# thread counts: a killed Go program shows as a zombie as soon as its main
+# thread is done, while other threads still hold its files (a listening port
+# then stays taken for a moment).
+exited() {
+  local s state
+  for s in "/proc/$1/task/"*/stat; do
+    state=$(sed -n 's/.*) \(.\).*/\1/p' "$s" 2>/dev/null) || state=""
+    [ -z "$state" ] || [ "$state" = Z ] || return 1
+  done
+  return 0
+}
+
+# kwokctl v0.8.0 stops and starts whole clusters only (its binary runtime has
+# per-component StopComponent/StartComponent, but no command reaches them), so
+# a component is restarted here the way that runtime starts one: the binary in
+# a session of its own, in the component's work directory, stdout and stderr to
+# logs/<name>.log, its pid in pids/<name>.pid (which `kwokctl delete cluster`
+# and `down` read). What it runs is recorded from the running process first
+# (cmdline/<name>, environ/<name>, cwd/<name> in the cluster's directory, the
+# NUL-separated /proc files), so it is exactly what kwokctl ran.
+record_component() {
+  local comp=$1 pid=$2 d="$KWOK_WORKDIR/clusters/$name"
+  mkdir -p "$d/cmdline" "$d/environ" "$d/cwd"
+  cat "/proc/$pid/cmdline" >"$d/cmdline/$comp"
+  cat "/proc/$pid/environ" >"$d/environ/$comp"
+  readlink "/proc/$pid/cwd" >"$d/cwd/$comp"
+  [ -s "$d/cmdline/$comp" ] && [ -s "$d/cwd/$comp" ] || die "could not read how $comp was started"
+}
+
+stop_component() {
+  local comp=$1 pid=$2 i
+  kill -KILL "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    exited "$pid" && return 0
+    sleep 0.1
+  done
+  die "could not stop $comp (pid $pid)"
+}
+
+# Start a recorded component; prints its pid.
+start_component() {
+  local comp=$1 d="$KWOK_WORKDIR/clusters/$name" cwd newpid i
+  local -a argv envv
+  local logf="$d/logs/$comp.log"
+  mapfile -d '' argv <"$d/cmdline/$comp"
+  mapfile -d '' envv <"$d/environ/$comp"
+  cwd=$(cat "$d/cwd/$comp")
+  printf '\n==== hack/cluster.sh: %s started again at %s ====\n' "$comp" "$(date -u +%FT%TZ)" >>"$logf"
+  # Not a process group leader (no job control in a script), so setsid execs
+  # in place and $! is the component's pid. A session of its own keeps it out
+  # of the caller's signals (^C of a test run), as kwokctl's are.
+  (cd "$cwd" && exec setsid env -i "${envv[@]}" "${argv[@]}" </dev/null >>"$logf" 2>&1) &
+  newpid=$!
+  printf '%s' "$newpid" >"$d/pids/$comp.pid" # no newline: kwokctl parses it as is
+  for i in $(seq 1 50); do
+    [ "$(component_pid "$comp")" = "$newpid" ] && break
+    exited "$newpid" && die "$comp exited at once; see build/cluster/kwok/clusters/$name/logs/$comp.log"
+    sleep 0.1
+  done
+  [ "$(component_pid "$comp")" = "$newpid" ] || die "$comp did not start as pid $newpid"
+  echo "$newpid"
+}
+
+# Seconds since the epoch of a Lease's renewTime in kube-system (0 if none).
+lease_renewed() {
+  local t
+  t=$(kubectl -n kube-system get lease "$1" -o jsonpath='{.spec.renewTime}' --request-timeout=3s 2>/dev/null) || t=""
+  if [ -n "$t" ]; then date -d "$t" +%s; else echo 0; fi
+}
+
+# The controller manager and the scheduler give up (exit) when they cannot
+# renew their leader Lease for 10 s; kwok does not. Wait until each recorded
+# one has renewed since `since`, starting again any that exited (once).
+wait_components_since() {
+  local since=$1 comp pending deadline=$((SECONDS + 90))
+  local -A restarted=()
+  while :; do
+    pending=""
+    for comp in kube-controller-manager kube-scheduler kwok-controller; do
+      [ -s "$KWOK_WORKDIR/clusters/$name/cmdline/$comp" ] || continue
+      if [ -z "$(component_pid "$comp")" ]; then
+        [ -z "${restarted[$comp]:-}" ] || die "$comp exited again; see build/cluster/kwok/clusters/$name/logs/$comp.log"
+        log "$comp exited while the API server was down (it lost its leader lease); starting it again"
+        start_component "$comp" >/dev/null
+        restarted[$comp]=1
+      fi
+      [ "$comp" = kwok-controller ] || [ "$(lease_renewed "$comp")" -ge "$since" ] || pending+=" $comp"
+    done
+    [ -z "$pending" ] && return 0
+    [ "$SECONDS" -lt "$deadline" ] || die "no leader Lease renewed within 90 s:$pending"
+    sleep 0.2
+  done
+}
+
+# Whether the controllers behind the API server work again: their informers
+# back off while it is down (client-go: up to a minute after restarts in a
+# row). A new namespace must get its default ServiceAccount (the controller
+# manager), and a Pod in it must be scheduled and run (the scheduler, kwok).
+probe_controllers() {
+  local ns ok="" deadline=$((SECONDS + 90))
+  ns="restart-probe-$(date +%s)-$RANDOM"
+  kubectl create namespace "$ns" >/dev/null || die "could not create namespace $ns"
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    kubectl get serviceaccount default -n "$ns" >/dev/null 2>&1 && ok=1 && break
+    sleep 0.5
+  done
+  if [ -n "$ok" ]; then
+    ok=""
+    kubectl run probe -n "$ns" --image=busybox --restart=Always >/dev/null 2>&1 &&
+      kubectl wait --for=condition=Ready pod/probe -n "$ns" --timeout=90s >/dev/null 2>&1 && ok=1
+  fi
+  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  [ -n "$ok" ] || die "the controllers did not come back: no ServiceAccount or running Pod in namespace $ns within 90 s"
+}
+
+cmd_restart_apiserver() {
+  ready || die "not running; run 'make cluster-up'"
+  local start=$SECONDS pid comp since d="$KWOK_WORKDIR/clusters/$name"
+  rm -rf "$d/cmdline" "$d/environ" "$d/cwd" # only what runs now
+  for comp in kube-apiserver kube-controller-manager kube-scheduler kwok-controller; do
+    pid=$(component_pid "$comp")
+    [ -n "$pid" ] && record_component "$comp" "$pid"
+  done
+  pid=$(component_pid kube-apiserver)
+  [ -n "$pid" ] || die "kube-apiserver is not running; run 'make cluster-up'"
+  # SIGKILL: on SIGTERM it stops listening at once but keeps its open watches
+  # (it was still running 30 s later), and the controller manager and
+  # scheduler exit after 10 s without it.
+  stop_component kube-apiserver "$pid"
+  pid=$(start_component kube-apiserver) || exit 1
+  until ready; do
+    exited "$pid" && die "kube-apiserver exited; see build/cluster/kwok/clusters/$name/logs/kube-apiserver.log"
+    [ "$((SECONDS - start))" -lt 60 ] || die "kube-apiserver is not ready 60 s after its restart"
+    sleep 0.1
+  done
+  since=$(date +%s)
+  log "kube-apiserver restarted (pid $pid), ready in $((SECONDS - start)) s"
+  wait_components_since "$since" || exit 1
+  probe_controllers || exit 1
+  log "the controller manager, scheduler and kwok work again after $((SECONDS - start)) s"
+}
+
 cmd_env() {
   printf 'KUBECONFIG=%q\nKUBECTL=%q\nK8S_BIN=%q\nKWOK_BIN=%q\n' \
     "$kubeconfig" "$k8s_bin/kubectl" "$k8s_bin" "$kwok_bin"
@@ -249,5 +413,6 @@ case "${1:-}" in
   show) cmd_show ;;
   env) cmd_env ;;
   compact) cmd_compact ;;
-  *) echo "usage: hack/cluster.sh bin|up|down|status|show|env|compact" >&2; exit 2 ;;
+  restart-apiserver) cmd_restart_apiserver ;;
+  *) echo "usage: hack/cluster.sh bin|up|down|status|show|env|compact|restart-apiserver" >&2; exit 2 ;;
 esac

@@ -67,8 +67,8 @@ end
 -- Start `source` in the background (for controllers, which run until
 -- stopped); source may also be a list of script paths (files or
 -- directories) to pass as --script flags. Returns a handle: :stdout(),
--- :stderr() (what it printed so far), :stop() (SIGTERM, then wait for it
--- to exit).
+-- :stderr() (what it printed so far), :exited(), :stop() (SIGTERM, then
+-- wait for it to exit; its status).
 function M.start(source, opts)
   opts = opts or {}
   local path, scripts
@@ -100,6 +100,8 @@ function M.start(source, opts)
   end
   function h.stdout() return read(out) end
   function h.stderr() return read(err) end
+  -- Whether luaop has exited (its status is recorded), before stop().
+  function h.exited() return read(status):match("%d") ~= nil end
   -- SIGTERM to luaop (the subshell's child), wait for it to exit; its status.
   function h.stop()
     os.execute(("env -u LD_PRELOAD pkill -TERM -P %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.05; done"):format(pid, pid))
