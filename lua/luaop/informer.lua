@@ -143,6 +143,7 @@ function Informer:watch_once()
   })
   if not w then return err end
   self.watching = w
+  self.watch_started = true
   for typ, obj in w:events() do
     self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
     if typ == "ADDED" or typ == "MODIFIED" then
@@ -169,7 +170,11 @@ function Informer:run()
       need_list = not ok
     end
     if not err and not self.stopped then
+      self.watch_started = false
       err = self:watch_once()
+      -- a watch that was up and then broke (the API server restarted) is
+      -- retried from the shortest delay, not after earlier failures' longer one
+      if self.watch_started then backoff = MIN_BACKOFF end
       if err and (err.code == 410 or err.reason == "Expired" or err.reason == "Gone") then
         self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv })
         need_list, err = true, nil
