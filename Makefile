@@ -26,7 +26,7 @@ say := @printf '  %-6s %s\n'
 endif
 
 .PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
-        cluster-bin run clean distclean
+        cluster-bin run image test-image clean distclean
 
 all: build/luaop build/lua/luaop/core.so
 
@@ -115,6 +115,14 @@ cluster-status:
 run: deps
 	$(MAKE) all
 	hack/run.sh
+
+# luaop's image, with buildah (no Docker engine needed); see hack/image.sh
+image:
+	hack/image.sh luaop:latest
+
+# opt-in: build the image and run `luaop --version` in it
+test-image: image
+	LUAOP_IMAGE=luaop:latest lua5.4 $$(command -v busted) spec/image/image_spec.lua
 
 clean:
 	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test

@@ -16,9 +16,35 @@ local DELAY = 5 -- seconds before a switch seen up is flipped; also between flip
 
 local last_flip = {} -- machine uid -> when it last flipped a switch (this process)
 
+-- Expectations, as the ReplicaSet controller keeps them: the cache learns
+-- of our own creates and deletes a moment after they succeed (and maybe
+-- after an event of the Machine that brings us back), so a switch we
+-- created counts until the cache has it, and one we deleted is gone
+-- already. Without this, a quick second pass would create switches twice.
+local created = {} -- "namespace/name" -> {switch, expires}
+local deleted = {} -- "namespace/name" -> when we stop expecting it gone
+local EXPECT = 30 -- seconds to wait for the cache at most
+
 -- Switches of a machine, oldest first (so scaling down removes the newest).
 local function switches_of(ctx, machine)
-  local list = ctx:list("Switch", { namespace = machine.metadata.namespace, labels = { machine = machine.metadata.name } })
+  local now, list, cached = luaop.now(), {}, {}
+  for _, sw in ipairs(ctx:list("Switch", { namespace = machine.metadata.namespace, labels = { machine = machine.metadata.name } })) do
+    local key = sw.metadata.namespace .. "/" .. sw.metadata.name
+    cached[key] = true
+    created[key] = nil
+    if not (deleted[key] and deleted[key] > now) then list[#list + 1] = sw end
+  end
+  for key, e in pairs(created) do
+    if e.expires < now then
+      created[key] = nil
+    elseif not cached[key] and e.switch.metadata.labels.machine == machine.metadata.name
+      and e.switch.metadata.namespace == machine.metadata.namespace then
+      list[#list + 1] = e.switch
+    end
+  end
+  for key, t in pairs(deleted) do
+    if t < now or not cached[key] then deleted[key] = nil end
+  end
   table.sort(list, function(a, b)
     local ta, tb = a.metadata.creationTimestamp, b.metadata.creationTimestamp
     if ta ~= tb then return ta < tb end
@@ -47,6 +73,7 @@ local function check(err) if err then error(err) end end
 return luaop.controller {
   name = "machine",
   resource = GROUP .. "/Machine",
+  concurrency = 4, -- machines in parallel; one machine is never reconciled twice at once
   owns = { GROUP .. "/Switch" },
   -- a switch names its machine by label too (as in the workshop), so a
   -- switch labelled by hand, without an owner reference, counts as well
@@ -62,11 +89,17 @@ return luaop.controller {
     local switches = switches_of(ctx, machine)
 
     -- scale: create the missing switches, delete the newest extra ones
-    for _ = #switches + 1, want do check(select(2, ctx:create(new_switch(machine)))) end
+    for _ = #switches + 1, want do
+      local sw, err = ctx:create(new_switch(machine))
+      check(err)
+      created[sw.metadata.namespace .. "/" .. sw.metadata.name] = { switch = sw, expires = luaop.now() + EXPECT }
+      switches[#switches + 1] = sw -- counted in positions now, not on the next pass
+    end
     while #switches > want do
       local sw = table.remove(switches)
       local _, err = ctx:delete("Switch", { namespace = sw.metadata.namespace, name = sw.metadata.name })
       if err and err.reason ~= "NotFound" then error(err) end
+      deleted[sw.metadata.namespace .. "/" .. sw.metadata.name] = luaop.now() + EXPECT
     end
 
     -- flip: a switch seen up is set down DELAY s later, one per machine per DELAY s

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# bench/converge.sh [N]: the useless machine operator converging, against the
+# local control plane (make cluster-up), in one run.
+#
+# With operators/useless-machine.lua running (--qps 0: no client-side rate
+# limit, one worker as written), N Machines of 3 switches each are created at
+# once (64 creates in flight); the time is taken until every Machine's
+# status.positions reads "ddd" (seen through a watch). luaop's trace log
+# counts the writes the operator made meanwhile (POST, PUT, PATCH, DELETE);
+# then the same number of raw writes (ConfigMap creates, 64 in flight) is
+# timed against the same API server. Prints both and their ratio.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-1000}
+
+hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
+[ -x build/luaop ] || { echo "bench: run 'make' first" >&2; exit 1; }
+eval "$(hack/cluster.sh env)"
+kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+lo() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 "$@"; }
+
+ns=bench-converge-$$
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap "echo tmp: $tmp" EXIT
+kc apply -k manifests/crds >/dev/null
+kc wait --for condition=Established crd --all --timeout=60s >/dev/null
+kc create namespace "$ns" >/dev/null
+
+log=$tmp/luaop.log
+lo --log-level trace --script operators/useless-machine.lua 2>"$log" &
+pid=$!
+until grep -q "caches synced" "$log"; do sleep 0.1; done
+
+lo --script bench/converge.lua -- watch "$ns" "$n" >"$tmp/watch" &
+watcher=$!
+until grep -q ready "$tmp/watch"; do sleep 0.05; done
+lo --script bench/converge.lua -- machines "$ns" "$n" >"$tmp/create"
+wait "$watcher"
+field() { grep "^$1 " "$2" | cut -d' ' -f2; }
+converge=$(echo "$(field end "$tmp/watch") - $(field start "$tmp/create")" | bc -l)
+create=$(field seconds "$tmp/create")
+writes=$(grep '"response"\|	response	' "$log" | grep -cE '"method": "(POST|PUT|PATCH|DELETE)"' || true)
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+
+raw=$(lo --script bench/converge.lua -- raw "$ns" "$writes" | grep '^seconds' | cut -d' ' -f2)
+printf 'machines %d: created in %.2f s, all positions "ddd" %.2f s after the first create\n' "$n" "$create" "$converge"
+printf 'the operator wrote %d times; %d raw writes took %.2f s\n' "$writes" "$writes" "$raw"
+printf 'ratio converge / raw writes: %.2f\n' "$(echo "$converge / $raw" | bc -l)"
