@@ -25,10 +25,9 @@ pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$tmp"
+  if [ -n "${KEEP:-}" ]; then echo "kept: $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap "echo tmp: $tmp" EXIT
 kc apply -k manifests/crds >/dev/null
 kc wait --for condition=Established crd --all --timeout=60s >/dev/null
 kc create namespace "$ns" >/dev/null

@@ -9,6 +9,7 @@
  *   task.sleep(seconds)                               (yields)
  *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
  *   task.now() -> seconds on the loop's monotonic clock
+ *   task.wall() -> seconds since the epoch (wall clock, microseconds)
  *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter
  *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping() */
 #include "lbind.h"
@@ -324,6 +325,17 @@ static int lbind_task_now(lua_State *L)
     return 1;
 }
 
+/* task.wall() -> seconds since the epoch, to the microsecond */
+static int lbind_task_wall(lua_State *L)
+{
+    uv_timeval64_t tv;
+
+    if (uv_gettimeofday(&tv) != 0)
+        return luaL_error(L, "cannot read the clock");
+    lua_pushnumber(L, (lua_Number)tv.tv_sec + (lua_Number)tv.tv_usec / 1e6);
+    return 1;
+}
+
 static sched_budget lbind_spawn_budget; /* for the next spawn only */
 static int lbind_task_spawn(lua_State *L);
 
@@ -468,6 +480,7 @@ static const luaL_Reg lbind_task_funcs[] = {
     {"spawn", lbind_task_spawn},
     {"spawn_limited", lbind_task_spawn_limited},
     {"now", lbind_task_now},
+    {"wall", lbind_task_wall},
     {NULL, NULL},
 };
 

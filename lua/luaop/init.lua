@@ -37,7 +37,8 @@ end
 
 -- Wall-clock time as Kubernetes writes it (RFC 3339, UTC, seconds):
 -- time.parse("2026-11-22T10:00:00Z") -> seconds since the epoch (nil when
--- malformed), time.format(seconds) -> "2026-11-22T10:00:00Z", time.now().
+-- malformed), time.format(seconds) -> "2026-11-22T10:00:00Z", time.now()
+-- (seconds since the epoch, with microseconds).
 local time = {}
 luaop.time = time
 
@@ -72,7 +73,7 @@ function time.format(t)
 end
 
 function time.now()
-  return os.time()
+  return core.task.wall()
 end
 
 -- A logger: log:info(msg, {k = v}), :error, :debug; :with{k = v} adds values.
