@@ -10,7 +10,8 @@
 # after a full GC), and which mappings the resident pages belong to
 # (/proc/PID/smaps). Then the same under MALLOC_ARENA_MAX=1 and under
 # LD_BIND_NOW=1, and (with gdb) after malloc_trim(0) in the first process.
-# LUAOP=path measures another build of luaop. Goal: VmRSS <= 6 MiB.
+# LUAOP=path measures another build of luaop. Goal: VmRSS <= 6 MiB. Last,
+# the same for the four example operators (`--script operators/`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 idle=${1:-3}
@@ -70,6 +71,15 @@ for v in MALLOC_ARENA_MAX=1 LD_BIND_NOW=1; do
   report "$v"
   stop
 done
+# the four example operators, their caches holding what the cluster has
+"$KUBECTL" --kubeconfig "$KUBECONFIG" apply -k manifests/crds >/dev/null
+"$KUBECTL" --kubeconfig "$KUBECONFIG" wait --for condition=Established crd --all --timeout=60s >/dev/null
+"$bin" --kubeconfig "$KUBECONFIG" --script operators/ 2>"$tmp/log" &
+pid=$!
+for _ in $(seq 1 100); do grep -q "caches synced" "$tmp/log" 2>/dev/null && break; sleep 0.1; done
+sleep "$idle"
+report "operators/ (four)"
+stop
 
 echo
 echo "Lua heap: $lua_kib KiB, $lua_gc_kib KiB after a full GC"
