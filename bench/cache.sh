@@ -16,19 +16,10 @@
 #           it). Read after a full GC, and again without one.
 # Prints the medians and the ratios sync / raw LIST (goal <= 1.3) and RSS per
 # object / JSON per object (goal <= 2). Deletes the namespace at the end.
-set -euo pipefail
-cd "$(dirname "$0")/.."
 n=${1:-10000}
 rounds=${2:-3}
-
-hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x build/luaop ] || { echo "bench: run 'make' first" >&2; exit 1; }
-eval "$(hack/cluster.sh env)"
-kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+. "$(dirname "$0")/lib.sh" cache
 luaop() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 --script bench/cache.lua -- "$@"; }
-
-ns=bench-cache-$$
-tmp=$(mktemp -d)
 cleanup() {
   kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$tmp"

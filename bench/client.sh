@@ -10,22 +10,13 @@
 # concurrent ones go with --parallel over HTTP/2). luaop and curl take turns,
 # ROUNDS times; the medians are compared. Prints the ratio luaop / curl of
 # the median times (below 1: luaop is faster). No client-side rate limit.
-set -euo pipefail
-cd "$(dirname "$0")/.."
 n=${1:-500}
 rounds=${2:-5}
-
-hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x build/luaop ] || { echo "bench: run 'make' first" >&2; exit 1; }
-eval "$(hack/cluster.sh env)"
-kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+. "$(dirname "$0")/lib.sh" client
 server=$(kc config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 ca=$(kc config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
 cert=$(kc config view --minify -o jsonpath='{.users[0].user.client-certificate}')
 key=$(kc config view --minify -o jsonpath='{.users[0].user.client-key}')
-
-ns=bench-client-$$
-tmp=$(mktemp -d)
 cleanup() {
   kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$tmp"

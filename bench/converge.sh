@@ -9,18 +9,9 @@
 # counts the writes the operator made meanwhile (POST, PUT, PATCH, DELETE);
 # then the same number of raw writes (ConfigMap creates, 64 in flight) is
 # timed against the same API server. Prints both and their ratio.
-set -euo pipefail
-cd "$(dirname "$0")/.."
 n=${1:-1000}
-
-hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x build/luaop ] || { echo "bench: run 'make' first" >&2; exit 1; }
-eval "$(hack/cluster.sh env)"
-kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+. "$(dirname "$0")/lib.sh" converge
 lo() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 "$@"; }
-
-ns=bench-converge-$$
-tmp=$(mktemp -d)
 pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
@@ -33,11 +24,11 @@ kc wait --for condition=Established crd --all --timeout=60s >/dev/null
 kc create namespace "$ns" >/dev/null
 
 log=$tmp/luaop.log
-lo --log-level trace --script operators/useless-machine.lua 2>"$log" &
+"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script operators/useless-machine.lua 2>"$log" &
 pid=$!
 until grep -q "caches synced" "$log"; do sleep 0.1; done
 
-lo --script bench/converge.lua -- watch "$ns" "$n" >"$tmp/watch" &
+"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/converge.lua -- watch "$ns" "$n" >"$tmp/watch" &
 watcher=$!
 until grep -q ready "$tmp/watch"; do sleep 0.05; done
 lo --script bench/converge.lua -- machines "$ns" "$n" >"$tmp/create"

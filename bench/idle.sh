@@ -12,18 +12,8 @@
 # LD_BIND_NOW=1, and (with gdb) after malloc_trim(0) in the first process.
 # LUAOP=path measures another build of luaop. Goal: VmRSS <= 6 MiB. Last,
 # the same for the four example operators (`--script operators/`).
-set -euo pipefail
-cd "$(dirname "$0")/.."
 idle=${1:-3}
-bin=${LUAOP:-build/luaop}
-
-hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x "$bin" ] || { echo "bench: run 'make' first" >&2; exit 1; }
-eval "$(hack/cluster.sh env)"
-kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
-
-ns=bench-idle-$$
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh" idle
 pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null

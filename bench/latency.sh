@@ -14,21 +14,12 @@
 # from the work queue (a probe on the controller's queue). WORK_MS (default 0) makes each reconcile
 # sleep that long, so that the queue backs up and collapses updates. Prints p50, p99 and max, and the update rate
 # achieved: the API server on the same machine may not take RATE.
-set -euo pipefail
-cd "$(dirname "$0")/.."
 rate=${1:-1000}
 secs=${2:-10}
 keys=${3:-100}
 work=${4:-0}
-
-hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x build/luaop ] || { echo "bench: run 'make' first" >&2; exit 1; }
-eval "$(hack/cluster.sh env)"
-kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+. "$(dirname "$0")/lib.sh" latency
 luaop() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- "$@"; }
-
-ns=bench-latency-$$
-tmp=$(mktemp -d)
 ctl=
 cleanup() {
   [ -n "$ctl" ] && kill "$ctl" 2>/dev/null
@@ -39,7 +30,7 @@ trap cleanup EXIT
 kc create namespace "$ns" >/dev/null
 luaop create "$ns" "$keys"
 
-luaop controller "$ns" "$tmp/ready" "$tmp/done" "$work" >"$tmp/controller" 2>"$tmp/controller.log" &
+"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- controller "$ns" "$tmp/ready" "$tmp/done" "$work" >"$tmp/controller" 2>"$tmp/controller.log" &
 ctl=$!
 for _ in $(seq 1 300); do [ -e "$tmp/ready" ] && break; sleep 0.1; done
 [ -e "$tmp/ready" ] || { cat "$tmp/controller.log" >&2; echo "bench: the controller did not start" >&2; exit 1; }

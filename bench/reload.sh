@@ -9,18 +9,9 @@
 # version (read from luaop's own log timestamps), and the number of LIST
 # requests luaop made meanwhile (from its trace log of every request).
 # Prints the median and worst time, and the total of LISTs (goal: 0).
-set -euo pipefail
-cd "$(dirname "$0")/.."
 n=${1:-100}
 rounds=${2:-5}
-
-hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x build/luaop ] || { echo "bench: run 'make' first" >&2; exit 1; }
-eval "$(hack/cluster.sh env)"
-kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
-
-ns=bench-reload-$$
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh" reload
 pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
