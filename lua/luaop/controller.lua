@@ -316,8 +316,9 @@ function Manager:new_controller(def, script)
   return c
 end
 
--- Start the informers that are not running yet; true once they synced, or
--- nil, err when one did not within `timeout` seconds.
+-- Start the informers that are not running yet; true and how many once
+-- they synced (or were stopped meanwhile), or nil, err when one did not
+-- within `timeout` seconds.
 function Manager:start_informers(timeout)
   local fresh = {}
   for _, e in pairs(self.informers) do
@@ -327,20 +328,19 @@ function Manager:start_informers(timeout)
       fresh[#fresh + 1] = e
     end
   end
-  local timer
   if timeout and #fresh > 0 then
-    timer = luaop.spawn(function()
+    luaop.spawn(function()
       luaop.sleep(timeout)
       for _, e in ipairs(fresh) do e.inf.synced_cond:signal() end
     end)
   end
   for _, e in ipairs(fresh) do
     e.inf:wait_synced()
-    if not e.inf.synced then
+    if not e.inf.synced and not e.inf.stopped then
       return nil, ("the cache of %s did not sync within %g s"):format(e.kind, timeout)
     end
   end
-  return true, timer
+  return true, #fresh
 end
 
 -- Every object of c's primary cache into its queue.
@@ -525,7 +525,8 @@ end
 
 -- Start the informers, wait for their caches, then the workers.
 function Manager:start()
-  self:start_informers()
+  -- a reload during the first sync may have added informers: start those too
+  repeat local _, n = self:start_informers() until n == 0
   self.started = true
   self.log:info("caches synced", {})
   for _, c in pairs(self.controllers) do

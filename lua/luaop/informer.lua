@@ -196,15 +196,16 @@ function Informer:start()
   return self
 end
 
--- Yield until the first LIST is in the cache.
+-- Yield until the first LIST is in the cache (or the informer stopped).
 function Informer:wait_synced()
-  if not self.synced then self.synced_cond:wait() end
-  return true
+  if not self.synced and not self.stopped then self.synced_cond:wait() end
+  return self.synced
 end
 
 function Informer:stop()
   self.stopped = true
   if self.watching then self.watching:close() end
+  self.synced_cond:signal() -- nobody waits for a cache that will not come
 end
 
 -- Cache reads (never yield). get(namespace, name) or get(name) when cluster-scoped.
