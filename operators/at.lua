@@ -68,6 +68,11 @@ return luaop.controller {
         if err and err.reason ~= "AlreadyExists" then error(err) end
         return -- the Pod's events bring us back
       end
+      local owner = (pod.metadata.ownerReferences or {})[1]
+      if not owner or owner.uid ~= at.metadata.uid then
+        -- a Pod of an earlier At of the same name, not yet collected
+        error(("pod %s belongs to another At; waiting for it to go"):format(pod.metadata.name))
+      end
       local p = pod.status and pod.status.phase
       if p == "Succeeded" or p == "Failed" then
         set_phase(ctx, at, "DONE")

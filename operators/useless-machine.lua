@@ -22,7 +22,7 @@ local last_flip = {} -- machine uid -> when it last flipped a switch (this proce
 -- created counts until the cache has it, and one we deleted is gone
 -- already. Without this, a quick second pass would create switches twice.
 local created = {} -- "namespace/name" -> {switch, expires}
-local deleted = {} -- "namespace/name" -> when we stop expecting it gone
+local deleted = {} -- "namespace/name" -> {machine = "namespace/name", expires}
 local EXPECT = 30 -- seconds to wait for the cache at most
 
 -- Switches of a machine, oldest first (so scaling down removes the newest).
@@ -32,7 +32,7 @@ local function switches_of(ctx, machine)
     local key = sw.metadata.namespace .. "/" .. sw.metadata.name
     cached[key] = true
     created[key] = nil
-    if not (deleted[key] and deleted[key] > now) then list[#list + 1] = sw end
+    if not (deleted[key] and deleted[key].expires > now) then list[#list + 1] = sw end
   end
   for key, e in pairs(created) do
     if e.expires < now then
@@ -42,8 +42,9 @@ local function switches_of(ctx, machine)
       list[#list + 1] = e.switch
     end
   end
-  for key, t in pairs(deleted) do
-    if t < now or not cached[key] then deleted[key] = nil end
+  local mine = machine.metadata.namespace .. "/" .. machine.metadata.name
+  for key, e in pairs(deleted) do
+    if e.expires < now or (e.machine == mine and not cached[key]) then deleted[key] = nil end
   end
   table.sort(list, function(a, b)
     local ta, tb = a.metadata.creationTimestamp, b.metadata.creationTimestamp
@@ -99,7 +100,9 @@ return luaop.controller {
       local sw = table.remove(switches)
       local _, err = ctx:delete("Switch", { namespace = sw.metadata.namespace, name = sw.metadata.name })
       if err and err.reason ~= "NotFound" then error(err) end
-      deleted[sw.metadata.namespace .. "/" .. sw.metadata.name] = luaop.now() + EXPECT
+      deleted[sw.metadata.namespace .. "/" .. sw.metadata.name] = {
+        machine = machine.metadata.namespace .. "/" .. machine.metadata.name, expires = luaop.now() + EXPECT,
+      }
     end
 
     -- flip: a switch seen up is set down DELAY s later, one per machine per DELAY s

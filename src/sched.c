@@ -45,8 +45,12 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     p = sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
-    if (t && (p || nsize == 0))
+    if (t && (p || nsize == 0)) {
         t->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
+        /* what the collector frees of others' garbage is no credit */
+        if (t->mem_used < 0)
+            t->mem_used = 0;
+    }
     return p;
 }
 
@@ -95,12 +99,15 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
 
     sched_running_task = t;
     status = lua_resume(co, from, nargs, &nres);
-    sched_running_task = outer;
+    /* What follows is bookkeeping, charged to nobody; the task that
+     * started this one (if any) is charged again once we return to it. */
+    sched_running_task = NULL;
 
     if (status == LUA_YIELD) {
         /* Waiting for whatever it yielded for; values yielded by a script's
          * own coroutine.yield at the top level are dropped. */
         lua_pop(co, nres);
+        sched_running_task = outer;
         return;
     }
     if (status != LUA_OK) {
@@ -121,6 +128,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
     luaL_unref(t->L, LUA_REGISTRYINDEX, t->ref);
     free(t->error);
     free(t);
+    sched_running_task = outer;
 }
 
 sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)

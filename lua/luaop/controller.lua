@@ -112,8 +112,9 @@ function Ctx:get(kind, req, ns)
   if ns == "" then ns = nil end
   local inf = self:cache(kind, { namespace = ns })
   if inf then
-    if ns then return inf:get(ns, name) end
-    return inf:get(name)
+    -- a copy: what the reconcile changes is not the cache's until written
+    if ns then return luaop.copy(inf:get(ns, name)) end
+    return luaop.copy(inf:get(name))
   end
   return self.client:get(kind, name, ns)
 end
@@ -132,7 +133,11 @@ function Ctx:list(kind, opts)
     return not opts.filter or opts.filter(o)
   end
   local inf = self:cache(kind, opts)
-  if inf then return inf:list(keep) end
+  if inf then
+    local out = inf:list(keep)
+    for i, o in ipairs(out) do out[i] = luaop.copy(o) end
+    return out
+  end
   local list, err = self.client:list(kind, {
     namespace = opts.namespace, all_namespaces = opts.namespace == nil,
     label_selector = opts.label_selector, field_selector = opts.field_selector,
@@ -328,14 +333,16 @@ function Manager:start_informers(timeout)
       fresh[#fresh + 1] = e
     end
   end
+  local timed_out = false
   if timeout and #fresh > 0 then
     luaop.spawn(function()
       luaop.sleep(timeout)
+      timed_out = true
       for _, e in ipairs(fresh) do e.inf.synced_cond:signal() end
     end)
   end
   for _, e in ipairs(fresh) do
-    e.inf:wait_synced()
+    if not timed_out then e.inf:wait_synced() end
     if not e.inf.synced and not e.inf.stopped then
       return nil, ("the cache of %s did not sync within %g s"):format(e.kind, timeout)
     end
@@ -345,6 +352,7 @@ end
 
 -- Every object of c's primary cache into its queue.
 local function requeue_all(c, rate_limited)
+  if not c.primary then return end -- stopped
   for key in pairs(c.primary.inf.store) do
     if rate_limited then c.queue:add_rate_limited(key) else c.queue:add(key) end
   end
@@ -380,26 +388,32 @@ function Manager:set(script, defs)
   for name, c in pairs(self.controllers) do
     if c.script == script and not names[name] then self:stop_controller(c) end
   end
+  local changed = {}
   for _, p in ipairs(plans) do
     local c = p.c
     local reloaded = self.controllers[c.name] ~= nil
-    local resync = c.def.resync
+    changed[c] = c.def.resync ~= p.def.resync
     c.def, c.subs, c.primary = p.def, p.subs, p.primary
     self.controllers[c.name] = c
-    if self.started then
-      self:start_workers(c)
-      if resync ~= c.def.resync then c.resync_changed:signal() end
-    end
     c.reload = reloaded
   end
   self:rewire()
   if self.started then
-    for _, p in ipairs(plans) do requeue_all(p.c, p.c.reload) end
+    for _, p in ipairs(plans) do
+      self:start_workers(p.c)
+      if changed[p.c] then p.c.resync_changed:signal() end
+      requeue_all(p.c, p.c.reload)
+    end
   end
   return true
 end
 
 function Manager:stop_controller(c)
+  local keep = {}
+  for _, r in ipairs(self.retired) do
+    if r.active > 0 then keep[#keep + 1] = r end
+  end
+  self.retired = keep
   c.stopped = true
   c.log:info("stopping controller", {})
   c.queue:shutdown()
@@ -407,6 +421,7 @@ function Manager:stop_controller(c)
   c.tick:signal()
   c.resync_changed:signal()
   self.controllers[c.name] = nil
+  c.subs, c.primary = {}, nil -- its caches may go
   self.retired[#self.retired + 1] = c
 end
 
@@ -511,6 +526,11 @@ end
 function Manager:start_workers(c)
   local n = c.def.concurrency or 1
   if not c.running then
+    -- a controller of the same name that was stopped may still finish a
+    -- reconcile: none of this one's may overlap it
+    for _, r in ipairs(self.retired) do
+      while r.name == c.name and r.active > 0 do luaop.sleep(0.05) end
+    end
     c.running = true
     c.log:info("Starting workers", { ["worker count"] = n })
     luaop.spawn(ticker, self, c)
@@ -525,13 +545,27 @@ end
 
 -- Start the informers, wait for their caches, then the workers.
 function Manager:start()
+  -- say which caches keep everything waiting (a missing CRD, a Forbidden)
+  local waiting = luaop.spawn(function()
+    while not self.started do
+      luaop.sleep(30)
+      for _, e in pairs(self.informers) do
+        if e.running and not e.inf.synced and not self.started then
+          self.log:error("still waiting for a cache to sync", { kind = e.kind, namespace = e.namespace })
+        end
+      end
+    end
+  end)
   -- a reload during the first sync may have added informers: start those too
   repeat local _, n = self:start_informers() until n == 0
   self.started = true
   self.log:info("caches synced", {})
   for _, c in pairs(self.controllers) do
     self:start_workers(c)
+    -- a controller added by a reload during the sync missed its adds
+    requeue_all(c, false)
   end
+  return waiting
 end
 
 -- Stop: no new work; in-flight reconciles finish, for at most `timeout`

@@ -108,10 +108,11 @@ function Informer:relist()
   gc_listing(1)
   -- page by page into the cache, so that no more than a page of decoded
   -- objects is garbage at a time
-  local list, err = self.client:list(self.kind, {
+  local ok, list, err = pcall(self.client.list, self.client, self.kind, {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector,
     each_page = function(items)
+      if self.stopped then error("informer stopped", 0) end
       for _, obj in ipairs(items) do
         seen[key(obj)] = true
         self:upsert(obj)
@@ -120,6 +121,7 @@ function Informer:relist()
     end,
   })
   gc_listing(-1)
+  if not ok then return nil, { message = tostring(list) } end
   if not list then return nil, err end
   self.relists = self.relists + 1
   for k, old in pairs(self.store) do
@@ -142,6 +144,10 @@ function Informer:watch_once()
     resource_version = self.rv, timeout = math.random(300, 600), bookmarks = true,
   })
   if not w then return err end
+  if self.stopped then -- stopped while the watch was being set up
+    w:close()
+    return nil
+  end
   self.watching = w
   self.watch_started = true
   for typ, obj in w:events() do

@@ -14,6 +14,15 @@ local luaop = {
   is_error = client.is_error,
 }
 
+-- A deep copy of a decoded object (JSON arrays stay arrays).
+local function copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = copy(x) end
+  return setmetatable(out, getmetatable(v))
+end
+luaop.copy = copy
+
 -- A controller definition (see luaop.controller): return it from the script
 -- (or a list of them) and luaop runs it.
 function luaop.controller(def)

@@ -36,12 +36,15 @@ function M.sources(paths)
   return out
 end
 
--- The script files the sources hold now, sorted.
+-- The script files the sources hold now, sorted; nil, err when a directory
+-- cannot be read (then nothing is to be taken for removed).
 function M.files(sources)
   local out, seen = {}, {}
   for _, s in ipairs(sources) do
     if s.dir then
-      for _, name in ipairs(fs.list(s.path) or {}) do
+      local names, err = fs.list(s.path)
+      if not names then return nil, err end
+      for _, name in ipairs(names) do
         local path = s.path .. "/" .. name
         if name:match("%.lua$") and not name:match("^%.") and not seen[path] and fs.kind(path) == "file" then
           seen[path] = true
@@ -133,7 +136,13 @@ end
 function Reloader:scan(first)
   local present = {}
   local failures = {}
-  for _, path in ipairs(M.files(self.sources)) do
+  local files, ferr = M.files(self.sources)
+  if not files then
+    if first then return nil, ferr end
+    self.log:error("cannot read the scripts' directory; everything stays as it is", { error = ferr })
+    return self:retry_later()
+  end
+  for _, path in ipairs(files) do
     present[path] = true
     local text, rerr = M.read(path)
     local cur = self.loaded[path]
@@ -143,8 +152,13 @@ function Reloader:scan(first)
     elseif (not cur or cur.text ~= text) and self.failed[path] ~= text then
       local t0 = luaop.now()
       local defs, err = M.load(path, text)
-      local ok
-      if defs then ok, err = self.manager:set(path, defs) end
+      local ok, set_failed
+      if defs then
+        ok, err = self.manager:set(path, defs)
+        -- not the script's fault (a cache that did not sync yet, a name
+        -- another script still holds): try again later, same text or not
+        set_failed = not ok
+      end
       if ok then
         self.failed[path] = nil
         local names = {}
@@ -157,9 +171,12 @@ function Reloader:scan(first)
           })
         end
       else
-        self.failed[path] = text
+        if not set_failed then self.failed[path] = text end
         failures[#failures + 1] = tostring(err)
-        if not first then self:fail(path, err) end
+        if not first then
+          self:fail(path, err)
+          if set_failed then self:retry_later() end
+        end
       end
     end
   end
@@ -174,6 +191,19 @@ function Reloader:scan(first)
   end
   if #failures > 0 then return nil, table.concat(failures, "\n") end
   return true
+end
+
+-- Scan again in a while (what failed may have been transient).
+M.RETRY = 5
+function Reloader:retry_later()
+  if self.retrying then return end
+  self.retrying = true
+  luaop.spawn(function()
+    luaop.sleep(M.RETRY)
+    self.retrying = false
+    self.pending = true
+    if self.wake then self.wake:signal() end
+  end)
 end
 
 -- The directories to watch: each directory source, and the directory of
@@ -216,7 +246,8 @@ function Reloader:watch()
       if not self.pending then changed:wait() end
       if self.stopped then break end
       self.pending = false
-      self:scan(false)
+      local ok, err = pcall(self.scan, self, false)
+      if not ok then self.log:error("reloading scripts failed", { error = tostring(err) }) end
     end
   end)
   self.wake = changed
