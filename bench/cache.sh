@@ -20,12 +20,6 @@ n=${1:-10000}
 rounds=${2:-3}
 . "$(dirname "$0")/lib.sh" cache
 luaop() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 --script bench/cache.lua -- "$@"; }
-cleanup() {
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-kc create namespace "$ns" >/dev/null
 luaop create "$ns" "$n" >"$tmp/create"
 echo "created $n ConfigMaps in $(awk '{print $2}' "$tmp/create") s"
 

@@ -17,12 +17,6 @@ server=$(kc config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 ca=$(kc config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
 cert=$(kc config view --minify -o jsonpath='{.users[0].user.client-certificate}')
 key=$(kc config view --minify -o jsonpath='{.users[0].user.client-key}')
-cleanup() {
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-kc create namespace "$ns" >/dev/null
 kc create configmap target -n "$ns" --from-literal=k=v >/dev/null
 
 base="$server/api/v1/namespaces/$ns/configmaps"

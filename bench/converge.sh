@@ -12,16 +12,8 @@
 n=${1:-1000}
 . "$(dirname "$0")/lib.sh" converge
 lo() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 "$@"; }
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  if [ -n "${KEEP:-}" ]; then echo "kept: $tmp" >&2; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
 kc apply -k manifests/crds >/dev/null
 kc wait --for condition=Established crd --all --timeout=60s >/dev/null
-kc create namespace "$ns" >/dev/null
 
 log=$tmp/luaop.log
 "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script operators/useless-machine.lua 2>"$log" &

@@ -14,14 +14,6 @@
 # the same for the four example operators (`--script operators/`).
 idle=${1:-3}
 . "$(dirname "$0")/lib.sh" idle
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-kc create namespace "$ns" >/dev/null
 
 kib() { awk -v k="$1:" '$1 == k {print $2}' "$2"; }
 # start [VAR=value...]: run luaop in the background until its caches synced

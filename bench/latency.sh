@@ -20,24 +20,16 @@ keys=${3:-100}
 work=${4:-0}
 . "$(dirname "$0")/lib.sh" latency
 luaop() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- "$@"; }
-ctl=
-cleanup() {
-  [ -n "$ctl" ] && kill "$ctl" 2>/dev/null
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-kc create namespace "$ns" >/dev/null
 luaop create "$ns" "$keys"
 
 "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- controller "$ns" "$tmp/ready" "$tmp/done" "$work" >"$tmp/controller" 2>"$tmp/controller.log" &
-ctl=$!
+pid=$!
 for _ in $(seq 1 300); do [ -e "$tmp/ready" ] && break; sleep 0.1; done
 [ -e "$tmp/ready" ] || { cat "$tmp/controller.log" >&2; echo "bench: the controller did not start" >&2; exit 1; }
 luaop writer "$ns" "$keys" "$rate" "$secs" >"$tmp/writer"
 touch "$tmp/done"
-wait "$ctl"
-ctl=
+wait "$pid"
+pid=
 
 get() { awk -v k="$2" '$1 == k {print $2}' "$tmp/$1"; }
 patches=$(get writer patches) wsecs=$(get writer seconds)

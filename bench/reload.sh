@@ -12,14 +12,6 @@
 n=${1:-100}
 rounds=${2:-5}
 . "$(dirname "$0")/lib.sh" reload
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  if [ -n "${KEEP:-}" ]; then echo "kept: $tmp" >&2; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-kc create namespace "$ns" >/dev/null
 for i in $(seq 1 "$n"); do
   printf -- '---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, labels: {app: reload}}\ndata: {k: v}\n' "$i"
 done | kc apply -n "$ns" -f - >/dev/null

@@ -9,7 +9,11 @@
  *   watcher:wait() -> true once something changed since the last wait or
  *                     take (yields the task until then); false when closed
  *   watcher:take() -> whether something changed since; clears it (no wait)
- *   watcher:close() */
+ *   watcher:close()
+ *
+ * kind and list stat and read a directory synchronously, on the loop: they
+ * are for the local directories scripts live in (a ConfigMap volume is
+ * tmpfs), read when a script changes, never for anything remote. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -392,6 +392,9 @@ function Manager:set(script, defs)
   for _, p in ipairs(plans) do
     local c = p.c
     local reloaded = self.controllers[c.name] ~= nil
+    -- set during the first sync on an informer already listing: its adds
+    -- went to the others; start() queues its objects
+    c.missed = not self.started and p.primary.running
     changed[c] = c.def.resync ~= p.def.resync
     c.def, c.subs, c.primary = p.def, p.subs, p.primary
     self.controllers[c.name] = c
@@ -562,8 +565,7 @@ function Manager:start()
   self.log:info("caches synced", {})
   for _, c in pairs(self.controllers) do
     self:start_workers(c)
-    -- a controller added by a reload during the sync missed its adds
-    requeue_all(c, false)
+    if c.missed then requeue_all(c, false) end
   end
   return waiting
 end
@@ -603,15 +605,6 @@ function Manager:run_until_shutdown()
   self.log:info("stopping: waiting for running reconciles", {})
   self:stop(30)
   self.log:info("stopped", {})
-end
-
--- Run definitions (one, or a list) until SIGTERM or SIGINT, then drain.
-function M.run(defs)
-  local m = M.manager()
-  if M.is_definition(defs) then defs = { defs } end
-  local ok, err = m:set("", defs)
-  if not ok then error(err, 2) end
-  m:run_until_shutdown()
 end
 
 M.bytes = bytes

@@ -121,7 +121,7 @@ function Informer:relist()
     end,
   })
   gc_listing(-1)
-  if not ok then return nil, { message = tostring(list) } end
+  if not ok then return nil, tostring(list) end
   if not list then return nil, err end
   self.relists = self.relists + 1
   for k, old in pairs(self.store) do

@@ -101,27 +101,21 @@ describe("a Lua controller", function()
     assert.matches("stack traceback", err)
   end)
 
-  it("stops a runaway reconcile at its instruction budget and goes on with the others", function()
-    kube.must { "create", "configmap", "runaway", "-n", ns, "--from-literal=loop=yes" }
-    kube.must { "label", "configmap", "runaway", "-n", ns, "role=parent" }
-    kube.wait_for("the budget error", 30, function()
-      return run.stderr():find("instruction budget of 20000000 exceeded", 1, true)
+  for _, case in ipairs {
+    { what = "a runaway reconcile at its instruction budget", name = "runaway", data = "loop=yes",
+      error = "instruction budget of 20000000 exceeded", next = "p4" },
+    { what = "a reconcile that grows past its memory budget", name = "hog", data = "hog=yes",
+      error = "memory budget of 16777216 bytes exceeded", next = "p5" },
+  } do
+    it("stops " .. case.what .. " and goes on with the others", function()
+      kube.must { "create", "configmap", case.name, "-n", ns, "--from-literal=" .. case.data }
+      kube.must { "label", "configmap", case.name, "-n", ns, "role=parent" }
+      kube.wait_for("the budget error", 30, function() return run.stderr():find(case.error, 1, true) end)
+      kube.must { "create", "configmap", case.next, "-n", ns, "--from-literal=k=v" }
+      kube.must { "label", "configmap", case.next, "-n", ns, "role=parent" }
+      kube.wait_for(case.next .. "-child", 30, function() return child(case.next) end)
     end)
-    kube.must { "create", "configmap", "p4", "-n", ns, "--from-literal=k=v" }
-    kube.must { "label", "configmap", "p4", "-n", ns, "role=parent" }
-    kube.wait_for("p4-child", 30, function() return child("p4") end)
-  end)
-
-  it("stops a reconcile that grows past its memory budget and goes on with the others", function()
-    kube.must { "create", "configmap", "hog", "-n", ns, "--from-literal=hog=yes" }
-    kube.must { "label", "configmap", "hog", "-n", ns, "role=parent" }
-    kube.wait_for("the memory budget error", 30, function()
-      return run.stderr():find("memory budget of 16777216 bytes exceeded", 1, true)
-    end)
-    kube.must { "create", "configmap", "p5", "-n", ns, "--from-literal=k=v" }
-    kube.must { "label", "configmap", "p5", "-n", ns, "role=parent" }
-    kube.wait_for("p5-child", 30, function() return child("p5") end)
-  end)
+  end
 
   it("requeues after the time reconcile asks for", function()
     kube.must { "create", "configmap", "p3", "-n", ns, "--from-literal=every=1" }

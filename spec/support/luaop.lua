@@ -50,16 +50,16 @@ function M.ok(source, opts)
 end
 
 
--- A kubeconfig for programs that never talk to an API server (its server
--- refuses connections). Remove the returned file when done.
-function M.offline_kubeconfig()
+-- A kubeconfig for programs that never talk to an API server (its server,
+-- by default one that refuses connections). Remove the file when done.
+function M.offline_kubeconfig(server)
   local path = os.tmpname()
   local f = assert(io.open(path, "w"))
-  f:write([[
+  f:write(([[
 current-context: x
-clusters: [{name: x, cluster: {server: "http://127.0.0.1:1"}}]
+clusters: [{name: x, cluster: {server: %q}}]
 contexts: [{name: x, context: {cluster: x}}]
-]])
+]]):format(server or "http://127.0.0.1:1"))
   f:close()
   return path
 end
