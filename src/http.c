@@ -302,6 +302,20 @@ static void http_fail_cb(uv_timer_t *t)
     http_request_free(r);
 }
 
+static void http_timeout_cb(uv_timer_t *t);
+
+/* Put a request just added on the wire now, not on the loop's next turn: a
+ * task that asks for a page and then decodes the last one has the server
+ * working meanwhile. Transfers this finishes are reported from the loop
+ * (the timer below), never from inside http_submit. */
+static void http_kick(http_client *c)
+{
+    int running;
+
+    curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    uv_timer_start(&c->timer, http_timeout_cb, 0, 0);
+}
+
 static void http_start(http_request *r)
 {
     http_client *c = r->c;
@@ -317,6 +331,7 @@ static void http_start(http_request *r)
     }
     r->state = HTTP_RUNNING;
     c->started++;
+    http_kick(c);
 }
 
 /* ---- rate limiting ------------------------------------------------------ */

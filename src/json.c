@@ -363,6 +363,106 @@ int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errle
     return 1;
 }
 
+/* Skip one value without pushing it. Checks only what finding its end needs
+ * (quotes, escapes and balanced brackets): json_peek's caller decodes the
+ * text in full anyway. */
+static int json_skip_value(json_dec *d)
+{
+    long depth = 0;
+
+    json_dec_space(d);
+    do {
+        if (d->p >= d->end)
+            return json_dec_fail(d, "unexpected end of input");
+        switch (*d->p) {
+        case '"': {
+            const char *q = d->p + 1;
+            for (;;) {
+                const char *b;
+                q = memchr(q, '"', (size_t)(d->end - q));
+                if (q == NULL)
+                    return json_dec_fail(d, "unterminated string");
+                for (b = q; b > d->p + 1 && b[-1] == '\\'; b--)
+                    ;
+                if (((q - b) & 1) == 0)
+                    break; /* not escaped */
+                q++;
+            }
+            d->p = q + 1;
+            break;
+        }
+        case '{':
+        case '[':
+            depth++;
+            d->p++;
+            break;
+        case '}':
+        case ']':
+            if (--depth < 0)
+                return json_dec_fail(d, "unexpected '%c'", *d->p);
+            d->p++;
+            break;
+        default:
+            if (depth == 0) {
+                /* a number or literal: up to what ends it */
+                while (d->p < d->end && !strchr(",}] \t\r\n", *d->p))
+                    d->p++;
+            } else {
+                d->p++;
+            }
+        }
+    } while (depth > 0);
+    return 1;
+}
+
+int json_peek(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen)
+{
+    json_dec d = {L, s, s, s + len, err, errlen, 0};
+    size_t klen = strlen(key);
+
+    json_dec_space(&d);
+    if (d.p >= d.end || *d.p != '{')
+        return json_dec_fail(&d, "expected an object");
+    d.p++;
+    json_dec_space(&d);
+    if (d.p < d.end && *d.p == '}') {
+        lua_pushnil(L);
+        return 1;
+    }
+    for (;;) {
+        const char *k;
+        size_t n;
+        int match;
+
+        json_dec_space(&d);
+        if (d.p >= d.end || *d.p != '"')
+            return json_dec_fail(&d, "expected a string key in object");
+        if (!json_dec_string(&d))
+            return 0;
+        k = lua_tolstring(L, -1, &n);
+        match = n == klen && memcmp(k, key, n) == 0;
+        lua_pop(L, 1);
+        json_dec_space(&d);
+        if (d.p >= d.end || *d.p != ':')
+            return json_dec_fail(&d, "expected ':' after object key");
+        d.p++;
+        if (match)
+            return json_dec_value(&d);
+        if (!json_skip_value(&d))
+            return 0;
+        json_dec_space(&d);
+        if (d.p < d.end && *d.p == ',') {
+            d.p++;
+            continue;
+        }
+        if (d.p < d.end && *d.p == '}') {
+            lua_pushnil(L);
+            return 1;
+        }
+        return json_dec_fail(&d, "expected ',' or '}' in object");
+    }
+}
+
 /* ---- encoding ---------------------------------------------------------- */
 
 typedef struct json_enc {

@@ -32,6 +32,14 @@ typedef struct json_buf {
  * `err` (size `errlen`) and returns 0. Raises only on memory errors. */
 int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errlen);
 
+/* Push the value of member `key` of the object in `len` bytes at `s`, or nil
+ * when it has none, decoding only that member: the others are skipped, not
+ * built (the continue token of a page of a LIST, ahead of its items). Returns
+ * 1; on input it cannot walk pushes nothing, writes a message to `err` and
+ * returns 0. It checks less than json_decode: a 1 is no promise that the
+ * whole text is valid JSON. */
+int json_peek(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen);
+
 /* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
  * a value JSON cannot hold writes a message naming where it is to `err` and
  * returns 0. Raises only on memory errors: keep `b` where a __gc frees it. */

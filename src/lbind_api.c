@@ -3,6 +3,10 @@
  *
  *   api.request{method =, path =, body =, content_type =, accept =, timeout =}
  *     -> status, body, content_type | nil, err       (yields)
+ *   api.start{...as request} -> r, the request under way;  r:wait() -> what
+ *     api.request returns (yields until the answer; an answer that came
+ *     first waits in C memory, so no Lua object outlives it); a request
+ *     collected unanswered is cancelled
  *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
@@ -43,24 +47,121 @@ sched_task *lbind_check_task(lua_State *L, const char *what)
 
 /* ---- api ------------------------------------------------------------------ */
 
+#define LBIND_PENDING_MT "luaop.api.pending"
+
+/* Push an answer as api.request returns it; the number of values. */
+static int lbind_push_answer(lua_State *L, int status, const char *body, size_t body_len,
+                             const char *content_type, const char *error)
+{
+    if (status == 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, error ? error : "request failed");
+        return 2;
+    }
+    lua_pushinteger(L, status);
+    lua_pushlstring(L, body ? body : "", body_len);
+    if (content_type)
+        lua_pushstring(L, content_type);
+    else
+        lua_pushnil(L);
+    return 3;
+}
+
 static void lbind_api_done(const http_response *r, void *ud)
 {
     sched_task *t = ud;
     lua_State *co = sched_thread(t);
 
-    if (r->status == 0) {
-        lua_pushnil(co);
-        lua_pushstring(co, r->error ? r->error : "request failed");
-        sched_resume(t, 2);
+    sched_resume(t, lbind_push_answer(co, r->status, r->body, r->body_len, r->content_type, r->error));
+}
+
+/* The userdata of api.start. */
+typedef struct lbind_pending {
+    api_call *call;     /* while under way */
+    sched_task *waiter; /* the task in r:wait() */
+    int taken;          /* r:wait() was called */
+    int status;         /* an answer kept until r:wait() */
+    char *body;
+    size_t body_len;
+    char *content_type;
+    char *error;
+} lbind_pending;
+
+static void lbind_pending_clear(lbind_pending *p)
+{
+    free(p->body);
+    free(p->content_type);
+    free(p->error);
+    p->body = p->content_type = p->error = NULL;
+}
+
+static char *lbind_dup(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static void lbind_pending_done(const http_response *r, void *ud)
+{
+    lbind_pending *p = ud;
+    sched_task *t = p->waiter;
+
+    p->call = NULL; /* before anything that may run a collection */
+    if (t) {
+        p->waiter = NULL;
+        sched_resume(t, lbind_push_answer(sched_thread(t), r->status, r->body, r->body_len,
+                                          r->content_type, r->error));
         return;
     }
-    lua_pushinteger(co, r->status);
-    lua_pushlstring(co, r->body, r->body_len);
+    p->status = r->status;
+    if (r->status == 0) {
+        p->error = lbind_dup(r->error ? r->error : "request failed",
+                             strlen(r->error ? r->error : "request failed"));
+        return;
+    }
+    p->body = lbind_dup(r->body ? r->body : "", r->body ? r->body_len : 0);
+    p->body_len = r->body ? r->body_len : 0;
     if (r->content_type)
-        lua_pushstring(co, r->content_type);
-    else
-        lua_pushnil(co);
-    sched_resume(t, 3);
+        p->content_type = lbind_dup(r->content_type, strlen(r->content_type));
+    if (p->body == NULL || (r->content_type && p->content_type == NULL)) {
+        lbind_pending_clear(p);
+        p->status = 0; /* error NULL: "request failed" */
+    }
+}
+
+static int lbind_pending_wait(lua_State *L)
+{
+    lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
+    sched_task *t = lbind_check_task(L, "a request's wait");
+    int n;
+
+    if (p->taken)
+        return luaL_error(L, "this request's answer was taken already");
+    p->taken = 1;
+    if (p->call) {
+        p->waiter = t;
+        return lua_yield(L, 0);
+    }
+    n = lbind_push_answer(L, p->status, p->body, p->body_len, p->content_type, p->error);
+    lbind_pending_clear(p);
+    return n;
+}
+
+static int lbind_pending_gc(lua_State *L)
+{
+    lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
+
+    if (p->call) {
+        api_cancel(p->call);
+        p->call = NULL;
+    }
+    lbind_pending_clear(p);
+    return 0;
 }
 
 static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
@@ -76,28 +177,56 @@ static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
     return s;
 }
 
+/* The spec in the table at 1 (its strings stay alive in the table). */
+static void lbind_api_spec(lua_State *L, api_spec *s, const char *what)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (lbind_api_conn == NULL)
+        luaL_error(L, "no API server is configured");
+    s->method = lbind_opt(L, "method", NULL);
+    s->path = lbind_opt(L, "path", NULL);
+    s->content_type = lbind_opt(L, "content_type", NULL);
+    s->accept = lbind_opt(L, "accept", NULL);
+    s->body = lbind_opt(L, "body", &s->body_len);
+    if (s->path == NULL || s->path[0] != '/')
+        luaL_error(L, "%s needs a path that starts with /", what);
+    if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
+        s->timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
+    lua_pop(L, 1);
+}
+
 static int lbind_api_request(lua_State *L)
 {
     api_spec s = {0};
-    sched_task *t;
+    sched_task *t = lbind_check_task(L, "api.request");
 
-    luaL_checktype(L, 1, LUA_TTABLE);
-    t = lbind_check_task(L, "api.request");
-    if (lbind_api_conn == NULL)
-        return luaL_error(L, "no API server is configured");
-    s.method = lbind_opt(L, "method", NULL);
-    s.path = lbind_opt(L, "path", NULL);
-    s.content_type = lbind_opt(L, "content_type", NULL);
-    s.accept = lbind_opt(L, "accept", NULL);
-    s.body = lbind_opt(L, "body", &s.body_len);
-    if (s.path == NULL || s.path[0] != '/')
-        return luaL_error(L, "api.request needs a path that starts with /");
-    if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
-        s.timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
-    lua_pop(L, 1);
+    lbind_api_spec(L, &s, "api.request");
     if (api_request(lbind_api_conn, &s, lbind_api_done, t) == NULL)
         return luaL_error(L, "not enough memory");
     return lua_yield(L, 0);
+}
+
+static int lbind_api_start(lua_State *L)
+{
+    api_spec s = {0};
+    lbind_pending *p;
+
+    lbind_api_spec(L, &s, "api.start");
+    p = lua_newuserdatauv(L, sizeof *p, 0);
+    memset(p, 0, sizeof *p);
+    if (luaL_newmetatable(L, LBIND_PENDING_MT)) {
+        lua_pushcfunction(L, lbind_pending_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_newtable(L);
+        lua_pushcfunction(L, lbind_pending_wait);
+        lua_setfield(L, -2, "wait");
+        lua_setfield(L, -2, "__index");
+    }
+    lua_setmetatable(L, -2);
+    p->call = api_request(lbind_api_conn, &s, lbind_pending_done, p);
+    if (p->call == NULL)
+        return luaL_error(L, "not enough memory");
+    return 1;
 }
 
 static int lbind_api_watch(lua_State *L)
@@ -133,6 +262,7 @@ static int lbind_api_exec_runs(lua_State *L)
 
 static const luaL_Reg lbind_api_funcs[] = {
     {"request", lbind_api_request},
+    {"start", lbind_api_start},
     {"watch", lbind_api_watch},
     {"info", lbind_api_info},
     {"requests", lbind_api_requests},

@@ -1,6 +1,8 @@
 /* lbind_json.c - the Lua face of json.c: luaop.core.json.
  *
  *   json.decode(s)   -> value | nil, err    (malformed input is not misuse)
+ *   json.peek(s, key) -> the value of s's member key | nil | nil, err
+ *                        (the others skipped, not decoded)
  *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
  *   json.null        the value of JSON null
  *   json.array([t])  marks t (or a new table) as an array; returns it
@@ -20,6 +22,20 @@ static int lbind_json_decode(lua_State *L)
     char err[160];
 
     if (json_decode(L, s, len, err, sizeof err))
+        return 1;
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+}
+
+static int lbind_json_peek(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    const char *key = luaL_checkstring(L, 2);
+    char err[160];
+
+    if (json_peek(L, s, len, key, err, sizeof err))
         return 1;
     luaL_pushfail(L);
     lua_pushstring(L, err);
@@ -86,6 +102,7 @@ static int lbind_json_is_array(lua_State *L)
 
 static const luaL_Reg lbind_json_funcs[] = {
     {"decode", lbind_json_decode},
+    {"peek", lbind_json_peek},
     {"encode", lbind_json_encode},
     {"array", lbind_json_array},
     {"is_array", lbind_json_is_array},

@@ -80,18 +80,31 @@ local function query(params)
   return "?" .. table.concat(keys, "&")
 end
 
+-- An answer of api.request or of a started request's wait: the body's text
+-- | nil, err.
+local function answer(status, text)
+  if status == nil then return nil, api_error(0, text) end
+  if status < 200 or status > 299 then return nil, api_error(status, text) end
+  return text, status
+end
+
+-- A 2xx answer whose body is not JSON.
+local function malformed(status, err)
+  return setmetatable({ code = status, reason = "InternalError",
+    message = "the server sent malformed JSON: " .. err }, Error)
+end
+
 -- Send a request; returns the decoded body (or true when empty) | nil, err.
 local function call(method, path, body, content_type, timeout)
-  local status, text = api.request {
+  local text, status = answer(api.request {
     method = method, path = path, timeout = timeout,
     body = body and (type(body) == "string" and body or encode(body)),
     content_type = body and (content_type or "application/json"),
-  }
-  if status == nil then return nil, api_error(0, text) end
-  if status < 200 or status > 299 then return nil, api_error(status, text) end
+  })
+  if not text then return nil, status end
   if text == "" then return true end
   local v, err = decode(text)
-  if v == nil then return nil, api_error(status, "the server sent malformed JSON: " .. err) end
+  if v == nil then return nil, malformed(status, err) end
   return v
 end
 
@@ -241,23 +254,51 @@ function client:get(kind, name_or_req, ns)
   return call("GET", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name))
 end
 
+-- GET path; the body's text | nil, err.
+local function fetch(path)
+  local status, text = api.request { method = "GET", path = path }
+  if status == nil then return nil, api_error(0, text) end
+  if status < 200 or status > 299 then return nil, api_error(status, text) end
+  return text
+end
+
+-- A 2xx answer whose body is not JSON.
+local function malformed(status, err)
+  return setmetatable({ code = status, reason = "InternalError",
+    message = "the server sent malformed JSON: " .. err }, Error)
+end
+
 -- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
 -- opts.label_selector, opts.field_selector, opts.limit (page size, default 500).
--- Pages through continue tokens; returns the list with every item.
+-- Pages through continue tokens; returns the list with every item. With
+-- opts.each_page(items), hands over each page's items instead of keeping them.
+-- The next page is asked for before this one is decoded (its continue token
+-- is read first, by json.peek), so the server works on it meanwhile.
 function client:list(kind, opts)
   opts = opts or {}
   local r, err = self:resolve(kind)
   if not r then return nil, err end
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns)
-  local items, continue, list = json.array(), nil, nil
-  repeat
-    local page
-    page, err = call("GET", path .. query {
+  local function start(continue)
+    return api.start { method = "GET", path = path .. query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
       limit = opts.limit or 500, continue = continue,
-    })
-    if not page then return nil, err end
+    } }
+  end
+  local items, list, pending = json.array(), nil, start(nil)
+  repeat
+    local text, status = answer(pending:wait())
+    if not text then return nil, status end
+    local md, perr = json.peek(text, "metadata")
+    local page, derr
+    if not perr then
+      local continue = type(md) == "table" and md["continue"]
+      pending = type(continue) == "string" and continue ~= "" and start(continue) or nil
+      page, derr = decode(text)
+    end
+    text = nil
+    if page == nil then return nil, malformed(status, perr or derr) end
     for _, item in ipairs(page.items or {}) do
       -- Items of a list carry no apiVersion/kind: give them theirs.
       item.apiVersion = item.apiVersion or r.gv
@@ -266,8 +307,7 @@ function client:list(kind, opts)
     end
     if opts.each_page then opts.each_page(page.items or {}) end
     list = page
-    continue = page.metadata and page.metadata["continue"]
-  until continue == nil or continue == "" or continue == json.null
+  until not pending
   list.items = items
   if list.metadata then list.metadata["continue"] = nil end
   return list

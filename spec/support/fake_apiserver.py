@@ -13,6 +13,10 @@ Paths (under /api/v1/namespaces/default/configmaps/):
   broken      500 without Retry-After, always
   redirect    302 to /stolen on this server
   slow        answers after 3 seconds
+  notjson     200 with a body that is not JSON
+The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
+ConfigMaps two a page, its metadata after its items as for custom
+resources; /api/v1 is the discovery of configmaps.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
 good-token" or alice's basic credentials get a 401 Status.
 """
@@ -64,6 +68,30 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith("http://"):  # asked as a proxy
             path = "/" + path.split("/", 3)[3]
         name = path[len(PREFIX):] if path.startswith(PREFIX) else None
+        if path == "/api/v1":
+            return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+                {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})
+        if path.startswith(PREFIX[:-1] + "?"):
+            query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
+            start = int(query.get("continue", "0"))
+            items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default",
+                                   "annotations": {"note": '"continue": "%d"}]' % i}}}
+                     for i in range(start, min(start + 2, 5))]
+            body = '{"apiVersion":"v1","items":%s,"kind":"ConfigMapList","metadata":{%s"resourceVersion":"7"}}' % (
+                json.dumps(items), '"continue":"%d",' % (start + 2) if start + 2 < 5 else "")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+            return None
+        if name == "notjson":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "9")
+            self.end_headers()
+            self.wfile.write(b'{"kind":]')
+            return None
         if name == "ok" or (name and name.startswith("flaky-") and n > int(name[6:])) or (name in ("busy", "dated") and n > 1):
             return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": name, "namespace": "default"}, "data": {"n": str(n)}})

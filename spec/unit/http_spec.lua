@@ -205,4 +205,53 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.are.equal(0, code, out)
     assert.are.equal(6, #requests() - 6)
   end)
+
+  it("pages a list whose metadata follows its items, each page asked for before the last is decoded", function()
+    local code, out = run([[
+      local list = assert(c:list("ConfigMap", { namespace = "default", limit = 2 }))
+      local names = {}
+      for _, cm in ipairs(list.items) do names[#names + 1] = cm.metadata.name .. "/" .. cm.kind end
+      print("names", table.concat(names, " "))
+      print("rv", list.metadata.resourceVersion, list.metadata["continue"])
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("names\tcm%-0/ConfigMap cm%-1/ConfigMap cm%-2/ConfigMap cm%-3/ConfigMap cm%-4/ConfigMap\n", out)
+    assert.matches("rv\t7\tnil", out)
+    local lists = {}
+    for _, l in ipairs(requests()) do
+      if l:find("configmaps?", 1, true) then lists[#lists + 1] = l end
+    end
+    assert.are.same({ "GET /api/v1/namespaces/default/configmaps?limit=2 bearer-ok",
+                      "GET /api/v1/namespaces/default/configmaps?continue=2&limit=2 bearer-ok",
+                      "GET /api/v1/namespaces/default/configmaps?continue=4&limit=2 bearer-ok" }, lists)
+  end)
+
+  it("says which JSON was malformed, with the answer's status", function()
+    local code, out = run([[
+      local _, err = c:get("ConfigMap", "notjson", "default")
+      print("err", err.code, err.reason, err.message)
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("err\t200\tInternalError\tthe server sent malformed JSON: .* at byte %d+", out)
+  end)
+
+  it("keeps a started request's answer until it is waited for, once", function()
+    local code, out = run([[
+      local r = core.api.start { path = "/api/v1/namespaces/default/configmaps/ok" }
+      local missing = core.api.start { path = "/api/v1/namespaces/default/configmaps/nothing" }
+      core.task.sleep(0.3) -- both answered meanwhile
+      print("ok", r:wait())
+      print("again", pcall(r.wait, r))
+      print("missing", (missing:wait()))
+      -- one never waited for is cancelled when collected
+      core.api.start { path = "/api/v1/namespaces/default/configmaps/slow" }
+      collectgarbage()
+      print("done")
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches('ok\t200\t{"apiVersion": "v1", "kind": "ConfigMap"', out)
+    assert.matches("again\tfalse\t.*answer was taken already", out)
+    assert.matches("missing\t404", out)
+    assert.matches("done", out)
+  end)
 end)

@@ -50,6 +50,29 @@ describe("luaop.core.json", function()
       assert.are.equal('a"b\\c/d\n\t\r\b\f é € 😀 \0', v)
     end)
 
+    it("peeks at one member of an object, skipping the others undecoded", function()
+      local page = [[{"apiVersion":"v1","items":[{"metadata":{"name":"a","annotations":
+        {"x":"}]\\\"","continue":"not this one"}},"data":[1,[2,{"3":null}],true,-4.5e3]}],
+        "kind":"List","metadata":{"continue":"abc","resourceVersion":"12"}}]]
+      assert.are.same({ ["continue"] = "abc", resourceVersion = "12" }, json.peek(page, "metadata"))
+      assert.are.equal("List", json.peek(page, "kind"))
+      assert.are.equal(1, #json.peek(page, "items"))
+      assert.is_nil(json.peek(page, "nothing"))
+      assert.is_nil(json.peek("{}", "metadata"))
+      assert.are.equal(2, json.peek(' { "n" : 1 , "m":2 } ', "m"))
+      for input, want in pairs {
+        ['[1]'] = "expected an object",
+        ['{"a":"b'] = "unterminated string",
+        ['{"a":]}'] = "unexpected ']'",
+        ['{"a":[1,2'] = "unexpected end of input",
+        ['{"a":1 "b":2}'] = "expected ',' or '}'",
+      } do
+        local v, err = json.peek(input, "z")
+        assert.is_nil(v, input)
+        assert.is_truthy(err and err:find(want, 1, true), ("%q: %s"):format(input, err))
+      end
+    end)
+
     it("passes raw UTF-8 through", function()
       assert.are.equal("한국어 日本語", json.decode('"한국어 日本語"'))
     end)
