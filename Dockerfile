@@ -6,19 +6,20 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential pkg-config lua5.4 liblua5.4-dev \
-      libyaml-dev libcurl4-openssl-dev libuv1-dev \
- && rm -rf /var/lib/apt/lists/*
+      libyaml-dev libcurl4-openssl-dev libuv1-dev dpkg-dev perl libnghttp2-dev zlib1g-dev
 WORKDIR /src
 COPY Makefile ./
-COPY hack/embed.lua hack/
+COPY hack/embed.lua hack/libs.sh hack/
 COPY src src/
 COPY lua lua/
+# hack/libs.sh builds the lean static libcurl and OpenSSL from Debian's
+# source packages; the binary then needs only libc and libm
 RUN make build/luaop && strip build/luaop
 
 FROM debian:bookworm-slim
-# only what luaop loads at run time, and the CA bundle for TLS
+# luaop links everything but libc and libm statically; the CA bundle for TLS
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates liblua5.4-0 libyaml-0-2 libcurl4 libuv1 \
+ && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/luaop /usr/local/bin/luaop
 # the example operators, for a quick try: --script /usr/share/luaop/operators

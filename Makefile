@@ -6,6 +6,15 @@ CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow -Ws
 CFLAGS  ?= -O2 -g
 CPPFLAGS += $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS))
+# The luaop binary links a lean, static libcurl and OpenSSL (hack/libs.sh
+# builds them once into a cache; build/libs links there), and Debian's static
+# nghttp2, zlib, libuv, Lua and libyaml: an idle luaop maps little but its
+# own code and libc. The ASan build and the specs' module use Debian's shared
+# libraries.
+LIBS    := build/libs
+STATIC  := $(LIBS)/lib/libcurl.a $(LIBS)/lib/libssl.a $(LIBS)/lib/libcrypto.a \
+           -Wl,-Bstatic -lnghttp2 -lz -luv_a -llua5.4 -lyaml -Wl,-Bdynamic -lm -ldl -lpthread
+BIN_LDFLAGS := -Wl,--gc-sections -Wl,-z,pack-relative-relocs
 # A Lua C module takes Lua's symbols from the interpreter that loads it.
 MODLIBS := $(shell pkg-config --libs $(filter-out lua5.4,$(PKGS)))
 
@@ -30,21 +39,26 @@ endif
 
 all: build/luaop build/lua/luaop/core.so
 
-build/luaop: $(OBJS)
+build/luaop: $(OBJS) build/libs.stamp
 	$(say) LD $@
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(BIN_LDFLAGS) -o $@ $(OBJS) $(STATIC)
 
-build/obj/%.o: src/%.c | build/obj
+# the headers of the libcurl it links
+build/obj/%.o: src/%.c | build/obj build/libs.stamp
 	$(say) CC $@
-	$(Q)$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+	$(Q)$(CC) $(CSTD) $(CFLAGS) -I$(LIBS)/include $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+build/libs.stamp: hack/libs.sh
+	hack/libs.sh $(LIBS)
+	@touch $@
 
 build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
 	$(say) GEN $@
 	$(Q)lua5.4 hack/embed.lua $@ $(LUA_SRCS)
 
-build/obj/luaembed.o: build/gen/luaembed.c | build/obj
+build/obj/luaembed.o: build/gen/luaembed.c | build/obj build/libs.stamp
 	$(say) CC $@
-	$(Q)$(CC) $(CSTD) $(CFLAGS) $(CPPFLAGS) -Isrc -c -o $@ $<
+	$(Q)$(CC) $(CSTD) $(CFLAGS) -I$(LIBS)/include $(CPPFLAGS) -Isrc -c -o $@ $<
 
 build/asan/obj/luaembed.o: build/gen/luaembed.c | build/asan/obj
 	$(say) CC $@

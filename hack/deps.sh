@@ -7,6 +7,7 @@ pkgs=(
   build-essential pkg-config ca-certificates git openssl python3 curl bc
   lua5.4 liblua5.4-dev
   libyaml-dev libcurl4-openssl-dev libuv1-dev
+  dpkg-dev perl libnghttp2-dev zlib1g-dev
   lua-busted valgrind
 )
 
