@@ -20,7 +20,8 @@ FROM debian:bookworm-slim
 # luaop links everything but libc and libm statically; the CA bundle for TLS
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 COPY --from=build /src/build/luaop /usr/local/bin/luaop
 # the example operators, for a quick try: --script /usr/share/luaop/operators
 COPY operators/*.lua /usr/share/luaop/operators/

@@ -12,6 +12,9 @@
  *   api.requests() -> requests started so far (retries included)
  *   task.sleep(seconds)                               (yields)
  *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
+ *   task.call_limited(instructions, fn, ...) -> true, results... | false, err
+ *     fn(...) in this task, stopped past that many VM instructions (for
+ *     code that must not wait and must not run away: watch map functions)
  *   task.now() -> seconds on the loop's monotonic clock
  *   task.wall() -> seconds since the epoch (wall clock, microseconds)
  *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter
@@ -40,8 +43,10 @@ sched_task *lbind_check_task(lua_State *L, const char *what)
 {
     sched_task *t = sched_current(L);
 
-    if (t == NULL || !lua_isyieldable(L))
+    if (t == NULL)
         luaL_error(L, "%s can only be called from a luaop task (not from a coroutine the script made)", what);
+    if (!lua_isyieldable(L))
+        luaL_error(L, "%s waits, and the code calling it must not (a watch map function, a metamethod)", what);
     return t;
 }
 
@@ -545,6 +550,22 @@ static int lbind_task_spawn_limited(lua_State *L)
     return lbind_task_spawn(L);
 }
 
+static int lbind_task_call_limited(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    int status;
+
+    luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lbind_check_task(L, "task.call_limited");
+    status = sched_pcall_limited(L, lua_gettop(L) - 2, LUA_MULTRET, (unsigned long)n);
+    if (status == -1)
+        return luaL_error(L, "task.call_limited can only be called from a luaop task");
+    lua_pushboolean(L, status == LUA_OK);
+    lua_replace(L, 1); /* over the budget: true|false, then the results or the error */
+    return lua_gettop(L);
+}
+
 static int lbind_task_spawn(lua_State *L)
 {
     int nargs = lua_gettop(L) - 1;
@@ -609,6 +630,7 @@ static const luaL_Reg lbind_task_funcs[] = {
     {"stopping", lbind_task_stopping},
     {"spawn", lbind_task_spawn},
     {"spawn_limited", lbind_task_spawn_limited},
+    {"call_limited", lbind_task_call_limited},
     {"now", lbind_task_now},
     {"wall", lbind_task_wall},
     {NULL, NULL},

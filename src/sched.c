@@ -191,6 +191,24 @@ static void sched_set_budget(sched_task *t, unsigned long instructions)
                 SCHED_BUDGET_STEP);
 }
 
+int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions)
+{
+    sched_task *t = sched_current(co);
+    unsigned long budget, used;
+    int status;
+
+    if (t == NULL || t->co != co || instructions == 0)
+        return -1;
+    budget = t->budget;
+    used = t->used;
+    sched_set_budget(t, instructions);
+    status = lua_pcall(co, nargs, nres, 0);
+    used += t->used;
+    sched_set_budget(t, budget);
+    t->used = used;
+    return status;
+}
+
 lua_State *sched_thread(sched_task *t)
 {
     return t->co;

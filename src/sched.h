@@ -34,6 +34,14 @@ typedef struct sched_budget {
 /* The same, with a budget from the first instruction. */
 sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud);
 
+/* lua_pcall the function below `nargs` arguments on co's stack, on task
+ * co's own thread, with at most `instructions` VM instructions (counted as
+ * for a budget) for it: past them it fails with "instruction budget of N
+ * exceeded". The task's own budget, if it has one, is set aside meanwhile
+ * and charged what the call used. Returns lua_pcall's status; -1 (nothing
+ * called, nothing popped) when co is not a task's thread. */
+int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions);
+
 /* The task running on thread `co`, or NULL when co is no task's coroutine
  * (the main thread, or a coroutine a script made itself). */
 sched_task *sched_current(lua_State *co);

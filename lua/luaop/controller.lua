@@ -275,11 +275,16 @@ function Manager:plan(c, def)
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
   end
   -- watched kinds: the map function names the requests
-  -- map(obj, ctx) may read the caches through ctx (get, list)
+  -- map(obj, ctx) may read the caches through ctx (get, list); it runs in
+  -- the informer's task under the reconcile's instruction budget, so one
+  -- that runs away fails (logged by the informer) instead of stalling luaop
   local map_ctx = setmetatable({ manager = self, client = self.client, log = c.log, controller = c }, Ctx)
+  local budget = def.instructions or M.DEFAULT_INSTRUCTIONS
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      for _, req in ipairs(w.map(o, map_ctx) or {}) do enqueue(req_key(req.namespace, req.name)) end
+      local ok, reqs = core.task.call_limited(budget, w.map, o, map_ctx)
+      if not ok then error(("watch map of %s: %s"):format(w[1], tostring(reqs)), 0) end
+      for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector, field_selector = w.field_selector }),
       { add = map, update = function(_, o) map(o) end, delete = map })

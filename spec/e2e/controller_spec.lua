@@ -23,6 +23,13 @@ describe("a Lua controller", function()
         namespace = ns,
         label_selector = "role=parent",
         owns = { "v1/ConfigMap" },
+        -- a Secret names its parent in a label; one labelled spin=yes loops
+        watches = { { "v1/Secret", namespace = ns, map = function(secret, ctx)
+          local labels = secret.metadata.labels or {}
+          if labels.spin then while true do end end
+          ctx.log:info("mapped", { secret = secret.metadata.name })
+          return { { namespace = ns, name = labels.parent } }
+        end } },
         concurrency = 2,
         instructions = 20000000,
         memory = "16Mi",
@@ -116,6 +123,16 @@ describe("a Lua controller", function()
       kube.wait_for(case.next .. "-child", 30, function() return child(case.next) end)
     end)
   end
+
+  it("stops a runaway watch map function at the instruction budget, and goes on", function()
+    kube.must { "create", "secret", "generic", "spin", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "secret", "spin", "-n", ns, "spin=yes" }
+    kube.wait_for("the map's budget error", 30, function()
+      return run.stderr():find("watch map of v1/Secret: instruction budget of 20000000 exceeded", 1, true)
+    end)
+    kube.must { "create", "secret", "generic", "after", "-n", ns, "--from-literal=k=v" }
+    kube.wait_for("the next Secret mapped", 30, function() return run.stderr():match("mapped[^\n]*after") end)
+  end)
 
   it("requeues after the time reconcile asks for", function()
     kube.must { "create", "configmap", "p3", "-n", ns, "--from-literal=every=1" }

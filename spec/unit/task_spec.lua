@@ -85,6 +85,32 @@ describe("tasks", function()
     assert.matches("other fine", out)
   end)
 
+  it("stop a call that runs past its instruction budget, and go on in the same task", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local task = require("luaop.core").task
+      print("runaway", task.call_limited(1000000, function() while true do end end))
+      print("results", task.call_limited(1000000, function(a, b) return a + b, "two" end, 1, 2))
+      print("raises", task.call_limited(1000000, error, "boom", 0))
+      print("no wait", task.call_limited(1000000, luaop.sleep, 0))
+      -- inside a budgeted task: the call's own budget, its use charged to the task
+      print("outer", task.spawn_limited(3000000, function()
+        for _ = 1, 3 do
+          task.call_limited(1000000, function() local x = 0; for i = 1, 50000 do x = x + i end end)
+        end
+        while true do end
+      end):wait())
+      print("bad", pcall(task.call_limited, 0, print))
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("runaway\tfalse\t[^\n]*instruction budget of 1000000 exceeded", out)
+    assert.matches("results\ttrue\t3\ttwo", out)
+    assert.matches("raises\tfalse\tboom", out)
+    assert.matches("no wait\tfalse\ttask.sleep waits, and the code calling it must not", out)
+    assert.matches("outer\tfalse\t[^\n]*instruction budget of 3000000 exceeded", out)
+    assert.matches("bad\tfalse\t[^\n]*an instruction budget must be positive", out)
+  end)
+
   it("stop a task that grows past its memory budget, and only that task", function()
     local code, out, err = luaop.run([[
       local luaop = require "luaop"
