@@ -24,7 +24,7 @@ struct http_request {
     /* the request, copied */
     char *method, *url, *content_type, *accept, *body, *bearer, *username, *password;
     size_t body_len;
-    long timeout_ms;
+    uint64_t deadline; /* loop ms that timeout_ms ends at, retries included; 0: none */
     int (*on_data)(const char *, size_t, void *);
     http_done_cb done;
     void *ud;
@@ -232,8 +232,12 @@ static int http_setup(http_request *r)
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
     if (strcmp(r->method, "HEAD") == 0)
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    if (r->timeout_ms > 0)
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    if (r->deadline) {
+        /* what is left of the caller's timeout after earlier attempts */
+        uint64_t now = uv_now(r->c->loop);
+        long left = r->deadline > now ? (long)(r->deadline - now) : 1;
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, left);
+    }
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 
     if (r->body) {
@@ -405,12 +409,14 @@ static void http_finish(http_request *r, CURLcode result)
     char *ct = NULL;
 
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-    /* 429, or a 5xx that says when to come back: wait, then try again. */
+    /* 429, or a 5xx that says when to come back: wait, then try again,
+     * unless the caller's timeout ends first (then this answer is it). */
+    double wait = r->retry_after >= 0 ? r->retry_after : 1.0;
+    if (wait > 60)
+        wait = 60;
     if (result == CURLE_OK && r->retries < HTTP_MAX_RETRIES && !r->on_data &&
-        (status == 429 || (status >= 500 && r->retry_after >= 0))) {
-        double wait = r->retry_after >= 0 ? r->retry_after : 1.0;
-        if (wait > 60)
-            wait = 60;
+        (status == 429 || (status >= 500 && r->retry_after >= 0)) &&
+        (r->deadline == 0 || uv_now(r->c->loop) + (uint64_t)(wait * 1000.0) < r->deadline)) {
         r->retries++;
         r->state = HTTP_WAITING;
         uv_timer_start(&r->retry_timer, http_retry_cb, (uint64_t)(wait * 1000.0), 0);
@@ -613,7 +619,7 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
     r->done = done;
     r->ud = ud;
     r->on_data = s->on_data;
-    r->timeout_ms = s->timeout_ms;
+    r->deadline = s->timeout_ms > 0 ? uv_now(c->loop) + (uint64_t)s->timeout_ms : 0;
     r->retry_after = -1;
     r->method = str_dup(s->method ? s->method : "GET");
     r->url = str_dup(s->url);

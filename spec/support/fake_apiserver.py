@@ -14,6 +14,7 @@ Paths (under /api/v1/namespaces/default/configmaps/):
   redirect    302 to /stolen on this server
   slow        answers after 3 seconds
   notjson     200 with a body that is not JSON
+  later       429 with Retry-After: 5, always
 The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
 ConfigMaps two a page, its metadata after its items as for custom
 resources; /api/v1 is the discovery of configmaps.
@@ -85,6 +86,8 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body.encode())
             return None
+        if name == "later":
+            return self.status(429, "TooManyRequests", "come back later", {"Retry-After": "5"})
         if name == "notjson":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

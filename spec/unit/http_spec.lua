@@ -108,6 +108,17 @@ users: [{name: u, user: {token: good-token}}]
     assert.are.equal(11, #requests())
   end)
 
+  it("answers with the 429 when waiting for a retry would outlast the request's timeout", function()
+    local code, out = run([[
+      local t0 = core.task.now()
+      local status = core.api.request { path = "/api/v1/namespaces/default/configmaps/later", timeout = 1 }
+      print("status", status, core.task.now() - t0 < 1)
+    ]])
+    assert.are.equal(0, code, out)
+    assert.matches("status\t429\ttrue", out)
+    assert.are.equal(1, #requests())
+  end)
+
   it("never follows a redirect, so credentials go nowhere else", function()
     local code, out = run([[
       print("status", core.api.request { path = "/api/v1/namespaces/default/configmaps/redirect" })
