@@ -48,9 +48,9 @@ build/obj/%.o: src/%.c | build/obj build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) $(CFLAGS) -I$(LIBS)/include $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/libs.stamp: hack/libs.sh
-	hack/libs.sh $(LIBS)
-	@touch $@
+build/libs.stamp: FORCE
+	@hack/libs.sh $(LIBS) $@
+FORCE:
 
 build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
 	$(say) GEN $@
@@ -139,7 +139,7 @@ test-image: image
 	LUAOP_IMAGE=luaop:latest lua5.4 $$(command -v busted) spec/image/image_spec.lua
 
 clean:
-	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test
+	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test build/libs build/libs.stamp
 
 distclean: cluster-down
 	rm -rf build

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# hack/libs.sh DIR: luaop's HTTP and TLS stack, built lean and static, linked
-# at DIR (make uses build/libs).
+# hack/libs.sh DIR [STAMP]: luaop's HTTP and TLS stack, built lean and
+# static, linked at DIR (make uses build/libs; STAMP is touched when that
+# link changes). make runs it every time: when the cache has what apt
+# offers, it only checks the link.
 #
 # Debian's libcurl links some 25 libraries luaop never calls (LDAP, RTMP,
 # SSH, Kerberos, SASL, GnuTLS, IDN, PSL, brotli, zstd) and its libcrypto
@@ -17,34 +19,40 @@
 # that; a cold build takes about two minutes on two cores.
 set -euo pipefail
 
-out=${1:?usage: hack/libs.sh DIR}
-root=$(cd "$(dirname "$0")/.." && pwd)
-cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/luaop}
+out=${1:?usage: hack/libs.sh DIR [STAMP]}
+stamp=${2:-}
+cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/luaop}
+case $cache in /*) ;; *) cache="$PWD/$cache" ;; esac
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
+command -v apt-get >/dev/null || { echo "libs: this needs Debian's apt (source packages)" >&2; exit 1; }
 
 # The source packages' versions, newest first.
 versions() { apt-cache showsrc "$1" 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vru; }
 
+# apt's lists may just be missing (a container that deleted them)
+[ -n "$(versions curl)" ] || $sudo apt-get update -q >/dev/null || true
 if [ -z "$(versions curl)" ]; then
   echo "libs: adding deb-src entries for apt (the same archives as the deb ones)"
   tmp=$(mktemp)
   for f in /etc/apt/sources.list.d/*.sources; do
-    [ -e "$f" ] && sed -n 's/^Types: deb$/Types: deb-src/p; /^Types:/!p' "$f" >>"$tmp" && echo >>"$tmp"
+    case $f in */luaop-deb-src.sources | *"/*.sources") continue ;; esac
+    [ -e "$f" ] && sed 's/^Types:.*/Types: deb-src/' "$f" >>"$tmp" && echo >>"$tmp"
   done
-  if [ -s "$tmp" ]; then
-    $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.sources
-  elif [ -e /etc/apt/sources.list ]; then
-    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >"$tmp"
-    $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.list
-  fi
+  [ -s "$tmp" ] && $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.sources
+  : >"$tmp"
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    case $f in */luaop-deb-src.list) continue ;; esac
+    [ -e "$f" ] && sed -n 's/^deb \(.*\)/deb-src \1/p' "$f" >>"$tmp"
+  done
+  [ -s "$tmp" ] && $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.list
   rm -f "$tmp"
   $sudo apt-get update -q >/dev/null
   [ -n "$(versions curl)" ] || { echo "libs: apt has no source packages (deb-src)" >&2; exit 1; }
 fi
 
-# The key: the source versions apt offers, and this script.
-key=$( (versions curl; versions openssl; cat "$0") | sha256sum | cut -c1-16)
+# The key: the machine, the source versions apt offers, and this script.
+key=$( (uname -m; versions curl; versions openssl; cat "$0") | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 if [ ! -e "$dir/lib/libcurl.a" ]; then
@@ -70,13 +78,13 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
   }
   fetch openssl
   fetch curl
-  stage="$dir.tmp"
+  stage="$dir.tmp.$$"
   rm -rf "$stage"
   jobs=$(nproc)
   flags="-O2 -ffunction-sections -fdata-sections"
   (
     cd "$work/openssl"
-    ./Configure linux-x86_64 --prefix="$stage" --libdir=lib --openssldir=/usr/lib/ssl \
+    ./config --prefix="$stage" --libdir=lib --openssldir=/usr/lib/ssl \
       no-shared no-module no-legacy no-engine no-deprecated no-comp no-autoload-config \
       no-ssl3 no-tls1 no-tls1_1 no-dtls no-srp no-psk no-sctp no-srtp no-nextprotoneg no-ssl-trace \
       no-cms no-ts no-ct no-ocsp no-cmp no-rfc3779 no-async no-ui-console no-dgram no-multiblock \
@@ -109,5 +117,9 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
 fi
 
 mkdir -p "$(dirname "$out")"
-ln -sfn "$dir" "$out"
+# the stamp (make's) changes only when the link does, so luaop relinks then
+if [ "$(readlink "$out" 2>/dev/null)" != "$dir" ] || { [ -n "$stamp" ] && [ ! -e "$stamp" ]; }; then
+  ln -sfn "$dir" "$out"
+  [ -z "$stamp" ] || touch "$stamp"
+fi
 echo "libs: $out -> $dir ($(paste -sd, "$dir/VERSIONS" | sed 's/,/, /'))"

@@ -5,8 +5,8 @@
  *     -> status, body, content_type | nil, err       (yields)
  *   api.start{...as request} -> r, the request under way;  r:wait() -> what
  *     api.request returns (yields until the answer; an answer that came
- *     first waits in C memory, so no Lua object outlives it); a request
- *     collected unanswered is cancelled
+ *     first waits in C memory, so no Lua object outlives it); r:cancel()
+ *     drops it, as does collecting it unanswered
  *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
@@ -157,14 +157,18 @@ static int lbind_pending_wait(lua_State *L)
     return n;
 }
 
-static int lbind_pending_gc(lua_State *L)
+/* r:cancel(), and __gc: the request stops, its answer is dropped. */
+static int lbind_pending_cancel(lua_State *L)
 {
     lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
 
+    if (p->waiter)
+        return luaL_error(L, "a task is waiting for this request");
     if (p->call) {
         api_cancel(p->call);
         p->call = NULL;
     }
+    p->taken = 1;
     lbind_pending_clear(p);
     return 0;
 }
@@ -220,11 +224,13 @@ static int lbind_api_start(lua_State *L)
     p = lua_newuserdatauv(L, sizeof *p, 0);
     memset(p, 0, sizeof *p);
     if (luaL_newmetatable(L, LBIND_PENDING_MT)) {
-        lua_pushcfunction(L, lbind_pending_gc);
+        lua_pushcfunction(L, lbind_pending_cancel);
         lua_setfield(L, -2, "__gc");
         lua_newtable(L);
         lua_pushcfunction(L, lbind_pending_wait);
         lua_setfield(L, -2, "wait");
+        lua_pushcfunction(L, lbind_pending_cancel);
+        lua_setfield(L, -2, "cancel");
         lua_setfield(L, -2, "__index");
     }
     lua_setmetatable(L, -2);
@@ -557,10 +563,10 @@ static int lbind_task_call_limited(lua_State *L)
 
     luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
     luaL_checktype(L, 2, LUA_TFUNCTION);
-    lbind_check_task(L, "task.call_limited");
     status = sched_pcall_limited(L, lua_gettop(L) - 2, LUA_MULTRET, (unsigned long)n);
     if (status == -1)
         return luaL_error(L, "task.call_limited can only be called from a luaop task");
+    luaL_checkstack(L, 1, "call_limited results");
     lua_pushboolean(L, status == LUA_OK);
     lua_replace(L, 1); /* over the budget: true|false, then the results or the error */
     return lua_gettop(L);

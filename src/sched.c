@@ -201,6 +201,9 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
         return -1;
     budget = t->budget;
     used = t->used;
+    /* no more than the task has left of its own */
+    if (budget && budget - (used < budget ? used : budget) < instructions)
+        instructions = used < budget ? budget - used : 1;
     sched_set_budget(t, instructions);
     status = lua_pcall(co, nargs, nres, 0);
     used += t->used;

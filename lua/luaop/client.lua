@@ -254,20 +254,6 @@ function client:get(kind, name_or_req, ns)
   return call("GET", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name))
 end
 
--- GET path; the body's text | nil, err.
-local function fetch(path)
-  local status, text = api.request { method = "GET", path = path }
-  if status == nil then return nil, api_error(0, text) end
-  if status < 200 or status > 299 then return nil, api_error(status, text) end
-  return text
-end
-
--- A 2xx answer whose body is not JSON.
-local function malformed(status, err)
-  return setmetatable({ code = status, reason = "InternalError",
-    message = "the server sent malformed JSON: " .. err }, Error)
-end
-
 -- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
 -- opts.label_selector, opts.field_selector, opts.limit (page size, default 500).
 -- Pages through continue tokens; returns the list with every item. With
@@ -298,14 +284,24 @@ function client:list(kind, opts)
       page, derr = decode(text)
     end
     text = nil
-    if page == nil then return nil, malformed(status, perr or derr) end
+    if page == nil then
+      if pending then pending:cancel() end
+      return nil, malformed(status, perr or derr)
+    end
     for _, item in ipairs(page.items or {}) do
       -- Items of a list carry no apiVersion/kind: give them theirs.
       item.apiVersion = item.apiVersion or r.gv
       item.kind = item.kind or r.kind
       if not opts.each_page then items[#items + 1] = item end
     end
-    if opts.each_page then opts.each_page(page.items or {}) end
+    if opts.each_page then
+      -- the next page is not wanted when this one's handler raises
+      local ok, herr = pcall(opts.each_page, page.items or {})
+      if not ok then
+        if pending then pending:cancel() end
+        error(herr, 0)
+      end
+    end
     list = page
   until not pending
   list.items = items

@@ -254,15 +254,19 @@ contexts: [{name: x, context: {cluster: x}}]
       print("ok", r:wait())
       print("again", pcall(r.wait, r))
       print("missing", (missing:wait()))
-      -- one never waited for is cancelled when collected
+      -- one never waited for is cancelled when collected, or by cancel()
       core.api.start { path = "/api/v1/namespaces/default/configmaps/slow" }
       collectgarbage()
+      local dropped = core.api.start { path = "/api/v1/namespaces/default/configmaps/slow" }
+      dropped:cancel()
+      print("cancelled", pcall(dropped.wait, dropped))
       print("done")
     ]])
     assert.are.equal(0, code, out)
     assert.matches('ok\t200\t{"apiVersion": "v1", "kind": "ConfigMap"', out)
     assert.matches("again\tfalse\t.*answer was taken already", out)
     assert.matches("missing\t404", out)
+    assert.matches("cancelled\tfalse\t.*answer was taken already", out)
     assert.matches("done", out)
   end)
 end)
