@@ -2,6 +2,7 @@
 #ifndef LUAOP_LBIND_H
 #define LUAOP_LBIND_H
 
+#include <lauxlib.h>
 #include <lua.h>
 
 /* Each pushes its module's table. */
@@ -32,6 +33,11 @@ void lbind_task_shutdown(void);
 /* lbind_watch.c: api.watch's implementation and its metatable. */
 int lbind_watch_start(lua_State *L, struct api *a);
 void lbind_watch_register(lua_State *L);
+
+/* Register the metatable `name` of a userdata class, once: __index the
+ * methods (NULL-terminated), and __gc and __close when given. */
+void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+                 lua_CFunction close);
 
 /* luaop.core: a table with one field per module (json, ...) and version. */
 int luaopen_luaop_core(lua_State *L);

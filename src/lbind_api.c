@@ -223,17 +223,7 @@ static int lbind_api_start(lua_State *L)
     lbind_api_spec(L, &s, "api.start");
     p = lua_newuserdatauv(L, sizeof *p, 0);
     memset(p, 0, sizeof *p);
-    if (luaL_newmetatable(L, LBIND_PENDING_MT)) {
-        lua_pushcfunction(L, lbind_pending_cancel);
-        lua_setfield(L, -2, "__gc");
-        lua_newtable(L);
-        lua_pushcfunction(L, lbind_pending_wait);
-        lua_setfield(L, -2, "wait");
-        lua_pushcfunction(L, lbind_pending_cancel);
-        lua_setfield(L, -2, "cancel");
-        lua_setfield(L, -2, "__index");
-    }
-    lua_setmetatable(L, -2);
+    luaL_setmetatable(L, LBIND_PENDING_MT);
     p->call = api_request(lbind_api_conn, &s, lbind_pending_done, p);
     if (p->call == NULL)
         return luaL_error(L, "not enough memory");
@@ -283,6 +273,13 @@ static const luaL_Reg lbind_api_funcs[] = {
 
 int lbind_api_open(lua_State *L)
 {
+    static const luaL_Reg pending_methods[] = {
+        {"wait", lbind_pending_wait},
+        {"cancel", lbind_pending_cancel},
+        {NULL, NULL},
+    };
+
+    lbind_class(L, LBIND_PENDING_MT, pending_methods, lbind_pending_cancel, NULL);
     lbind_watch_register(L);
     luaL_newlib(L, lbind_api_funcs);
     return 1;
@@ -644,25 +641,18 @@ static const luaL_Reg lbind_task_funcs[] = {
 
 int lbind_task_open(lua_State *L)
 {
-    if (luaL_newmetatable(L, LBIND_COND_MT)) {
-        static const luaL_Reg methods[] = {
-            {"wait", lbind_cond_wait},
-            {"signal", lbind_cond_signal},
-            {NULL, NULL},
-        };
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lbind_cond_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LBIND_TASK_MT)) {
-        lua_newtable(L);
-        lua_pushcfunction(L, lbind_handle_wait);
-        lua_setfield(L, -2, "wait");
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg cond_methods[] = {
+        {"wait", lbind_cond_wait},
+        {"signal", lbind_cond_signal},
+        {NULL, NULL},
+    };
+    static const luaL_Reg task_methods[] = {
+        {"wait", lbind_handle_wait},
+        {NULL, NULL},
+    };
+
+    lbind_class(L, LBIND_COND_MT, cond_methods, lbind_cond_gc, NULL);
+    lbind_class(L, LBIND_TASK_MT, task_methods, NULL, NULL);
     luaL_newlib(L, lbind_task_funcs);
     return 1;
 }

@@ -40,7 +40,26 @@ void lbind_core_for_scripts(void)
     lbind_core_scripts = 1;
 }
 
-LUAMOD_API int luaopen_luaop_core(lua_State *L)
+LUAMOD_API void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+                 lua_CFunction close)
+{
+    if (luaL_newmetatable(L, name)) {
+        lua_newtable(L);
+        luaL_setfuncs(L, methods, 0);
+        lua_setfield(L, -2, "__index");
+        if (gc) {
+            lua_pushcfunction(L, gc);
+            lua_setfield(L, -2, "__gc");
+        }
+        if (close) {
+            lua_pushcfunction(L, close);
+            lua_setfield(L, -2, "__close");
+        }
+    }
+    lua_pop(L, 1);
+}
+
+int luaopen_luaop_core(lua_State *L)
 {
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {

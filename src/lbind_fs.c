@@ -200,21 +200,14 @@ static const luaL_Reg lbind_fs_funcs[] = {
 
 int lbind_fs_open(lua_State *L)
 {
-    if (luaL_newmetatable(L, LBIND_FS_WATCH_MT)) {
-        static const luaL_Reg methods[] = {
-            {"wait", lbind_fs_watch_wait},
-            {"take", lbind_fs_watch_take},
-            {"close", lbind_fs_watch_close},
-            {NULL, NULL},
-        };
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lbind_fs_watch_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lbind_fs_watch_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg methods[] = {
+        {"wait", lbind_fs_watch_wait},
+        {"take", lbind_fs_watch_take},
+        {"close", lbind_fs_watch_close},
+        {NULL, NULL},
+    };
+
+    lbind_class(L, LBIND_FS_WATCH_MT, methods, lbind_fs_watch_gc, lbind_fs_watch_close);
     luaL_newlib(L, lbind_fs_funcs);
     return 1;
 }

@@ -307,18 +307,11 @@ static int lbind_watch_gc(lua_State *L)
 
 void lbind_watch_register(lua_State *L)
 {
-    if (luaL_newmetatable(L, LBIND_WATCH_MT)) {
-        static const luaL_Reg methods[] = {
-            {"next", lbind_watch_next},
-            {"close", lbind_watch_close},
-            {NULL, NULL},
-        };
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lbind_watch_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lbind_watch_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg methods[] = {
+        {"next", lbind_watch_next},
+        {"close", lbind_watch_close},
+        {NULL, NULL},
+    };
+
+    lbind_class(L, LBIND_WATCH_MT, methods, lbind_watch_gc, lbind_watch_close);
 }

@@ -218,13 +218,7 @@ int lbind_workqueue_open(lua_State *L)
         {NULL, NULL},
     };
 
-    if (luaL_newmetatable(L, LBIND_WQ_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lbind_wq_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    lbind_class(L, LBIND_WQ_MT, methods, lbind_wq_gc, NULL);
     luaL_newlib(L, funcs);
     return 1;
 }
