@@ -30,9 +30,10 @@ command -v apt-get >/dev/null || { echo "libs: this needs Debian's apt (source p
 # The source packages' versions, newest first.
 versions() { apt-cache showsrc "$1" 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vru; }
 
+curl_vs=$(versions curl)
 # apt's lists may just be missing (a container that deleted them)
-[ -n "$(versions curl)" ] || $sudo apt-get update -q >/dev/null || true
-if [ -z "$(versions curl)" ]; then
+[ -n "$curl_vs" ] || { $sudo apt-get update -q >/dev/null || true; curl_vs=$(versions curl); }
+if [ -z "$curl_vs" ]; then
   echo "libs: adding deb-src entries for apt (the same archives as the deb ones)"
   tmp=$(mktemp)
   for f in /etc/apt/sources.list.d/*.sources; do
@@ -48,22 +49,24 @@ if [ -z "$(versions curl)" ]; then
   [ -s "$tmp" ] && $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.list
   rm -f "$tmp"
   $sudo apt-get update -q >/dev/null
-  [ -n "$(versions curl)" ] || { echo "libs: apt has no source packages (deb-src)" >&2; exit 1; }
+  curl_vs=$(versions curl)
+  [ -n "$curl_vs" ] || { echo "libs: apt has no source packages (deb-src)" >&2; exit 1; }
 fi
 
 # The key: the machine, the source versions apt offers, and this script.
-key=$( (uname -m; versions curl; versions openssl; cat "$0") | sha256sum | cut -c1-16)
+ssl_vs=$(versions openssl)
+key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; cat "$0") | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 if [ ! -e "$dir/lib/libcurl.a" ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  # fetch NAME: the newest version of source package NAME that downloads
+  # fetch NAME VERSIONS: the newest version of source package NAME that downloads
   # (a security update's source can lag behind its binaries), unpacked with
   # Debian's patches into $work/NAME
   fetch() {
     local v
-    for v in $(versions "$1"); do
+    for v in $2; do
       if (cd "$work" && apt-get source --download-only -q "$1=$v" >/dev/null 2>&1); then
         (cd "$work" && dpkg-source -x "$1"_*.dsc "$1" >"$work/$1.unpack.log" 2>&1) ||
           { cat "$work/$1.unpack.log" >&2; return 1; }
@@ -76,8 +79,8 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
     echo "libs: could not download the source of $1" >&2
     return 1
   }
-  fetch openssl
-  fetch curl
+  fetch openssl "$ssl_vs"
+  fetch curl "$curl_vs"
   stage="$dir.tmp.$$"
   rm -rf "$stage"
   jobs=$(nproc)

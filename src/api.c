@@ -78,7 +78,9 @@ api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char 
         int port = 443;
         const char *p = a->server + (strncmp(a->server, "https://", 8) == 0 ? 8 : 7);
         if (sscanf(p, "%255[^:/]:%d", host, &port) < 1) {
-            snprintf(err, errlen, "cannot parse the server URL %s", a->server);
+            char shown[512];
+            snprintf(err, errlen, "cannot parse the server URL %s",
+                     str_redact_url(a->server, shown, sizeof shown));
             goto fail;
         }
         const char *path = strchr(p, '/');
@@ -288,11 +290,7 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     c->timeout_ms = s->timeout_ms;
     c->on_data = s->on_data;
     if (s->body) {
-        c->body = malloc(s->body_len + 1);
-        if (c->body) {
-            memcpy(c->body, s->body, s->body_len);
-            c->body[s->body_len] = '\0';
-        }
+        c->body = str_ndup(s->body, s->body_len);
         c->body_len = s->body_len;
     }
     c->next = a->live;

@@ -335,7 +335,6 @@ static void http_start(http_request *r)
     }
     r->state = HTTP_RUNNING;
     c->started++;
-    http_kick(c);
 }
 
 /* ---- rate limiting ------------------------------------------------------ */
@@ -354,6 +353,8 @@ static void http_rl_cb(uv_timer_t *t);
 
 static void http_drain(http_client *c)
 {
+    int started = 0;
+
     http_refill(c);
     while (c->queue && c->tokens >= 1.0) {
         http_request *r = c->queue;
@@ -362,7 +363,10 @@ static void http_drain(http_client *c)
             c->queue_tail = NULL;
         c->tokens -= 1.0;
         http_start(r);
+        started = 1;
     }
+    if (started)
+        http_kick(c);
     if (c->queue) {
         double ms = (1.0 - c->tokens) / c->qps * 1000.0;
         uint64_t wait = ms < 86400e3 ? (uint64_t)ms + 1 : 86400000;
@@ -381,6 +385,7 @@ static void http_enqueue(http_request *r)
 
     if (c->qps <= 0) {
         http_start(r);
+        http_kick(c);
         return;
     }
     r->state = HTTP_QUEUED;
@@ -629,12 +634,9 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
     r->username = str_dup(s->username);
     r->password = str_dup(s->password);
     if (s->body) {
-        r->body = malloc(s->body_len + 1);
-        if (r->body) {
-            memcpy(r->body, s->body, s->body_len);
-            r->body[s->body_len] = '\0';
+        r->body = str_ndup(s->body, s->body_len);
+        if (r->body)
             r->body_len = s->body_len;
-        }
     }
     uv_timer_init(c->loop, &r->retry_timer);
     r->retry_timer.data = r;

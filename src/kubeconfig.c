@@ -359,9 +359,11 @@ static int kc_cluster(kc_loader *l, const kc_where *w, kubeconfig *kc)
         return -1;
     if (kc->server == NULL || kc->server[0] == '\0')
         return kc_fail(l, w->file, w->node, "%s.server is missing", w->path);
-    if (strncmp(kc->server, "https://", 8) != 0 && strncmp(kc->server, "http://", 7) != 0)
-        return kc_fail(l, w->file, ytree_get(w->node, "server"),
-                       "%s.server %s must start with https:// or http://", w->path, kc->server);
+    if (strncmp(kc->server, "https://", 8) != 0 && strncmp(kc->server, "http://", 7) != 0) {
+        char shown[512];
+        return kc_fail(l, w->file, ytree_get(w->node, "server"), "%s.server %s must start with https:// or http://",
+                       w->path, str_redact_url(kc->server, shown, sizeof shown));
+    }
     if (kc->insecure && (kc->ca_file || kc->ca_data.data))
         return kc_fail(l, w->file, w->node,
                        "%s: insecure-skip-tls-verify cannot be combined with a certificate authority",

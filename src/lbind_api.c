@@ -29,6 +29,7 @@
 
 #include "api.h"
 #include "sched.h"
+#include "str.h"
 
 #define LBIND_TASK_MT "luaop.task"
 
@@ -100,17 +101,6 @@ static void lbind_pending_clear(lbind_pending *p)
     p->body = p->content_type = p->error = NULL;
 }
 
-static char *lbind_dup(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 static void lbind_pending_done(const http_response *r, void *ud)
 {
     lbind_pending *p = ud;
@@ -125,14 +115,12 @@ static void lbind_pending_done(const http_response *r, void *ud)
     }
     p->status = r->status;
     if (r->status == 0) {
-        p->error = lbind_dup(r->error ? r->error : "request failed",
-                             strlen(r->error ? r->error : "request failed"));
+        p->error = str_dup(r->error ? r->error : "request failed");
         return;
     }
-    p->body = lbind_dup(r->body ? r->body : "", r->body ? r->body_len : 0);
+    p->body = str_ndup(r->body ? r->body : "", r->body ? r->body_len : 0);
     p->body_len = r->body ? r->body_len : 0;
-    if (r->content_type)
-        p->content_type = lbind_dup(r->content_type, strlen(r->content_type));
+    p->content_type = str_dup(r->content_type);
     if (p->body == NULL || (r->content_type && p->content_type == NULL)) {
         lbind_pending_clear(p);
         p->status = 0; /* error NULL: "request failed" */
@@ -157,19 +145,32 @@ static int lbind_pending_wait(lua_State *L)
     return n;
 }
 
-/* r:cancel(), and __gc: the request stops, its answer is dropped. */
-static int lbind_pending_cancel(lua_State *L)
+/* The request stops, its answer is dropped. */
+static void lbind_pending_drop(lbind_pending *p)
 {
-    lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
-
-    if (p->waiter)
-        return luaL_error(L, "a task is waiting for this request");
+    p->waiter = NULL;
     if (p->call) {
         api_cancel(p->call);
         p->call = NULL;
     }
     p->taken = 1;
     lbind_pending_clear(p);
+}
+
+static int lbind_pending_cancel(lua_State *L)
+{
+    lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
+
+    if (p->waiter)
+        return luaL_error(L, "a task is waiting for this request");
+    lbind_pending_drop(p);
+    return 0;
+}
+
+/* collected: nobody can wait for it any more (at exit, a waiter too) */
+static int lbind_pending_gc(lua_State *L)
+{
+    lbind_pending_drop(luaL_checkudata(L, 1, LBIND_PENDING_MT));
     return 0;
 }
 
@@ -279,7 +280,7 @@ int lbind_api_open(lua_State *L)
         {NULL, NULL},
     };
 
-    lbind_class(L, LBIND_PENDING_MT, pending_methods, lbind_pending_cancel, NULL);
+    lbind_class(L, LBIND_PENDING_MT, pending_methods, lbind_pending_gc, NULL);
     lbind_watch_register(L);
     luaL_newlib(L, lbind_api_funcs);
     return 1;

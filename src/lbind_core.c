@@ -40,7 +40,7 @@ void lbind_core_for_scripts(void)
     lbind_core_scripts = 1;
 }
 
-LUAMOD_API void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
                  lua_CFunction close)
 {
     if (luaL_newmetatable(L, name)) {
@@ -59,7 +59,7 @@ LUAMOD_API void lbind_class(lua_State *L, const char *name, const luaL_Reg *meth
     lua_pop(L, 1);
 }
 
-int luaopen_luaop_core(lua_State *L)
+LUAMOD_API int luaopen_luaop_core(lua_State *L)
 {
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {

@@ -263,9 +263,7 @@ static int lbind_watch_next(lua_State *L)
         return lbind_watch_push_end(w, L);
     if (w->waiter)
         return luaL_error(L, "another task is already waiting on this watch");
-    t = sched_current(L);
-    if (t == NULL || !lua_isyieldable(L))
-        return luaL_error(L, "watch:next can only be called from a luaop task");
+    t = lbind_check_task(L, "watch:next");
     w->waiter = t;
     return lua_yieldk(L, 0, 0, lbind_watch_next_k);
 }

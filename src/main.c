@@ -25,6 +25,7 @@
 #include "luaembed.h"
 #include "sandbox.h"
 #include "sched.h"
+#include "str.h"
 #include "version.h"
 
 static const char *main_usage =
@@ -181,19 +182,6 @@ static int main_parse(int argc, char **argv, main_opts *o)
     return 0;
 }
 
-/* The server URL for a log line: any user:password@ in it withheld. */
-static const char *main_loggable_url(const char *url, char *buf, size_t len)
-{
-    const char *host = strstr(url, "://");
-    const char *at = host ? strchr(host + 3, '@') : NULL;
-    const char *slash = host ? strchr(host + 3, '/') : NULL;
-
-    if (at == NULL || (slash && slash < at))
-        return url;
-    snprintf(buf, len, "%.*s[redacted]%s", (int)(host + 3 - url), url, at);
-    return buf;
-}
-
 typedef struct main_run {
     int status;
     int ended;
@@ -266,7 +254,7 @@ static int main_script(const main_opts *o)
     }
     {
         char urlbuf[512];
-        const char *server = main_loggable_url(kc->server, urlbuf, sizeof urlbuf);
+        const char *server = str_redact_url(kc->server, urlbuf, sizeof urlbuf);
         log_field f[] = {
             {"source", LOG_STR, .v.str = {kc->source, strlen(kc->source)}},
             {"context", LOG_STR, .v.str = {kc->context ? kc->context : "", kc->context ? strlen(kc->context) : 0}},

@@ -39,13 +39,16 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     void *p;
 
     (void)ud;
-    if (t && t->mem_budget && nsize > old &&
-        t->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)t->mem_budget) {
+    if (t == NULL || t->mem_budget == 0)
+        return sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
+    if (nsize > old && t->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)t->mem_budget) {
         t->mem_exceeded = 1;
         return NULL;
     }
     p = sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
-    if (t && (p || nsize == 0)) {
+    if (p || nsize == 0) {
+        if (nsize > old)
+            t->mem_exceeded = 0; /* a growth that fit: an earlier breach was caught */
         t->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
         /* what the collector frees of others' garbage is no credit */
         if (t->mem_used < 0)
@@ -201,9 +204,12 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
         return -1;
     budget = t->budget;
     used = t->used;
-    /* no more than the task has left of its own */
-    if (budget && budget - (used < budget ? used : budget) < instructions)
-        instructions = used < budget ? budget - used : 1;
+    if (budget) {
+        /* no more than the task has left of its own */
+        unsigned long left = used < budget ? budget - used : 1;
+        if (left < instructions)
+            instructions = left;
+    }
     sched_set_budget(t, instructions);
     status = lua_pcall(co, nargs, nres, 0);
     used += t->used;

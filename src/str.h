@@ -2,8 +2,17 @@
 #ifndef LUAOP_STR_H
 #define LUAOP_STR_H
 
+#include <stddef.h>
+
 /* strdup that passes NULL through. */
 char *str_dup(const char *s);
+
+/* A copy of the n bytes at s, NUL-terminated (s may hold NULs). */
+char *str_ndup(const char *s, size_t n);
+
+/* url with any user:password@ replaced by [redacted]@, for logs and
+ * errors: url itself, or buf (of size len) holding the redacted copy. */
+const char *str_redact_url(const char *url, char *buf, size_t len);
 
 /* Overwrite a secret (token, password) with zeros, free it, and set *s to
  * NULL, so credentials do not linger in freed memory. */
