@@ -42,7 +42,7 @@ timed() { # name command...
 }
 
 for r in $(seq 1 "$rounds"); do
-  build/luaop --kubeconfig "$KUBECONFIG" --qps 0 --script bench/client.lua -- "$ns" "$n" "$r" >>"$tmp/luaop.times"
+  "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/client.lua -- "$ns" "$n" "$r" >>"$tmp/luaop.times"
   creates "$r" seq >"$tmp/create-seq.cfg"
   creates "$r" conc >"$tmp/create-conc.cfg"
   {

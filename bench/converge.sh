@@ -11,18 +11,18 @@
 # timed against the same API server. Prints both and their ratio.
 n=${1:-1000}
 . "$(dirname "$0")/lib.sh" converge
-lo() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 "$@"; }
+lo() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 "$@"; }
 kc apply -k manifests/crds >/dev/null
 kc wait --for condition=Established crd --all --timeout=60s >/dev/null
 
 log=$tmp/luaop.log
 "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script operators/useless-machine.lua 2>"$log" &
 pid=$!
-until grep -q "caches synced" "$log"; do sleep 0.1; done
+wait_until "caches synced" grep -q "caches synced" "$log"
 
 "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/converge.lua -- watch "$ns" "$n" >"$tmp/watch" &
 watcher=$!
-until grep -q ready "$tmp/watch"; do sleep 0.05; done
+wait_until "the watcher" grep -q ready "$tmp/watch"
 lo --script bench/converge.lua -- machines "$ns" "$n" >"$tmp/create"
 wait "$watcher"
 field() { grep "^$1 " "$2" | cut -d' ' -f2; }

@@ -22,8 +22,11 @@ start() {
   rm -f "$tmp/log" "$tmp/lua"
   env "$@" "$bin" --kubeconfig "$KUBECONFIG" --script bench/idle.lua -- "$ns" "$tmp/req" "$tmp/lua" 2>"$tmp/log" &
   pid=$!
-  for _ in $(seq 1 100); do grep -q "caches synced" "$tmp/log" 2>/dev/null && break; sleep 0.1; done
-  grep -q "caches synced" "$tmp/log" || { cat "$tmp/log" >&2; echo "bench: luaop did not sync" >&2; exit 1; }
+  synced
+}
+# synced: wait for "caches synced" in the log, then idle
+synced() {
+  wait_until "caches synced" grep -q "caches synced" "$tmp/log" || { cat "$tmp/log" >&2; exit 1; }
   sleep "$idle"
 }
 stop() { kill "$pid"; wait "$pid" || true; pid=; }
@@ -42,10 +45,10 @@ header
 report "default"
 cp "/proc/$pid/smaps" "$tmp/smaps"
 touch "$tmp/req"
-for _ in $(seq 1 50); do [ -e "$tmp/lua" ] && break; sleep 0.1; done
+wait_until "the Lua heap figures" test -e "$tmp/lua"
 lua_kib=$(awk '$1 == "lua_kib" {print $2}' "$tmp/lua") lua_gc_kib=$(awk '$1 == "lua_gc_kib" {print $2}' "$tmp/lua")
 if command -v gdb >/dev/null; then
-  gdb -p "$pid" -batch -ex 'call (int)malloc_trim(0)' >/dev/null 2>&1 && sleep 0.2 && report "after malloc_trim(0)"
+  gdb -p "$pid" -batch -ex 'call (int)malloc_trim(0)' >/dev/null 2>&1 && report "after malloc_trim(0)"
 fi
 stop
 for v in MALLOC_ARENA_MAX=1 LD_BIND_NOW=1; do
@@ -54,12 +57,12 @@ for v in MALLOC_ARENA_MAX=1 LD_BIND_NOW=1; do
   stop
 done
 # the four example operators, their caches holding what the cluster has
-"$KUBECTL" --kubeconfig "$KUBECONFIG" apply -k manifests/crds >/dev/null
-"$KUBECTL" --kubeconfig "$KUBECONFIG" wait --for condition=Established crd --all --timeout=60s >/dev/null
+kc apply -k manifests/crds >/dev/null
+kc wait --for condition=Established crd --all --timeout=60s >/dev/null
+rm -f "$tmp/log"
 "$bin" --kubeconfig "$KUBECONFIG" --script operators/ 2>"$tmp/log" &
 pid=$!
-for _ in $(seq 1 100); do grep -q "caches synced" "$tmp/log" 2>/dev/null && break; sleep 0.1; done
-sleep "$idle"
+synced
 report "operators/ (four)"
 stop
 

@@ -19,13 +19,12 @@ secs=${2:-10}
 keys=${3:-100}
 work=${4:-0}
 . "$(dirname "$0")/lib.sh" latency
-luaop() { build/luaop --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- "$@"; }
+luaop() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- "$@"; }
 luaop create "$ns" "$keys"
 
 "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- controller "$ns" "$tmp/ready" "$tmp/done" "$work" >"$tmp/controller" 2>"$tmp/controller.log" &
 pid=$!
-for _ in $(seq 1 300); do [ -e "$tmp/ready" ] && break; sleep 0.1; done
-[ -e "$tmp/ready" ] || { cat "$tmp/controller.log" >&2; echo "bench: the controller did not start" >&2; exit 1; }
+WAIT_SECONDS=30 wait_until "the controller" test -e "$tmp/ready" || { cat "$tmp/controller.log" >&2; exit 1; }
 luaop writer "$ns" "$keys" "$rate" "$secs" >"$tmp/writer"
 touch "$tmp/done"
 wait "$pid"

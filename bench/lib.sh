@@ -3,7 +3,8 @@
 # luaop ($bin: build/luaop, or LUAOP=path), the cluster's KUBECONFIG and
 # KUBECTL, kc (kubectl against it), a fresh namespace $ns and a scratch
 # directory $tmp, both removed at exit (KEEP=1 keeps $tmp), as is the luaop
-# the benchmark runs in the background, if it keeps its pid in $pid.
+# the benchmark runs in the background, if it keeps its pid in $pid; and
+# wait_until.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${LUAOP:-build/luaop}
@@ -20,4 +21,18 @@ bench_cleanup() {
   if [ -n "${KEEP:-}" ]; then echo "kept: $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap bench_cleanup EXIT
+# wait_until WHAT COMMAND...: until COMMAND succeeds, for at most
+# ${WAIT_SECONDS:-60} s, and only while the luaop in $pid (if any) runs;
+# else says so and fails (which ends the benchmark, unless tested)
+wait_until() {
+  local deadline=$((SECONDS + ${WAIT_SECONDS:-60}))
+  until "${@:2}"; do
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "bench: luaop exited while waiting for $1" >&2
+      return 1
+    fi
+    [ $SECONDS -lt $deadline ] || { echo "bench: timed out waiting for $1" >&2; return 1; }
+    sleep 0.05
+  done
+}
 kc create namespace "$ns" >/dev/null

@@ -45,17 +45,10 @@ publish() { # version
 }
 publish 1
 log=$tmp/log
-build/luaop --kubeconfig "$KUBECONFIG" --log-format json --log-level trace --script "$vol" 2>"$log" &
+"$bin" --kubeconfig "$KUBECONFIG" --log-format json --log-level trace --script "$vol" 2>"$log" &
 pid=$!
 stamped() { # version: all N ConfigMaps carry it
   [ "$(kc get configmaps -n "$ns" -o jsonpath='{range .items[*]}{.metadata.annotations.version}{"\n"}{end}' | grep -cx "$1")" = "$n" ]
-}
-wait_until() { # what command...
-  local deadline=$((SECONDS + 60))
-  until "${@:2}"; do
-    [ $SECONDS -lt $deadline ] || { echo "bench: timed out waiting for $1" >&2; exit 1; }
-    sleep 0.1
-  done
 }
 wait_until "version 1 everywhere" stamped 1
 ms() { echo $(( $(date -d "$1" +%s%N) / 1000000 )); }

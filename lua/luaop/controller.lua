@@ -64,8 +64,14 @@ end
 -- Validate and mark a definition. (Errors carry no position: the usual
 -- `return luaop.controller {...}` is a tail call, which leaves no line of
 -- the script to name; loading a script prefixes its path.)
+local budgets = setmetatable({}, { __mode = "k" }) -- definition -> a reconcile's budgets
+
 function M.define(def)
   check(def)
+  budgets[def] = {
+    instructions = def.instructions or M.DEFAULT_INSTRUCTIONS,
+    memory = def.memory and bytes(def.memory) or M.DEFAULT_MEMORY,
+  }
   return setmetatable(def, Definition)
 end
 
@@ -104,6 +110,8 @@ function Ctx:cache(kind, q)
   return nil
 end
 
+local function same(o) return o end
+
 -- get(kind, req_or_name [, namespace]): from the cache when the kind is
 -- watched (never yields), else from the API server. nil when gone.
 function Ctx:get(kind, req, ns)
@@ -113,8 +121,9 @@ function Ctx:get(kind, req, ns)
   local inf = self:cache(kind, { namespace = ns })
   if inf then
     -- a copy: what the reconcile changes is not the cache's until written
-    if ns then return luaop.copy(inf:get(ns, name)) end
-    return luaop.copy(inf:get(name))
+    local copy = self.shared and same or luaop.copy
+    if ns then return copy(inf:get(ns, name)) end
+    return copy(inf:get(name))
   end
   return self.client:get(kind, name, ns)
 end
@@ -135,7 +144,9 @@ function Ctx:list(kind, opts)
   local inf = self:cache(kind, opts)
   if inf then
     local out = inf:list(keep)
-    for i, o in ipairs(out) do out[i] = luaop.copy(o) end
+    if not self.shared then
+      for i, o in ipairs(out) do out[i] = luaop.copy(o) end
+    end
     return out
   end
   local list, err = self.client:list(kind, {
@@ -275,14 +286,15 @@ function Manager:plan(c, def)
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
   end
   -- watched kinds: the map function names the requests
-  -- map(obj, ctx) may read the caches through ctx (get, list); it runs in
-  -- the informer's task under the reconcile's instruction budget, so one
-  -- that runs away fails (logged by the informer) instead of stalling luaop
-  local map_ctx = setmetatable({ manager = self, client = self.client, log = c.log, controller = c }, Ctx)
-  local budget = def.instructions or M.DEFAULT_INSTRUCTIONS
+  -- map(obj, ctx) may read the caches through ctx (get, list: the cache's
+  -- own objects, not copies, as a map only reads); it runs in the
+  -- informer's task under the reconcile's instruction budget, so one that
+  -- runs away fails (logged by the informer) instead of stalling luaop
+  local map_ctx = setmetatable({ manager = self, client = self.client, log = c.log, controller = c,
+                                 shared = true }, Ctx)
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      local ok, reqs = core.task.call_limited(budget, w.map, o, map_ctx)
+      local ok, reqs = core.task.call_limited(budgets[def].instructions, w.map, o, map_ctx)
       if not ok then error(("watch map of %s: %s"):format(w[1], tostring(reqs)), 0) end
       for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
@@ -458,11 +470,7 @@ function Manager:reconcile_one(c, key)
   c.active = c.active + 1
   -- its own task, with budgets: a runaway loop or allocation fails only
   -- this reconcile
-  local budget = {
-    instructions = def.instructions or M.DEFAULT_INSTRUCTIONS,
-    memory = def.memory and bytes(def.memory) or M.DEFAULT_MEMORY,
-  }
-  local ok, res = core.task.spawn_limited(budget, def.reconcile, ctx, req):wait()
+  local ok, res = core.task.spawn_limited(budgets[def], def.reconcile, ctx, req):wait()
   c.active = c.active - 1
   if not ok then
     c.errors = c.errors + 1
@@ -554,7 +562,7 @@ end
 -- Start the informers, wait for their caches, then the workers.
 function Manager:start()
   -- say which caches keep everything waiting (a missing CRD, a Forbidden)
-  local waiting = luaop.spawn(function()
+  luaop.spawn(function()
     while not self.started do
       luaop.sleep(30)
       for _, e in pairs(self.informers) do
@@ -572,7 +580,6 @@ function Manager:start()
     self:start_workers(c)
     if c.missed then requeue_all(c, false) end
   end
-  return waiting
 end
 
 -- Stop: no new work; in-flight reconciles finish, for at most `timeout`
@@ -612,6 +619,5 @@ function Manager:run_until_shutdown()
   self.log:info("stopped", {})
 end
 
-M.bytes = bytes
 
 return M

@@ -123,9 +123,9 @@ function M.reloader(sources, manager)
   }, Reloader)
 end
 
-function Reloader:fail(path, err, first)
+function Reloader:fail(path, err)
   self.reloads.error = self.reloads.error + 1
-  self.log:error(first and "cannot load script" or "script reload failed, the running version stays", {
+  self.log:error("script reload failed, the running version stays", {
     script = path, error = tostring(err),
   })
 end

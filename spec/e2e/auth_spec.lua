@@ -53,7 +53,6 @@ users:
   ]]
 
   setup(function()
-    math.randomseed(os.time())
     ns = kube.new_namespace("e2e-auth")
     dir = os.tmpname()
     os.remove(dir)

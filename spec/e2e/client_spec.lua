@@ -8,7 +8,6 @@ describe("luaop --script and the client", function()
   local ns
 
   setup(function()
-    math.randomseed(os.time())
     ns = kube.new_namespace("e2e-client")
   end)
 

@@ -14,7 +14,6 @@ describe("the local control plane", function()
   local ns
 
   setup(function()
-    math.randomseed(os.time())
     ns = kube.new_namespace("e2e-cluster")
   end)
 

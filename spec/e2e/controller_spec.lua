@@ -8,7 +8,6 @@ describe("a Lua controller", function()
   local ns, run
 
   setup(function()
-    math.randomseed(os.time())
     ns = kube.new_namespace("e2e-controller")
     -- Parents are ConfigMaps labelled role=parent; each gets a child ConfigMap
     -- <name>-child owned by it. A parent with data.fail = "once" raises on its

@@ -34,7 +34,6 @@ describe("luaop.informer", function()
   local ns
 
   setup(function()
-    math.randomseed(os.time())
     ns = kube.new_namespace("e2e-informer")
   end)
 

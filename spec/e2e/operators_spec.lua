@@ -28,8 +28,10 @@ local function service_account_kubeconfig()
   return path
 end
 
+local time = require("luaop").time
+
 local function utc(offset)
-  return os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + offset)
+  return time.format(os.time() + offset)
 end
 
 for _, as in ipairs { "the cluster admin", "the manifests' ServiceAccount" } do
@@ -95,7 +97,7 @@ apiVersion: cnat.programming-kubernetes.info/v1alpha1
 kind: At
 metadata: {name: later}
 spec: {schedule: "%s", command: "echo later"}
-]]):format(os.date("!%Y-%m-%dT%H:%M:%SZ", at_time)))
+]]):format(time.format(at_time)))
       kube.wait_for("later PENDING", 30, function()
         local at = get("at", "later")
         return at and at.status and at.status.phase == "PENDING"

@@ -9,7 +9,6 @@ describe("luaop", function()
   local ns
 
   setup(function()
-    math.randomseed(os.time())
     ns = kube.new_namespace("e2e-restart")
   end)
 

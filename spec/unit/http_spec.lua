@@ -224,17 +224,25 @@ contexts: [{name: x, context: {cluster: x}}]
       for _, cm in ipairs(list.items) do names[#names + 1] = cm.metadata.name .. "/" .. cm.kind end
       print("names", table.concat(names, " "))
       print("rv", list.metadata.resourceVersion, list.metadata["continue"])
+      -- how many requests had gone out when each page was handed over
+      local before, asked = core.api.requests(), {}
+      assert(c:list("ConfigMap", { namespace = "default", limit = 2,
+        each_page = function() asked[#asked + 1] = core.api.requests() - before end }))
+      print("asked", table.concat(asked, " "))
     ]])
     assert.are.equal(0, code, out)
     assert.matches("names\tcm%-0/ConfigMap cm%-1/ConfigMap cm%-2/ConfigMap cm%-3/ConfigMap cm%-4/ConfigMap\n", out)
     assert.matches("rv\t7\tnil", out)
-    local lists = {}
+    -- the next page was on its way while each page was handed over (one
+    -- after the other would read 1 2 3)
+    assert.matches("asked\t2 3 3", out)
+    local lists, pages = {}, { "GET /api/v1/namespaces/default/configmaps?limit=2 bearer-ok",
+                               "GET /api/v1/namespaces/default/configmaps?continue=2&limit=2 bearer-ok",
+                               "GET /api/v1/namespaces/default/configmaps?continue=4&limit=2 bearer-ok" }
     for _, l in ipairs(requests()) do
       if l:find("configmaps?", 1, true) then lists[#lists + 1] = l end
     end
-    assert.are.same({ "GET /api/v1/namespaces/default/configmaps?limit=2 bearer-ok",
-                      "GET /api/v1/namespaces/default/configmaps?continue=2&limit=2 bearer-ok",
-                      "GET /api/v1/namespaces/default/configmaps?continue=4&limit=2 bearer-ok" }, lists)
+    assert.are.same({ pages[1], pages[2], pages[3], pages[1], pages[2], pages[3] }, lists)
   end)
 
   it("says which JSON was malformed, with the answer's status", function()
