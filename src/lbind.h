@@ -30,6 +30,10 @@ int lbind_task_stop(void);
 /* Stop the timers of tasks still sleeping (at exit). */
 void lbind_task_shutdown(void);
 
+/* File system work still on the thread pool (at exit) is freed when done,
+ * its task forgotten. */
+void lbind_fs_shutdown(void);
+
 /* lbind_watch.c: api.watch's implementation and its metatable. */
 int lbind_watch_start(lua_State *L, struct api *a);
 void lbind_watch_register(lua_State *L);

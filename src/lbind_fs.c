@@ -3,6 +3,7 @@
  *
  *   fs.kind(path) -> "file" | "directory" | "other" | nil, err (follows links)
  *   fs.list(dir) -> names of the entries, in no set order (no . or ..) | nil, err
+ *   fs.read(path) -> the file's bytes | nil, err
  *   fs.watch(dir) -> a watcher of changes in dir (entries added, removed,
  *                    renamed or written: how an editor saves and how the
  *                    kubelet swaps a ConfigMap volume's ..data link)
@@ -11,18 +12,21 @@
  *   watcher:take() -> whether something changed since; clears it (no wait)
  *   watcher:close()
  *
- * kind and list stat and read a directory synchronously, on the loop: they
- * are for the local directories scripts live in (a ConfigMap volume is
- * tmpfs), read when a script changes, never for anything remote. */
+ * kind, list and read yield the task: the file system is touched on libuv's
+ * thread pool, never on the loop. */
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <uv.h>
 
 #include "lbind.h"
 #include "sched.h"
+#include "str.h"
 
 #define LBIND_FS_WATCH_MT "luaop.fs.watcher"
 
@@ -33,45 +37,178 @@ static int lbind_fs_fail(lua_State *L, const char *path, int uverr)
     return 2;
 }
 
-static int lbind_fs_kind(lua_State *L)
+/* ---- kind, list, read: on the thread pool ------------------------------- */
+
+typedef enum { LBIND_FS_KIND, LBIND_FS_LIST, LBIND_FS_READ } lbind_fs_op;
+
+typedef struct lbind_fs_job lbind_fs_job;
+struct lbind_fs_job {
+    uv_work_t work;
+    sched_task *t; /* NULL once its Lua state is gone */
+    lbind_fs_op op;
+    char *path;
+    int err;       /* a negated errno, or 0 */
+    const char *kind;
+    char *data;    /* READ: the bytes; LIST: the names, each NUL-terminated */
+    size_t len;    /* of data */
+    size_t count;  /* LIST: how many names */
+    lbind_fs_job *prev, *next; /* every job not yet done */
+};
+
+static lbind_fs_job *lbind_fs_jobs;
+
+/* Append n bytes to the job's data; 0, or -ENOMEM. */
+static int lbind_fs_append(lbind_fs_job *j, const char *s, size_t n, size_t *cap)
+{
+    if (j->len + n > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < j->len + n)
+            c *= 2;
+        char *d = realloc(j->data, c);
+        if (d == NULL)
+            return -ENOMEM;
+        j->data = d;
+        *cap = c;
+    }
+    memcpy(j->data + j->len, s, n);
+    j->len += n;
+    return 0;
+}
+
+/* On a pool thread: plain blocking calls, no Lua. */
+static void lbind_fs_work(uv_work_t *w)
+{
+    lbind_fs_job *j = w->data;
+    size_t cap = 0;
+
+    if (j->op == LBIND_FS_KIND) {
+        struct stat st;
+        if (stat(j->path, &st) != 0)
+            j->err = -errno;
+        else
+            j->kind = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : "other";
+    } else if (j->op == LBIND_FS_LIST) {
+        DIR *d = opendir(j->path);
+        struct dirent *e;
+        if (d == NULL) {
+            j->err = -errno;
+            return;
+        }
+        while (j->err == 0 && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            j->err = lbind_fs_append(j, e->d_name, strlen(e->d_name) + 1, &cap);
+            j->count++;
+        }
+        closedir(d);
+    } else {
+        FILE *f = fopen(j->path, "rb");
+        char buf[8192];
+        size_t n;
+        if (f == NULL) {
+            j->err = -errno;
+            return;
+        }
+        errno = 0;
+        while (j->err == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0)
+            j->err = lbind_fs_append(j, buf, n, &cap);
+        if (j->err == 0 && ferror(f))
+            j->err = errno ? -errno : -EIO; /* EISDIR, say */
+        fclose(f);
+    }
+}
+
+static void lbind_fs_job_free(lbind_fs_job *j)
+{
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        lbind_fs_jobs = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    free(j->path);
+    free(j->data);
+    free(j);
+}
+
+/* Back on the loop: hand the outcome to the task. */
+static void lbind_fs_done(uv_work_t *w, int status)
+{
+    lbind_fs_job *j = w->data;
+    sched_task *t = j->t;
+    lua_State *co;
+    int n = 1;
+
+    if (t == NULL) {
+        lbind_fs_job_free(j);
+        return;
+    }
+    co = sched_thread(t);
+    if (status < 0 || j->err < 0) {
+        n = lbind_fs_fail(co, j->path, status < 0 ? status : j->err);
+    } else if (j->op == LBIND_FS_KIND) {
+        lua_pushstring(co, j->kind);
+    } else if (j->op == LBIND_FS_READ) {
+        lua_pushlstring(co, j->data ? j->data : "", j->len);
+    } else {
+        const char *p = j->data;
+        lua_createtable(co, (int)j->count, 0);
+        for (size_t i = 1; i <= j->count; i++) {
+            lua_pushstring(co, p);
+            lua_rawseti(co, -2, (lua_Integer)i);
+            p += strlen(p) + 1;
+        }
+    }
+    lbind_fs_job_free(j);
+    sched_resume(t, n);
+}
+
+static int lbind_fs_start(lua_State *L, lbind_fs_op op, const char *what)
 {
     const char *path = luaL_checkstring(L, 1);
-    uv_fs_t req;
-    int r = uv_fs_stat(NULL, &req, path, NULL);
+    sched_task *t = lbind_check_task(L, what);
+    lbind_fs_job *j = calloc(1, sizeof *j);
+    int r;
 
+    if (j == NULL || (j->path = str_dup(path)) == NULL) {
+        free(j);
+        return luaL_error(L, "not enough memory");
+    }
+    j->t = t;
+    j->op = op;
+    j->work.data = j;
+    r = uv_queue_work(uv_default_loop(), &j->work, lbind_fs_work, lbind_fs_done);
     if (r < 0) {
-        uv_fs_req_cleanup(&req);
+        free(j->path);
+        free(j);
         return lbind_fs_fail(L, path, r);
     }
-    if (S_ISREG(req.statbuf.st_mode))
-        lua_pushliteral(L, "file");
-    else if (S_ISDIR(req.statbuf.st_mode))
-        lua_pushliteral(L, "directory");
-    else
-        lua_pushliteral(L, "other");
-    uv_fs_req_cleanup(&req);
-    return 1;
+    j->next = lbind_fs_jobs;
+    if (lbind_fs_jobs)
+        lbind_fs_jobs->prev = j;
+    lbind_fs_jobs = j;
+    return lua_yield(L, 0);
+}
+
+static int lbind_fs_kind(lua_State *L)
+{
+    return lbind_fs_start(L, LBIND_FS_KIND, "fs.kind");
 }
 
 static int lbind_fs_list(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
-    uv_fs_t req;
-    uv_dirent_t ent;
-    int r = uv_fs_scandir(NULL, &req, path, 0, NULL);
-    int n = 0;
+    return lbind_fs_start(L, LBIND_FS_LIST, "fs.list");
+}
 
-    if (r < 0) {
-        uv_fs_req_cleanup(&req);
-        return lbind_fs_fail(L, path, r);
-    }
-    lua_createtable(L, r, 0);
-    while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
-        lua_pushstring(L, ent.name);
-        lua_rawseti(L, -2, ++n);
-    }
-    uv_fs_req_cleanup(&req);
-    return 1;
+static int lbind_fs_read(lua_State *L)
+{
+    return lbind_fs_start(L, LBIND_FS_READ, "fs.read");
+}
+
+void lbind_fs_shutdown(void)
+{
+    for (lbind_fs_job *j = lbind_fs_jobs; j; j = j->next)
+        j->t = NULL; /* its task is gone with the Lua state: done only frees it */
 }
 
 /* ---- watchers ------------------------------------------------------------- */
@@ -194,6 +331,7 @@ static int lbind_fs_watch_gc(lua_State *L)
 static const luaL_Reg lbind_fs_funcs[] = {
     {"kind", lbind_fs_kind},
     {"list", lbind_fs_list},
+    {"read", lbind_fs_read},
     {"watch", lbind_fs_watch_new},
     {NULL, NULL},
 };

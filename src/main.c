@@ -338,6 +338,7 @@ out:
      * are when main returns: their timers stop, the Lua state closes (its
      * watches cancel), their requests are cancelled, handles close. */
     lbind_task_shutdown();
+    lbind_fs_shutdown();
     if (L)
         lua_close(L);
     sched_shutdown();

@@ -60,13 +60,7 @@ function M.files(sources)
   return out
 end
 
-function M.read(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text, rerr = f:read("a")
-  f:close()
-  return text, rerr
-end
+M.read = fs.read
 
 -- A fresh environment: globals a script sets stay its own.
 function M.env()

@@ -71,6 +71,17 @@ describe("the example operators, as " .. as .. ",", function()
     it("runs an At whose time has passed, through RUNNING, to DONE", function()
       local phases = kube.watch { "get", "ats", "-n", ns, "-o", "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}" }
       finally(phases.stop)
+      -- an At far in the future first: once the watch shows it, the watch
+      -- is open and cannot miss past's first phase
+      apply(([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: watch-open}
+spec: {schedule: "%s", command: "echo never"}
+]]):format(utc(86400)))
+      kube.wait_for("the watch to be open", 30, function()
+        return table.concat(phases.lines(), "\n"):find("watch-open", 1, true)
+      end)
       apply(([[
 apiVersion: cnat.programming-kubernetes.info/v1alpha1
 kind: At
