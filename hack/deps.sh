@@ -1,34 +1,88 @@
 #!/usr/bin/env bash
-# Install the Debian packages luaop needs to build, test and run the local
-# control plane. Idempotent: installs only what is missing.
+# hack/deps.sh [SET...] - install the Debian packages of the named sets, only
+# those that are missing. No SET means all of them.
+#
+#   build    what `make` needs: a C toolchain, Lua 5.4, libyaml, libuv,
+#            libcurl, nghttp2, zlib, and dpkg-dev and perl for the lean static
+#            libcurl and OpenSSL that hack/libs.sh builds from source packages
+#   test     what `make test` adds: busted, valgrind, python3 (the fake API
+#            server), openssl (test certificates), curl
+#   cluster  what the local control plane needs: curl, procps; and Go 1.24 or
+#            newer, which Debian bookworm does not ship (checked, not installed)
+#   image    what `make image` and spec/image need: buildah, runc, debootstrap
+#   bench    what bench/ adds: bc, gdb
+#
+# The only change to the system's package setup is `apt-get update` and
+# `apt-get install` of what is missing, both printed before they run. The
+# Dockerfile's builder stage installs through `hack/deps.sh build` too.
 set -euo pipefail
 
-pkgs=(
-  build-essential pkg-config ca-certificates git openssl python3 curl bc
-  lua5.4 liblua5.4-dev
-  libyaml-dev libcurl4-openssl-dev libuv1-dev
-  dpkg-dev perl libnghttp2-dev zlib1g-dev
-  lua-busted valgrind
+log() { printf 'deps: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+declare -A set_pkgs=(
+  [build]="build-essential pkg-config ca-certificates lua5.4 liblua5.4-dev libyaml-dev libuv1-dev
+           libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
+  [test]="lua-busted valgrind python3 openssl curl"
+  [cluster]="curl procps"
+  [image]="buildah runc debootstrap"
+  [bench]="bc gdb"
 )
+all_sets=(build test cluster image bench)
+
+sets=("$@")
+((${#sets[@]})) || sets=("${all_sets[@]}")
+for s in "${sets[@]}"; do
+  [ -n "${set_pkgs[$s]:-}" ] || die "unknown set '$s'; the sets are: ${all_sets[*]}"
+done
+
+command -v dpkg-query >/dev/null && command -v apt-get >/dev/null ||
+  die "this machine has no dpkg and apt: luaop's scripts expect Debian bookworm (elsewhere, install the packages listed at the top of hack/deps.sh by other means)"
+
+wanted=()
+for s in "${sets[@]}"; do
+  for p in ${set_pkgs[$s]}; do wanted+=("$p"); done
+done
+
+installed() {
+  local status
+  status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) || return 1
+  [ "$status" = "install ok installed" ]
+}
 
 missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+for p in "${wanted[@]}"; do
+  installed "$p" || case " ${missing[*]} " in *" $p "*) ;; *) missing+=("$p") ;; esac
 done
 
 if ((${#missing[@]})); then
-  echo "deps: installing ${missing[*]}"
   sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || die "missing ${missing[*]}; install them as root (apt-get install ${missing[*]}), or install sudo"
+    sudo="sudo"
+  fi
+  log "${sets[*]}: missing ${missing[*]}"
+  log "running: ${sudo:+sudo }apt-get update (refreshes the system's package lists)"
+  $sudo apt-get update -q ||
+    die "apt-get update failed (see above): check the network to the package mirror and /etc/apt/sources.list*"
+  log "running: ${sudo:+sudo }apt-get install --no-install-recommends ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+    die "apt-get install failed (see above): ${missing[*]}"
 else
-  echo "deps: Debian packages present"
+  log "${sets[*]}: the Debian packages are present"
 fi
 
-# Go builds the control plane (never the product). Debian's Go is too old for
-# Kubernetes; the toolchain is expected at /usr/local/go or on PATH.
-if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
-  echo "deps: Go 1.24 or newer is needed to build the local control plane; install it into /usr/local/go" >&2
-  exit 1
-fi
+# Go builds the control plane (never the product); Debian's is too old.
+case " ${sets[*]} " in
+  *" cluster "*)
+    go=$(command -v go || true)
+    [ -n "$go" ] || [ ! -x /usr/local/go/bin/go ] || go=/usr/local/go/bin/go
+    [ -n "$go" ] ||
+      die "Go 1.24 or newer builds the local control plane and is not installed: unpack Go's release into /usr/local/go (or put go on PATH)"
+    v=$("$go" env GOVERSION 2>/dev/null) || die "$go does not run ('$go env GOVERSION' failed)"
+    minor=$(printf '%s\n' "$v" | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+    [ -n "$minor" ] && [ "$minor" -ge 24 ] ||
+      die "$go is $v; the control plane needs Go 1.24 or newer"
+    ;;
+esac
+exit 0

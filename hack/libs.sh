@@ -14,74 +14,124 @@
 #   libcurl   static, HTTP and HTTPS only, with OpenSSL, nghttp2 and zlib.
 # Both go to a cache outside the repository, keyed by the source versions
 # apt offers and by this script: ${LUAOP_CACHE:-${XDG_CACHE_HOME:-~/.cache}/luaop}/libs-KEY/
-# (VERSIONS there names what was built), so a warm machine only makes the link. Needs deb-src entries for apt (they
-# are added, mirroring the deb entries, when missing) and root or sudo for
-# that; a cold build takes about two minutes on two cores.
+# (VERSIONS there names what was built), so a warm machine only makes the link.
+# The source packages come through a private apt configuration in the same
+# cache (apt/: source entries derived from the machine's deb entries, its own
+# lists, refreshed weekly); /etc/apt and the system's lists are left as they
+# are, and neither root nor sudo is needed. A cold build takes about two
+# minutes on two cores.
 set -euo pipefail
 
 out=${1:?usage: hack/libs.sh DIR [STAMP]}
 stamp=${2:-}
 cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/luaop}
 case $cache in /*) ;; *) cache="$PWD/$cache" ;; esac
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-command -v apt-get >/dev/null || { echo "libs: this needs Debian's apt (source packages)" >&2; exit 1; }
+log() { printf 'libs: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+command -v apt-get >/dev/null && command -v dpkg-source >/dev/null ||
+  die "building the HTTP and TLS stack needs Debian's apt-get and dpkg-source: run 'hack/deps.sh build'"
 
-# The source packages' versions, newest first.
-versions() { apt-cache showsrc "$1" 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vru; }
+# Debian's source packages are found through a private apt configuration in
+# the cache: source entries derived from the machine's own binary ones, and
+# lists and caches of their own. /etc/apt and the system's package lists are
+# not touched, and no root is needed.
+apt="$cache/apt"
+mkdir -p "$apt/sources.list.d" "$apt/lists/partial" "$apt/cache/archives/partial" ||
+  die "could not create $apt (set LUAOP_CACHE to a writable directory)"
+{
+  echo "Dir::Etc::SourceList \"$apt/sources.list\";"
+  echo "Dir::Etc::SourceParts \"$apt/sources.list.d\";"
+  echo "Dir::State::Lists \"$apt/lists\";"
+  echo "Dir::Cache \"$apt/cache\";"
+  # the system's hooks (docker-clean, appstream, packagekit) are for its lists
+  echo "#clear APT::Update::Pre-Invoke;"
+  echo "#clear APT::Update::Post-Invoke;"
+  echo "#clear APT::Update::Post-Invoke-Success;"
+  # as root, apt hands downloads to user _apt, who cannot enter a private cache
+  [ "$(id -u)" != 0 ] || echo "APT::Sandbox::User \"root\";"
+} >"$apt/apt.conf"
+aptc=(-c "$apt/apt.conf")
 
-curl_vs=$(versions curl)
-# apt's lists may just be missing (a container that deleted them)
-[ -n "$curl_vs" ] || { $sudo apt-get update -q >/dev/null || true; curl_vs=$(versions curl); }
-if [ -z "$curl_vs" ]; then
-  echo "libs: adding deb-src entries for apt (the same archives as the deb ones)"
-  tmp=$(mktemp)
+# deb-src entries for every deb entry of the machine: deb822 .sources files
+# (Types: deb -> deb-src) and one-line .list files (deb -> deb-src).
+derive_sources() {
+  local f n=0 tmp="$apt/derive.$$"
+  rm -f "$apt/sources.list.d/"* && : >"$tmp"
   for f in /etc/apt/sources.list.d/*.sources; do
-    case $f in */luaop-deb-src.sources | *"/*.sources") continue ;; esac
-    [ -e "$f" ] && sed 's/^Types:.*/Types: deb-src/' "$f" >>"$tmp" && echo >>"$tmp"
+    [ -f "$f" ] || continue
+    grep -qE '^Types:.*\<deb\>' "$f" || continue
+    sed -E 's/^Types:.*/Types: deb-src/' "$f" >"$apt/sources.list.d/$(basename "$f")" || return 1
+    n=$((n + 1))
   done
-  [ -s "$tmp" ] && $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.sources
-  : >"$tmp"
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    case $f in */luaop-deb-src.list) continue ;; esac
-    [ -e "$f" ] && sed -n 's/^deb \(.*\)/deb-src \1/p' "$f" >>"$tmp"
+    [ -f "$f" ] || continue
+    sed -nE 's/^[[:space:]]*deb([[:space:]].*)/deb-src\1/p' "$f" >>"$tmp" || return 1
   done
-  [ -s "$tmp" ] && $sudo install -m 644 "$tmp" /etc/apt/sources.list.d/luaop-deb-src.list
-  rm -f "$tmp"
-  $sudo apt-get update -q >/dev/null
-  curl_vs=$(versions curl)
-  [ -n "$curl_vs" ] || { echo "libs: apt has no source packages (deb-src)" >&2; exit 1; }
+  [ -s "$tmp" ] && n=$((n + 1))
+  mv "$tmp" "$apt/sources.list"
+  [ "$n" -gt 0 ]
+}
+
+# The source packages' versions, newest first (none: empty).
+versions() { { apt-cache "${aptc[@]}" showsrc "$1" 2>/dev/null || true; } | awk '/^Version:/ {print $2}' | sort -Vru; }
+
+# apt-get update of the private lists: false when apt failed or could not
+# fetch an index (it says so only with a warning and exit 0)
+update_lists() {
+  log "reading Debian's source package index (apt-get update with the private configuration in $apt; /etc/apt is not changed)"
+  apt-get "${aptc[@]}" update -q >"$apt/update.log" 2>&1 && ! grep -qE '^(E:|W: Failed|Err:)' "$apt/update.log"
+}
+
+# The lists are refreshed when missing or a week old; offline, old ones do
+# ($apt/updated marks the last good update: apt dates the lists themselves
+# by the archive's Release, which may be months old).
+have_lists() { compgen -G "$apt/lists/*Sources*" >/dev/null; }
+fresh_lists() { have_lists && [ -n "$(find "$apt/updated" -mtime -7 2>/dev/null)" ]; }
+if ! fresh_lists; then
+  derive_sources || die "no deb entries in /etc/apt/sources.list or /etc/apt/sources.list.d/ to derive source entries from"
+  if update_lists; then
+    touch "$apt/updated"
+  else
+    grep -E '^(E|W):' "$apt/update.log" | sed 's/^/  apt: /' >&2 || true
+    have_lists ||
+      die "could not read Debian's source package index (apt's errors above, all of it in $apt/update.log): check the network to the package mirror"
+    log "could not refresh Debian's source package index (above); going on with the one read $(date -r "$apt/updated" +%F 2>/dev/null || echo earlier)"
+  fi
 fi
+curl_vs=$(versions curl)
+ssl_vs=$(versions openssl)
+[ -n "$curl_vs" ] && [ -n "$ssl_vs" ] ||
+  die "apt offers no source package of curl or openssl through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
 
 # The key: the machine, the source versions apt offers, and this script.
-ssl_vs=$(versions openssl)
 key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; cat "$0") | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 if [ ! -e "$dir/lib/libcurl.a" ]; then
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
+  stage="$dir.tmp.$$"
+  trap 'rm -rf "$work" "$stage"' EXIT
   # fetch NAME VERSIONS: the newest version of source package NAME that downloads
   # (a security update's source can lag behind its binaries), unpacked with
   # Debian's patches into $work/NAME
   fetch() {
     local v
     for v in $2; do
-      if (cd "$work" && apt-get source --download-only -q "$1=$v" >/dev/null 2>&1); then
+      if (cd "$work" && apt-get "${aptc[@]}" source --download-only -q "$1=$v" >"$work/$1.fetch.log" 2>&1); then
         (cd "$work" && dpkg-source -x "$1"_*.dsc "$1" >"$work/$1.unpack.log" 2>&1) ||
           { cat "$work/$1.unpack.log" >&2; return 1; }
         echo "$1 $v" >>"$work/VERSIONS"
-        echo "libs: building $1 $v"
+        log "building $1 $v"
         return 0
       fi
       rm -f "$work/$1"_*
     done
-    echo "libs: could not download the source of $1" >&2
+    grep -E '^(E|W|Err):' "$work/$1.fetch.log" >&2 || true
+    log "could not download the source of $1 (any of: $(echo $2)): check the network to the package mirror"
     return 1
   }
-  fetch openssl "$ssl_vs"
-  fetch curl "$curl_vs"
-  stage="$dir.tmp.$$"
+  fetch openssl "$ssl_vs" || exit 1
+  fetch curl "$curl_vs" || exit 1
   rm -rf "$stage"
   jobs=$(nproc)
   flags="-O2 -ffunction-sections -fdata-sections"
@@ -96,7 +146,7 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
       no-dsa no-ec2m no-padlockeng no-afalgeng no-tests $flags >"$work/openssl.log" 2>&1
     make -j"$jobs" build_libs >>"$work/openssl.log" 2>&1
     make install_dev >>"$work/openssl.log" 2>&1
-  ) || { tail -n 30 "$work/openssl.log" >&2; echo "libs: OpenSSL did not build" >&2; exit 1; }
+  ) || { tail -n 30 "$work/openssl.log" >&2; die "OpenSSL did not build (its log's end is above)"; }
   (
     cd "$work/curl"
     PKG_CONFIG_PATH="$stage/lib/pkgconfig" ./configure --prefix="$stage" \
@@ -113,7 +163,7 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
     make -j"$jobs" -C lib >>"$work/curl.log" 2>&1
     make -C lib install >>"$work/curl.log" 2>&1
     make -C include install >>"$work/curl.log" 2>&1
-  ) || { tail -n 30 "$work/curl.log" >&2; echo "libs: libcurl did not build" >&2; exit 1; }
+  ) || { tail -n 30 "$work/curl.log" >&2; die "libcurl did not build (its log's end is above)"; }
   cp "$work/VERSIONS" "$stage/"
   rm -rf "$dir"
   mv "$stage" "$dir"
