@@ -4,10 +4,11 @@
 # builds it with buildah.
 
 FROM debian:bookworm-slim AS build
-RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential pkg-config lua5.4 liblua5.4-dev \
-      libyaml-dev libcurl4-openssl-dev libuv1-dev dpkg-dev perl libnghttp2-dev zlib1g-dev
 WORKDIR /src
+# the README's install path, nothing of its own: every image build is also a
+# fresh-machine test of `hack/deps.sh build`
+COPY hack/deps.sh hack/
+RUN hack/deps.sh build
 COPY Makefile ./
 COPY hack/embed.lua hack/libs.sh hack/
 COPY src src/

@@ -94,12 +94,14 @@ build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luao
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(PIC_OBJS:.o=.d)
 
-# Debian packages the build, the tests and the control plane need.
+# Debian packages: the build, the tests, the control plane, images and
+# benchmarks (hack/deps.sh SET... installs only some of them).
 deps:
 	hack/deps.sh
 
 # Unit specs (no cluster), then end-to-end specs against the local control
-# plane, which is brought up if it is not running and taken down again after.
+# plane, which is brought up if it is not running and taken down again after,
+# then the image built and run as a container against it (as root).
 # Ends with one line "N passed, N failed".
 test: deps
 	$(MAKE) all asan
@@ -126,7 +128,8 @@ cluster-status:
 	hack/cluster.sh status
 
 # The main job. For now: bring up the local control plane and show it.
-run: deps
+run:
+	hack/deps.sh build cluster
 	$(MAKE) all
 	hack/run.sh
 
@@ -134,9 +137,10 @@ run: deps
 image:
 	hack/image.sh luaop:latest
 
-# opt-in: build the image and run `luaop --version` in it
-test-image: image
-	LUAOP_IMAGE=luaop:latest lua5.4 $$(command -v busted) spec/image/image_spec.lua
+# spec/image alone (make test runs it too): the image built and run as a
+# container against the local control plane
+test-image: all
+	spec/run.sh image
 
 clean:
 	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test build/libs build/libs.stamp

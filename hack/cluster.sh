@@ -81,7 +81,8 @@ build_k8s() {
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
       k8s.io/kubernetes/cmd/kubectl \
-      go.etcd.io/etcd/server/v3)
+      go.etcd.io/etcd/server/v3) ||
+    die "building Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION failed (go's output above): check the network to the Go module proxy (GOPROXY) and the free space in $cache"
   mv "$tmp/v3" "$tmp/etcd" 2>/dev/null || mv "$tmp/server" "$tmp/etcd"
   rm -rf "$k8s_bin" && mv "$tmp" "$k8s_bin"
   log "built Kubernetes binaries in $((SECONDS - start)) s"
@@ -96,13 +97,14 @@ build_kwok() {
   log "building kwok $KWOK_VERSION (first time only)"
   (cd "$tmp" && go_env GOBIN="$tmp" "$go" install -trimpath \
       -ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
-      "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION")
+      "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION") ||
+    die "building kwok $KWOK_VERSION failed (go's output above): check the network to the Go module proxy (GOPROXY) and the free space in $cache"
   rm -rf "$kwok_bin" && mv "$tmp" "$kwok_bin"
   log "built kwok in $((SECONDS - start)) s"
 }
 
 cmd_bin() {
-  mkdir -p "$cache" "$root/build/bin"
+  mkdir -p "$cache" "$root/build/bin" || die "could not create $cache (set LUAOP_CACHE to a writable directory)"
   build_kwok
   build_k8s
   # The kubectl of the same release, at a stable path.
@@ -154,7 +156,8 @@ cmd_up() {
     cat "$cluster_dir/create.log" >&2
     die "kwokctl create cluster failed; component logs: build/cluster/kwok/clusters/$name/logs/"
   fi
-  kubectl config use-context "kwok-$name" >/dev/null
+  kubectl config use-context "kwok-$name" >/dev/null ||
+    die "kwokctl wrote no context kwok-$name into build/cluster/kubeconfig"
   kwokctl scale node --replicas 1 >>"$cluster_dir/create.log" 2>&1 ||
     die "could not create the fake node; see build/cluster/create.log"
   node_ready 60s || die "the fake node did not become Ready; see build/cluster/kwok/clusters/$name/logs/"
@@ -163,6 +166,7 @@ cmd_up() {
   local i
   for i in $(seq 1 60); do
     kubectl get serviceaccount default -n default >/dev/null 2>&1 && break
+    [ "$i" -lt 60 ] || die "the controller manager gave namespace default no ServiceAccount within 30 s; see build/cluster/kwok/clusters/$name/logs/kube-controller-manager.log"
     sleep 0.5
   done
   log "up in $((SECONDS - start)) s; kubeconfig: build/cluster/kubeconfig (kubectl of the same release: build/bin/kubectl)"
@@ -230,7 +234,7 @@ cmd_show() {
 
 # etcd's client URL, from the flags of the cluster's kube-apiserver.
 etcd_url() {
-  pgrep -af -- "$KWOK_WORKDIR/.*kube-apiserver" | grep -o -- '--etcd-servers=[^ ]*' | head -n 1 | cut -d= -f2
+  { pgrep -af -- "$KWOK_WORKDIR/.*kube-apiserver" || true; } | grep -o -- '--etcd-servers=[^ ]*' | head -n 1 | cut -d= -f2 || true
 }
 
 cmd_compact() {
@@ -239,9 +243,10 @@ cmd_compact() {
   [ -n "$url" ] || die "not running; run 'make cluster-up'"
   # etcd's JSON gateway: the current revision, then a compaction to it.
   rev=$(curl -sS --fail -X POST "$url/v3/kv/range" -d '{"key":"AA=="}' |
-    grep -o '"revision":"[0-9]*"' | head -n 1 | grep -o '[0-9]*')
-  [ -n "$rev" ] || die "could not read etcd's revision"
-  curl -sS --fail -X POST "$url/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null
+    grep -o '"revision":"[0-9]*"' | head -n 1 | grep -o '[0-9]*') || rev=""
+  [ -n "$rev" ] || die "could not read etcd's revision from $url"
+  curl -sS --fail -X POST "$url/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null ||
+    die "etcd at $url refused the compaction to revision $rev"
   log "compacted etcd to revision $rev"
 }
 
@@ -281,9 +286,9 @@ exited() {
 record_component() {
   local comp=$1 pid=$2 d="$KWOK_WORKDIR/clusters/$name"
   mkdir -p "$d/cmdline" "$d/environ" "$d/cwd"
-  cat "/proc/$pid/cmdline" >"$d/cmdline/$comp"
-  cat "/proc/$pid/environ" >"$d/environ/$comp"
-  readlink "/proc/$pid/cwd" >"$d/cwd/$comp"
+  { cat "/proc/$pid/cmdline" >"$d/cmdline/$comp" &&
+    cat "/proc/$pid/environ" >"$d/environ/$comp" &&
+    readlink "/proc/$pid/cwd" >"$d/cwd/$comp"; } 2>/dev/null || die "$comp (pid $pid) exited while its command line was read"
   [ -s "$d/cmdline/$comp" ] && [ -s "$d/cwd/$comp" ] || die "could not read how $comp was started"
 }
 

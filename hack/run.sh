@@ -11,13 +11,17 @@ hack/cluster.sh up
 eval "$(hack/cluster.sh env)"
 kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 
-kc apply -k manifests/crds >/dev/null
-kc wait --for condition=Established crd --all --timeout=60s >/dev/null
+die() { echo "run: $*" >&2; exit 1; }
+kc apply -k manifests/crds >/dev/null || die "could not install the CRDs of manifests/crds (kubectl's error above)"
+kc wait --for condition=Established crd --all --timeout=60s >/dev/null ||
+  die "the CRDs of manifests/crds were not Established within 60 s"
 
 mkdir -p build/run
 log=build/run/luaop.log
 build/luaop --kubeconfig "$KUBECONFIG" --script operators/ 2>"$log" &
 pid=$!
+# Ctrl-C (or SIGTERM) stops luaop and ends with status 0; any other exit
+# stops it too, keeping the status.
 stop() {
   trap - INT TERM EXIT
   if kill -0 "$pid" 2>/dev/null; then
@@ -29,15 +33,19 @@ stop() {
   echo "  export KUBECONFIG=$KUBECONFIG; build/bin/kubectl get ats,machines,switches -A"
   echo "  make cluster-down   # to stop it"
 }
-trap stop INT TERM EXIT
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
+deadline=$((SECONDS + 60))
 until grep -q "caches synced" "$log"; do
-  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "run: luaop exited" >&2; exit 1; }
+  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; die "luaop exited"; }
+  [ "$SECONDS" -lt "$deadline" ] || { tail -n 20 "$log" >&2; die "luaop's caches did not sync within 60 s (its log: $log)"; }
   sleep 0.1
 done
 # the At sample runs a minute from now, so PENDING -> RUNNING -> DONE shows
-sed "s/2026-01-01T00:00:00Z/$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)/" manifests/samples/at.yaml | kc apply -f - >/dev/null
-kc apply -f manifests/samples/machine.yaml -f manifests/samples/secret.yaml >/dev/null
-kc apply -f manifests/samples/switch.yaml >/dev/null
+sed "s/2026-01-01T00:00:00Z/$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)/" manifests/samples/at.yaml | kc apply -f - >/dev/null ||
+  die "could not apply the At sample"
+kc apply -f manifests/samples/machine.yaml -f manifests/samples/secret.yaml -f manifests/samples/switch.yaml >/dev/null ||
+  die "could not apply the samples of manifests/samples"
 
 show() {
   echo "luaop $(build/luaop --version | head -1 | cut -d' ' -f2), pid $pid, running operators/*.lua against $(kc config view --minify -o jsonpath='{.clusters[0].cluster.server}')"

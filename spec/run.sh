@@ -4,7 +4,11 @@
 #   spec/run.sh unit   spec/unit/  (no cluster)
 #   spec/run.sh e2e    spec/e2e/   (the local control plane: reused when it is
 #                                   up, else brought up and taken down after)
-#   spec/run.sh all    both
+#   spec/run.sh image  spec/image/ (the image built and run as a container
+#                                   against the local control plane; needs root)
+#   spec/run.sh all    all three; spec/image runs when the machine can build
+#                      images (root, buildah and runc: hack/deps.sh image),
+#                      else it is reported as skipped
 #
 # Each suite writes TAP to build/test/<suite>.tap; the tally counts its lines.
 set -uo pipefail
@@ -64,7 +68,27 @@ if [ "$mode" = unit ] || [ "$mode" = all ]; then
     --errors-for-leak-kinds=definite
 fi
 
-if [ "$mode" = e2e ] || [ "$mode" = all ]; then
+# Whether this machine can build and run images; prints why not.
+can_image() {
+  [ "$(id -u)" = 0 ] || { echo "building images needs root here"; return 1; }
+  command -v buildah >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null ||
+    { echo "buildah, runc or debootstrap is missing (hack/deps.sh image)"; return 1; }
+}
+
+image_suite=""
+case $mode in
+  image) image_suite=1 ;;
+  all)
+    if why=$(can_image); then
+      image_suite=1
+    else
+      echo "== spec/image skipped: $why"
+      echo "ok 1 - # SKIP spec/image: $why" >"$out/image.tap"
+    fi
+    ;;
+esac
+
+if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ]; then
   started=""
   if ! hack/cluster.sh status 2>/dev/null; then
     if hack/cluster.sh up; then
@@ -76,7 +100,8 @@ if [ "$mode" = e2e ] || [ "$mode" = all ]; then
   if [ ! -f "$out/e2e.tap" ]; then
     eval "$(hack/cluster.sh env)"
     export KUBECONFIG KUBECTL K8S_BIN KWOK_BIN
-    run_suite e2e
+    [ "$mode" = image ] || run_suite e2e
+    [ -z "$image_suite" ] || run_suite image
   fi
   if [ -n "$started" ]; then
     hack/cluster.sh down || fail_step "the local control plane went down (make cluster-down)" e2e-down
