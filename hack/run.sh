@@ -61,13 +61,28 @@ show() {
   echo "recent log:"
   tail -n 6 "$log" | cut -c1-160
 }
-while kill -0 "$pid" 2>/dev/null; do
-  out=$(show)
-  if [ -t 1 ]; then clear; fi
-  echo "$out"
-  [ -t 1 ] || echo "----"
-  sleep 2
-done
+# The display runs as a job of its own (job control: its own process group,
+# in the terminal's foreground), so that Ctrl-C interrupts it alone, not make
+# and this script, which then stop luaop and end with status 0. It ends with
+# status 3 when luaop exited by itself.
+set -m
+rc=0
+(
+  trap - INT TERM EXIT
+  while kill -0 "$pid" 2>/dev/null; do
+    out=$(show)
+    if [ -t 1 ]; then clear; fi
+    echo "$out"
+    [ -t 1 ] || echo "----"
+    sleep 2
+  done
+  exit 3
+) || rc=$?
+set +m
+if [ "$rc" != 3 ]; then
+  stop
+  exit 0
+fi
 echo "run: luaop exited; its log:" >&2
 tail -n 20 "$log" >&2
 exit 1

@@ -90,6 +90,44 @@ sched_task *sched_current(lua_State *co)
     return *sched_slot(co);
 }
 
+/* Pushes t[key] of the table at idx, read raw; true when it is a string. */
+static int sched_raw_string(lua_State *L, int idx, const char *key)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, key);
+    return lua_rawget(L, idx) == LUA_TSTRING;
+}
+
+/* The text of the error value on top of co's stack, pushed there and
+ * returned. No metamethod runs (the task is over; its budget with it): a
+ * table is read raw as the client's errors are made, {reason =, message =},
+ * and anything else is named by its type, as lua.c does. */
+static const char *sched_error_text(lua_State *co)
+{
+    const char *reason = NULL, *message = NULL;
+
+    if (lua_type(co, -1) == LUA_TSTRING || lua_type(co, -1) == LUA_TNUMBER) {
+        lua_pushvalue(co, -1);
+        return lua_tostring(co, -1);
+    }
+    if (lua_type(co, -1) == LUA_TTABLE) {
+        if (sched_raw_string(co, -1, "reason"))
+            reason = lua_tostring(co, -1);
+        if (sched_raw_string(co, -2, "message"))
+            message = lua_tostring(co, -1);
+        if (reason && message)
+            lua_pushfstring(co, "%s: %s", reason, message);
+        else if (reason || message)
+            lua_pushstring(co, reason ? reason : message);
+        else
+            lua_pushliteral(co, "(error object is a table value)");
+        lua_replace(co, -3);
+        lua_pop(co, 1);
+        return lua_tostring(co, -1);
+    }
+    return lua_pushfstring(co, "(error object is a %s value)", luaL_typename(co, -1));
+}
+
 /* from: the thread running when the task is started from inside another
  * (so Lua counts the C calls nested so far), NULL when resumed from the
  * loop. */
@@ -114,12 +152,12 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         return;
     }
     if (status != LUA_OK) {
-        const char *msg = lua_tostring(co, -1);
+        const char *msg = sched_error_text(co);
         if (status == LUA_ERRMEM && t->mem_exceeded) {
             lua_pushfstring(co, "memory budget of %I bytes exceeded", (lua_Integer)t->mem_budget);
             msg = lua_tostring(co, -1);
         }
-        luaL_traceback(co, co, msg ? msg : "(error object is not a string)", 0);
+        luaL_traceback(co, co, msg, 0);
         t->error = strdup(lua_tostring(co, -1));
         lua_pop(co, 1);
     }

@@ -37,6 +37,26 @@ describe("tasks", function()
     assert.matches("nobody waiting\t0", out)
   end)
 
+  it("name an error object by its reason and message, or its type, without running its metamethods", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local function raise(v) return select(2, luaop.spawn(function() error(v) end):wait()) end
+      -- an API error, as the client makes them; its __tostring never ends
+      print(raise(setmetatable({ reason = "Conflict", message = "the object has been modified" },
+        { __tostring = function() while true do end end })))
+      print(raise({ message = "only a message" }))
+      print(raise({}))
+      print(raise(true))
+      print(raise(42))
+    ]], { kubeconfig = kubeconfig, deadline = 20 })
+    assert.are.equal(0, code, err)
+    assert.matches("^Conflict: the object has been modified\nstack traceback:", out)
+    assert.matches("\nonly a message\nstack traceback:", out)
+    assert.matches("\n%(error object is a table value%)\nstack traceback:", out)
+    assert.matches("\n%(error object is a boolean value%)\nstack traceback:", out)
+    assert.matches("\n42\nstack traceback:", out)
+  end)
+
   it("sleep in order of their deadlines and report errors through wait", function()
     local code, out, err = luaop.run([[
       local luaop = require "luaop"
@@ -65,7 +85,7 @@ describe("tasks", function()
     local system = require "system"
     local deadline = system.gettime() + 10
     while not run.stdout():find("sleeping", 1, true) and system.gettime() < deadline do system.sleep(0.02) end
-    assert.are.equal(143, run.stop())
+    assert.are.equal(143, run.stop(143))
     assert.matches("stopping", run.stderr())
   end)
 
