@@ -110,7 +110,7 @@ test: deps
 test-unit: all asan
 	spec/run.sh unit
 
-test-e2e: all
+test-e2e: all asan
 	spec/run.sh e2e
 
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,

@@ -58,7 +58,9 @@ function kube.create(manifest)
   return kube.kubectl({ "create", "-f", "-" }, manifest)
 end
 
--- Get one object as a Lua table, or nil and kubectl's output when absent.
+-- Get one object as a Lua table, or nil and kubectl's output when the API
+-- server says NotFound. Any other failure (a refused connection, a timeout,
+-- Forbidden, an unknown kind) raises: absence is never inferred from an error.
 function kube.get(kind, name, namespace)
   local args = { "get", kind, name, "-o", "json" }
   if namespace then
@@ -66,7 +68,10 @@ function kube.get(kind, name, namespace)
     args[#args + 1] = namespace
   end
   local ok, out = kube.kubectl(args)
-  if not ok then return nil, out end
+  if not ok then
+    if out:find("(NotFound)", 1, true) then return nil, out end
+    error("kubectl " .. table.concat(args, " ") .. " failed:\n" .. out, 2)
+  end
   return json.decode(out)
 end
 

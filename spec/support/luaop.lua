@@ -1,12 +1,15 @@
 -- spec/support/luaop.lua - run Lua programs with `luaop --script`.
 --
--- The AddressSanitizer/UBSan build is used, so every e2e run is also a
--- memory check: a leak or an error makes the run fail.
+-- The binary is the one that ships, build/luaop, unless LUAOP_BIN names
+-- another: spec/run.sh runs the unit specs and a subset of the e2e specs
+-- again with the AddressSanitizer/UBSan build, where a leak or a memory
+-- error reported on stderr fails the spec that caused it (proc.lua).
+-- Every process has a deadline.
 local proc = require "support.proc"
 
 local M = {}
 
-M.bin = "build/asan/luaop"
+M.bin = os.getenv("LUAOP_BIN") or "build/luaop"
 
 -- Write a program to a temporary file; returns its path.
 local function write_script(source)
@@ -18,8 +21,8 @@ local function write_script(source)
 end
 
 -- Run `source` as a program (nil: only the scripts opts.flags name). opts: kubeconfig (default $KUBECONFIG; false
--- for none), flags (list), args (list), env ({NAME = value|false}). Returns
--- exit code, stdout, stderr.
+-- for none), flags (list), args (list), env ({NAME = value|false}),
+-- deadline (seconds; see proc.run). Returns exit code, stdout, stderr.
 function M.run(source, opts)
   opts = opts or {}
   local path = source and write_script(source)
@@ -37,8 +40,9 @@ function M.run(source, opts)
     argv[#argv + 1] = "--"
     for _, a in ipairs(opts.args) do argv[#argv + 1] = a end
   end
-  local code, out, err = proc.run(argv, opts.env)
+  local ok, code, out, err = pcall(proc.run, argv, opts.env, { deadline = opts.deadline })
   if path then os.remove(path) end
+  if not ok then error(code, 2) end
   return code, out, err
 end
 
@@ -66,30 +70,38 @@ end
 
 -- Start `source` in the background (for controllers, which run until
 -- stopped); source may also be a list of script paths (files or
--- directories) to pass as --script flags. Returns a handle: :stdout(),
--- :stderr() (what it printed so far), :exited(), :stop() (SIGTERM, then
--- wait for it to exit; its status).
+-- directories) to pass as --script flags. Returns a handle: stdout(),
+-- stderr() (what it printed so far), exited(), pid(), stop([expect]),
+-- cleanup().
+--
+-- stop(expect) sends SIGTERM and waits at most 45 s (luaop drains for at
+-- most 30 s) for luaop to exit, then kills it (SIGKILL) and raises with the
+-- last lines it printed. It raises too when the exit status is not expect
+-- (default 0; false: any), or when stderr holds a sanitizer report; else
+-- it returns the status.
 function M.start(source, opts)
   opts = opts or {}
   local path, scripts
   if type(source) == "table" then
     scripts = {}
-    for _, p in ipairs(source) do scripts[#scripts + 1] = ("--script '%s'"):format(p) end
-    scripts = table.concat(scripts, " ")
+    for _, p in ipairs(source) do scripts[#scripts + 1] = proc.quote(p) end
+    scripts = "--script " .. table.concat(scripts, " --script ")
   else
     path = write_script(source)
-    scripts = ("--script '%s'"):format(path)
+    scripts = "--script " .. proc.quote(path)
   end
   local out, err = os.tmpname(), os.tmpname()
   local status = os.tmpname()
-  -- a subshell that records the exit status once luaop ends
-  local cmd = ("(env -u LD_PRELOAD '%s' --kubeconfig '%s' %s %s >'%s' 2>'%s'; echo $? >'%s') & echo $!")
-    :format(M.bin, opts.kubeconfig or assert(os.getenv("KUBECONFIG")), scripts, table.concat(opts.flags or {}, " "),
-            out, err, status)
+  local flags = {}
+  for _, f in ipairs(opts.flags or {}) do flags[#flags + 1] = proc.quote(f) end
+  -- a subshell that runs luaop (exec: the subshell's pid is luaop's) and
+  -- records the exit status once it ends
+  local cmd = ("(%s %s --kubeconfig %s %s %s >%s 2>%s & echo $! >%s.pid; wait $!; echo $? >%s) >/dev/null 2>&1 &")
+    :format(table.concat(proc.env_words(opts.env), " "), proc.quote(M.bin),
+            proc.quote(opts.kubeconfig or assert(os.getenv("KUBECONFIG"))), scripts, table.concat(flags, " "),
+            proc.quote(out), proc.quote(err), proc.quote(status), proc.quote(status))
   os.remove(status)
-  local p = assert(io.popen(cmd))
-  local pid = assert(tonumber(p:read("l")))
-  p:close()
+  assert(os.execute(cmd))
   local h = {}
   local function read(file)
     local fh = io.open(file)
@@ -98,19 +110,46 @@ function M.start(source, opts)
     fh:close()
     return s
   end
+  local function now() return require("system").gettime() end
+  -- luaop's pid (written by the subshell as it starts it)
+  local pid
+  local t0 = now()
+  repeat
+    pid = tonumber(read(status .. ".pid"):match("%d+"))
+    if not pid then require("system").sleep(0.01) end
+  until pid or now() - t0 > 10
+  assert(pid, "luaop did not start: " .. cmd)
+  os.remove(status .. ".pid")
+  function h.pid() return pid end
   function h.stdout() return read(out) end
   function h.stderr() return read(err) end
-  -- Whether luaop has exited (its status is recorded), before stop().
-  function h.exited() return read(status):match("%d") ~= nil end
-  -- SIGTERM to luaop (the subshell's child), wait for it to exit; its status.
-  function h.stop()
-    os.execute(("env -u LD_PRELOAD pkill -TERM -P %d 2>/dev/null; while kill -0 %d 2>/dev/null; do sleep 0.05; done"):format(pid, pid))
+  local stopped -- the exit status, once stop() has seen it
+  -- Whether luaop has exited (its status is recorded).
+  function h.exited() return stopped ~= nil or read(status):match("%d") ~= nil end
+  function h.stop(expect)
+    if expect == nil then expect = 0 end
+    if stopped then return stopped end
+    if not h.exited() then os.execute("kill -TERM " .. pid .. " 2>/dev/null") end
+    local deadline = now() + 45
+    while not h.exited() and now() < deadline do require("system").sleep(0.05) end
     if path then os.remove(path) end
+    if not h.exited() then
+      os.execute("kill -KILL " .. pid .. " 2>/dev/null")
+      error(("luaop (pid %d) did not exit within 45 s of SIGTERM (killed)\nstderr:\n%s"):format(
+        pid, proc.tail(h.stderr(), 30)), 2)
+    end
     local code = tonumber((read(status):match("%d+")))
     os.remove(status)
+    stopped = code
+    proc.check_sanitizers("luaop " .. scripts, h.stderr(), 2)
+    if expect ~= false and code ~= expect then
+      error(("luaop exited %s, expected %s\nstderr:\n%s"):format(tostring(code), tostring(expect),
+        proc.tail(h.stderr(), 30)), 2)
+    end
     return code
   end
   function h.cleanup()
+    if not h.exited() then pcall(h.stop, false) end
     os.remove(out)
     os.remove(err)
   end

@@ -1,14 +1,60 @@
--- spec/support/proc.lua - run a command and capture what it printed.
+-- spec/support/proc.lua - run a command and capture what it printed, with a
+-- deadline, failing on any sanitizer report.
 local proc = {}
+
+-- Seconds a command may run before it is killed and its spec fails.
+proc.deadline = 120
+
+-- What every child gets: the sanitizers' reports fail with an exit code of
+-- their own (not 1, which many specs expect from luaop), leaks are looked
+-- for whatever the spec runner's own process was told, UBSan stops at the
+-- first error. Harmless for a binary built without them.
+proc.sanitizer_env = {
+  ASAN_OPTIONS = "detect_leaks=1:exitcode=86:abort_on_error=0",
+  LSAN_OPTIONS = "exitcode=86",
+  UBSAN_OPTIONS = "halt_on_error=1:print_stacktrace=1:exitcode=87",
+}
 
 local function quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
+proc.quote = quote
 
--- Run argv; returns exit code, stdout, stderr. The child does not inherit a
--- sanitizer runtime preloaded into the spec runner. env: {NAME = value} to
--- set, {NAME = false} to unset.
-function proc.run(argv, env)
+-- The last n lines of s.
+function proc.tail(s, n)
+  local lines = {}
+  for l in (s or ""):gmatch("[^\n]*\n?") do
+    if l ~= "" then lines[#lines + 1] = l end
+  end
+  return table.concat(lines, "", math.max(1, #lines - (n or 20) + 1))
+end
+
+-- The first line of a sanitizer report in s (AddressSanitizer,
+-- LeakSanitizer, UndefinedBehaviorSanitizer), or nil.
+function proc.sanitizer_report(s)
+  if not s then return nil end
+  for _, p in ipairs {
+    "[^\n]*ERROR: AddressSanitizer[^\n]*", "[^\n]*ERROR: LeakSanitizer[^\n]*",
+    "[^\n]*%S+:%d+:%d+: runtime error: [^\n]*", "[^\n]*SUMMARY: UndefinedBehaviorSanitizer[^\n]*",
+  } do
+    local m = s:match(p)
+    if m then return m end
+  end
+  return nil
+end
+
+-- Raise (at the spec's level) if stderr holds a sanitizer report.
+function proc.check_sanitizers(what, stderr, level)
+  local report = proc.sanitizer_report(stderr)
+  if report then
+    error(("%s: sanitizer report: %s\n%s"):format(what, report, proc.tail(stderr, 40)), (level or 1) + 1)
+  end
+end
+
+-- The shell words that set the environment: `env -u LD_PRELOAD` (the child
+-- does not inherit a sanitizer runtime preloaded into the spec runner), the
+-- sanitizer options, then env ({NAME = value} to set, {NAME = false} to unset).
+function proc.env_words(env)
   local parts = { "env", "-u", "LD_PRELOAD" }
   -- env takes its -u options before any NAME=value
   for k, v in pairs(env or {}) do
@@ -17,10 +63,28 @@ function proc.run(argv, env)
       parts[#parts + 1] = quote(k)
     end
   end
+  for k, v in pairs(proc.sanitizer_env) do
+    if not env or env[k] == nil then parts[#parts + 1] = quote(k .. "=" .. v) end
+  end
   for k, v in pairs(env or {}) do
     if v ~= false then parts[#parts + 1] = quote(k .. "=" .. v) end
   end
-  for _, a in ipairs(argv) do parts[#parts + 1] = quote(a) end
+  return parts
+end
+
+-- Run argv; returns exit code, stdout, stderr. env: see env_words.
+-- opts.deadline: seconds (default proc.deadline); past it the command is
+-- killed (SIGTERM, SIGKILL 5 s later) and this raises with the command and
+-- the last lines it printed. A sanitizer report on stderr raises too, unless
+-- opts.sanitizer_ok.
+function proc.run(argv, env, opts)
+  opts = opts or {}
+  local deadline = opts.deadline or proc.deadline
+  local parts = proc.env_words(env)
+  for _, w in ipairs { "timeout", "-k", "5", tostring(deadline) } do parts[#parts + 1] = w end
+  local words = {}
+  for _, a in ipairs(argv) do words[#words + 1] = quote(a) end
+  for _, w in ipairs(words) do parts[#parts + 1] = w end
   local err = os.tmpname()
   local p = assert(io.popen(table.concat(parts, " ") .. " 2>" .. quote(err), "r"))
   local out = p:read("a")
@@ -29,6 +93,12 @@ function proc.run(argv, env)
   local stderr = f:read("a")
   f:close()
   os.remove(err)
+  local cmd = table.concat(words, " ")
+  if code == 124 or code == 137 then
+    error(("%s did not exit within %g s (killed)\nstdout:\n%s\nstderr:\n%s"):format(
+      cmd, deadline, proc.tail(out), proc.tail(stderr)), 2)
+  end
+  if not opts.sanitizer_ok then proc.check_sanitizers(cmd, stderr, 2) end
   return code, out, stderr
 end
 
