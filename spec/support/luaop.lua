@@ -26,7 +26,7 @@ end
 function M.run(source, opts)
   opts = opts or {}
   local path = source and write_script(source)
-  local argv = { M.bin }
+  local argv = { opts.bin or M.bin }
   if opts.kubeconfig ~= false then
     argv[#argv + 1] = "--kubeconfig"
     argv[#argv + 1] = opts.kubeconfig or assert(os.getenv("KUBECONFIG"))
@@ -74,8 +74,8 @@ end
 -- stderr() (what it printed so far), exited(), pid(), stop([expect]),
 -- cleanup().
 --
--- stop(expect) sends SIGTERM and waits at most 45 s (luaop drains for at
--- most 30 s) for luaop to exit, then kills it (SIGKILL) and raises with the
+-- stop(expect) sends SIGTERM and waits at most opts.stop_deadline seconds
+-- (default 45: luaop drains for at most 30 s) for luaop to exit, then kills it (SIGKILL) and raises with the
 -- last lines it printed. It raises too when the exit status is not expect
 -- (default 0; false: any), or when stderr holds a sanitizer report; else
 -- it returns the status.
@@ -97,7 +97,7 @@ function M.start(source, opts)
   -- a subshell that runs luaop (exec: the subshell's pid is luaop's) and
   -- records the exit status once it ends
   local cmd = ("(%s %s --kubeconfig %s %s %s >%s 2>%s & echo $! >%s.pid; wait $!; echo $? >%s) >/dev/null 2>&1 &")
-    :format(table.concat(proc.env_words(opts.env), " "), proc.quote(M.bin),
+    :format(table.concat(proc.env_words(opts.env), " "), proc.quote(opts.bin or M.bin),
             proc.quote(opts.kubeconfig or assert(os.getenv("KUBECONFIG"))), scripts, table.concat(flags, " "),
             proc.quote(out), proc.quote(err), proc.quote(status), proc.quote(status))
   os.remove(status)
@@ -130,13 +130,13 @@ function M.start(source, opts)
     if expect == nil then expect = 0 end
     if stopped then return stopped end
     if not h.exited() then os.execute("kill -TERM " .. pid .. " 2>/dev/null") end
-    local deadline = now() + 45
+    local deadline = now() + (opts.stop_deadline or 45)
     while not h.exited() and now() < deadline do require("system").sleep(0.05) end
     if path then os.remove(path) end
     if not h.exited() then
       os.execute("kill -KILL " .. pid .. " 2>/dev/null")
-      error(("luaop (pid %d) did not exit within 45 s of SIGTERM (killed)\nstderr:\n%s"):format(
-        pid, proc.tail(h.stderr(), 30)), 2)
+      error(("luaop (pid %d) did not exit within %g s of SIGTERM (killed)\nstderr:\n%s"):format(
+        pid, opts.stop_deadline or 45, proc.tail(h.stderr(), 30)), 2)
     end
     local code = tonumber((read(status):match("%d+")))
     os.remove(status)
