@@ -124,6 +124,12 @@ if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ]; then
   fi
 fi
 
+# Every promise of docs/guarantees.md was proven by a spec of this run.
+if [ "$mode" = all ]; then
+  echo "== docs/guarantees.md"
+  spec/guarantees.sh || status=1
+fi
+
 passed=$(cat "$out"/*.tap 2>/dev/null | grep -cE '^ok [0-9]+ - ' || true)
 skipped=$(cat "$out"/*.tap 2>/dev/null | grep -cE '^ok [0-9]+ - # SKIP' || true)
 failed=$(cat "$out"/*.tap 2>/dev/null | grep -cE '^not ok [0-9]+ ' || true)

@@ -144,6 +144,11 @@ describe("a Lua controller", function()
   end)
 
   it("drains on SIGTERM: a running reconcile finishes, then luaop exits 0", function()
+    -- a latch: the reconcile waits for this file, so it is surely running
+    -- when SIGTERM comes, and goes on only when the spec says so
+    local latch = os.tmpname()
+    os.remove(latch)
+    finally(function() os.remove(latch) end)
     local slow = luaop.start(([[
       local luaop = require "luaop"
       return luaop.controller {
@@ -151,22 +156,28 @@ describe("a Lua controller", function()
         reconcile = function(ctx, req)
           print("started " .. req.name)
           io.stdout:flush()
-          luaop.sleep(1.5)
+          while not io.open(%q) do luaop.sleep(0.02) end
           assert(ctx:patch("ConfigMap", req, { data = { done = "yes" } }))
           print("finished " .. req.name)
           io.stdout:flush()
         end,
       }
-    ]]):format(ns))
+    ]]):format(ns, latch))
     finally(slow.cleanup)
     kube.must { "create", "configmap", "s1", "-n", ns, "--from-literal=k=v" }
     kube.must { "label", "configmap", "s1", "-n", ns, "role=slow" }
     kube.wait_for("the reconcile to start", 30, function() return slow.stdout():find("started s1", 1, true) end)
-    local code = slow.stop() -- SIGTERM now, while it sleeps
-    assert.are.equal(0, code, slow.stderr())
+    slow.signal("TERM")
+    kube.wait_for("luaop to wait for the running reconcile", 10, function()
+      return slow.stderr():find("stopping: waiting for running reconciles", 1, true)
+    end)
+    -- still there, the reconcile unfinished, until the latch opens
+    assert.is_false(slow.exited(), slow.stderr())
+    assert.is_nil(slow.stdout():find("finished s1", 1, true))
+    assert(io.open(latch, "w")):close()
+    assert.are.equal(0, slow.stop(0))
     assert.matches("finished s1", slow.stdout())
     assert.are.equal("yes", kube.get("configmap", "s1", ns).data.done)
-    assert.matches("stopping", slow.stderr())
   end)
 
   it("does not reconcile objects its selector leaves out", function()

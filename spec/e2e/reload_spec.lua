@@ -8,17 +8,21 @@ local luaop = require "support.luaop"
 local volume = require "support.volume"
 
 -- Stamps every ConfigMap labelled app=reload with annotation version=V. A
--- ConfigMap with data.slow takes `slow` seconds first.
+-- ConfigMap with data.latch waits until the file it names exists (a latch
+-- the spec opens).
 local function operator(ns, version)
   return ([[
 local luaop = require "luaop"
 return luaop.controller {
   name = "stamper", resource = "v1/ConfigMap", namespace = %q, label_selector = "app=reload",
+  concurrency = 2, -- a is stamped while b waits on its latch
   reconcile = function(ctx, req)
     local cm = ctx:get("ConfigMap", req)
     if not cm then return end
     ctx.log:info("reconciling", { version = %q })
-    if cm.data and cm.data.slow then luaop.sleep(tonumber(cm.data.slow)) end
+    if cm.data and cm.data.latch then
+      while not io.open(cm.data.latch) do luaop.sleep(0.02) end
+    end
     local ann = cm.metadata.annotations or {}
     if ann.version ~= %q then
       local _, err = ctx:patch("ConfigMap", req, { metadata = { annotations = { version = %q } } })
@@ -40,7 +44,7 @@ local function lists(log)
 end
 
 describe("hot reload", function()
-  local ns, vol, run
+  local ns, vol, run, latch
 
   setup(function()
     ns = kube.new_namespace("e2e-reload")
@@ -55,6 +59,8 @@ describe("hot reload", function()
     end
     if vol then vol:remove() end
     if ns then kube.delete_namespace(ns) end
+    -- kept open till now: b names it, and every later reconcile of b passes it
+    if latch then os.remove(latch) end
   end)
 
   local function version(name)
@@ -75,20 +81,27 @@ describe("hot reload", function()
     stamped("b", "1")
     assert.are.equal(1, lists(run.stderr()), "one LIST at start")
 
-    -- b's next reconcile takes 2 s; reload while it runs
-    kube.must { "patch", "configmap", "b", "-n", ns, "--type=merge", "-p", '{"data":{"slow":"2"}}' }
-    kube.wait_for("b's slow reconcile", 10, function()
-      local n = 0
-      for line in run.stderr():gmatch("[^\n]*reconciling[^\n]*") do
-        if line:find('"name": "b"', 1, true) and line:find('"version": "1"', 1, true) then n = n + 1 end
+    -- b's next reconcile waits on a latch; reload while it waits
+    latch = os.tmpname()
+    os.remove(latch)
+    local patched = #run.stderr()
+    kube.must { "patch", "configmap", "b", "-n", ns, "--type=merge", "-p", ('{"data":{"latch":"%s"}}'):format(latch) }
+    kube.wait_for("b's latched reconcile", 10, function()
+      for line in run.stderr():sub(patched):gmatch("[^\n]*reconciling[^\n]*") do
+        if line:find('"name": "b"', 1, true) and line:find('"version": "1"', 1, true) then return true end
       end
-      return n >= 3
     end)
     local before = #run.stderr()
     vol:update { ["stamper.lua"] = operator(ns, "2") }
     kube.wait_for("the reload", 10, function() return run.stderr():find("script reloaded", before, true) end)
-
+    -- a is requeued and stamped by version 2 while b's reconcile still
+    -- waits on version 1's code; then the latch opens
     stamped("a", "2")
+    for line in run.stderr():sub(before):gmatch("[^\n]+") do
+      assert.is_nil(line:find('"name": "b"', 1, true) and line:find("\tdone\t", 1, true), "b ended before its latch opened")
+    end
+    assert(io.open(latch, "w")):close()
+
     stamped("b", "2")
     kube.must { "create", "configmap", "c", "-n", ns, "--from-literal=k=v" }
     kube.must { "label", "configmap", "c", "-n", ns, "app=reload" }

@@ -71,8 +71,8 @@ end
 -- Start `source` in the background (for controllers, which run until
 -- stopped); source may also be a list of script paths (files or
 -- directories) to pass as --script flags. Returns a handle: stdout(),
--- stderr() (what it printed so far), exited(), pid(), stop([expect]),
--- cleanup().
+-- stderr() (what it printed so far), exited(), pid(), signal([sig]),
+-- stop([expect]), cleanup().
 --
 -- stop(expect) sends SIGTERM and waits at most opts.stop_deadline seconds
 -- (default 45: luaop drains for at most 30 s) for luaop to exit, then kills it (SIGKILL) and raises with the
@@ -126,10 +126,17 @@ function M.start(source, opts)
   local stopped -- the exit status, once stop() has seen it
   -- Whether luaop has exited (its status is recorded).
   function h.exited() return stopped ~= nil or read(status):match("%d") ~= nil end
+  local signalled
+  -- Send a signal (default TERM) without waiting; stop() then only waits.
+  function h.signal(sig)
+    assert(not h.exited(), "luaop has exited")
+    assert(os.execute(("kill -%s %d"):format(sig or "TERM", pid)))
+    signalled = true
+  end
   function h.stop(expect)
     if expect == nil then expect = 0 end
     if stopped then return stopped end
-    if not h.exited() then os.execute("kill -TERM " .. pid .. " 2>/dev/null") end
+    if not h.exited() and not signalled then os.execute("kill -TERM " .. pid .. " 2>/dev/null") end
     local deadline = now() + (opts.stop_deadline or 45)
     while not h.exited() and now() < deadline do require("system").sleep(0.05) end
     if path then os.remove(path) end

@@ -65,14 +65,17 @@ users: [{name: u, user: {token: good-token}}]
     os.remove(log)
   end)
 
-  it("sends the bearer token and keeps the server's reason and message", function()
-    local code, out = run([[
+  it("sends the bearer token, never logs it, and keeps the server's reason and message", function()
+    local code, out, err = run([[
       local cm = assert(core.api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
       print("status", cm)
       local status, body = core.api.request { path = "/api/v1/namespaces/default/configmaps/nothing" }
       print("missing", status, require("luaop.client").error(status, body).reason)
-    ]])
+    ]], { "-v", "10" })
     assert.are.equal(0, code, out)
+    -- at the most verbose level, requests are logged (so the check can fail)
+    assert.matches("configmaps/nothing", err)
+    assert.is_nil((out .. err):find("good-token", 1, true), "the token was logged")
     assert.matches("status\t200", out)
     assert.matches("missing\t404\tNotFound", out)
     assert.are.same({ "GET /api/v1/namespaces/default/configmaps/ok bearer-ok",
