@@ -215,9 +215,11 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.are.equal(0, code, out)
     -- one at once, then five more at 5 per second: at least a second
     assert.is_true(tonumber(out:match("elapsed\t(%S+)")) >= 0.95, out)
-    code, out = run(program, { "--qps", "0" })
+    -- --qps 0: no limit, whatever the burst (5/s after a burst of 1 took a second)
+    code, out = run(program, { "--qps", "0", "--burst", "1" })
     assert.are.equal(0, code, out)
     assert.are.equal(6, #requests() - 6)
+    assert.is_true(tonumber(out:match("elapsed\t(%S+)")) < 0.5, out)
   end)
 
   it("pages a list whose metadata follows its items, each page asked for before the last is decoded", function()

@@ -174,6 +174,12 @@ describe("luaop.core.workqueue", function()
       assert.is_true(near(0.010, q:when("a", 0)))
       for _ = 1, 40 do q:when("a", 0) end
       assert.are.equal(1000, q:when("a", 0))
+      -- the bucket: 100 keys at once pass on their own backoff, the 101st
+      -- waits for a token (0.1 s at 10/s), the 102nd for two
+      local d = workqueue.new()
+      for i = 1, 100 do assert.is_true(near(0.005, d:when("k" .. i, 0)), "k" .. i) end
+      assert.is_true(near(0.1, d:when("k101", 0)))
+      assert.is_true(near(0.2, d:when("k102", 0)))
     end)
 
     it("requeues a failed key after its backoff, counting retries", function()
