@@ -28,6 +28,10 @@ describe("the spec harness", function()
     assert(os.execute("chmod +x " .. fake))
     finally(function() os.execute("rm -rf " .. dir) end)
     local run = luaop.start("return 0", { bin = fake, kubeconfig = "/dev/null", stop_deadline = 1 })
+    -- its trap is set once it says so
+    local until_ = system.gettime() + 10
+    while not run.stderr():find("started", 1, true) and system.gettime() < until_ do system.sleep(0.02) end
+    assert.matches("started", run.stderr())
     local t0 = system.gettime()
     local ok, err = pcall(run.stop)
     assert.is_false(ok)
