@@ -66,7 +66,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q ||
     die "apt-get update failed (see above): check the network to the package mirror and /etc/apt/sources.list*"
   log "running: ${sudo:+sudo }apt-get install --no-install-recommends ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
     die "apt-get install failed (see above): ${missing[*]}"
 else
   log "${sets[*]}: the Debian packages are present"

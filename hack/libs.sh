@@ -95,7 +95,9 @@ if ! fresh_lists; then
     grep -E '^(E|W):' "$apt/update.log" | sed 's/^/  apt: /' >&2 || true
     have_lists ||
       die "could not read Debian's source package index (apt's errors above, all of it in $apt/update.log): check the network to the package mirror"
-    log "could not refresh Debian's source package index (above); going on with the one read $(date -r "$apt/updated" +%F 2>/dev/null || echo earlier)"
+    log "could not refresh every source index (above); going on with the lists there are, and trying again in a week"
+    # (a repository without source packages fails every update: not each make)
+    touch "$apt/updated"
   fi
 fi
 curl_vs=$(versions curl)

@@ -20,7 +20,7 @@ mkdir -p build/run
 log=build/run/luaop.log
 build/luaop --kubeconfig "$KUBECONFIG" --script operators/ 2>"$log" &
 pid=$!
-# Ctrl-C (or SIGTERM) stops luaop and ends with status 0; any other exit
+# Ctrl-C (or a SIGINT or SIGTERM to this script) stops luaop and ends with status 0; any other exit
 # stops it too, keeping the status.
 stop() {
   trap - INT TERM EXIT
@@ -64,14 +64,16 @@ show() {
 # The display runs as a job of its own (job control: its own process group,
 # in the terminal's foreground), so that Ctrl-C interrupts it alone, not make
 # and this script, which then stop luaop and end with status 0. It ends with
-# status 3 when luaop exited by itself.
+# status 3 when luaop exited by itself. (A SIGTERM to this script waits for
+# the display to end: bash runs a trap once its foreground job is done.)
 set -m
 rc=0
 (
   trap - INT TERM EXIT
+  set +e # a kubectl that fails (the API server restarting) shows its error, and the display goes on
   while kill -0 "$pid" 2>/dev/null; do
     out=$(show)
-    if [ -t 1 ]; then clear; fi
+    if [ -t 1 ]; then clear 2>/dev/null; fi
     echo "$out"
     [ -t 1 ] || echo "----"
     sleep 2
@@ -79,10 +81,17 @@ rc=0
   exit 3
 ) || rc=$?
 set +m
-if [ "$rc" != 3 ]; then
-  stop
-  exit 0
-fi
+case $rc in
+  130 | 0) # Ctrl-C
+    stop
+    exit 0
+    ;;
+  3) ;;
+  *)
+    stop
+    die "the display ended with status $rc"
+    ;;
+esac
 echo "run: luaop exited; its log:" >&2
 tail -n 20 "$log" >&2
 exit 1

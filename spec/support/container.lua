@@ -70,6 +70,19 @@ function container.start(image, opts)
   local dir = must("mktemp -d"):gsub("%s+$", "")
   local c = {}
   local wc = must(buildah("from --pull=never --name " .. quote(id) .. " " .. quote(image))):match("(%S+)%s*$")
+  -- what follows may fail: then the working container and bundle go too
+  local ok, err = pcall(container.setup, c, id, dir, wc, image, opts)
+  if not ok then
+    sh(buildah("umount " .. quote(wc)))
+    sh(buildah("rm " .. quote(wc)))
+    sh("rm -rf " .. quote(dir))
+    error(err, 2)
+  end
+  return c
+end
+
+-- The bundle of container.start, the container started, the handle filled.
+function container.setup(c, id, dir, wc, image, opts)
   local rootfs = must(buildah("mount " .. quote(wc))):match("(%S+)%s*$")
   local cfg = container.config(image)
 
@@ -144,7 +157,6 @@ function container.start(image, opts)
     if not ok then error("could not remove the working container " .. wc .. ":\n" .. out) end
   end
   c.id, c.bundle = id, dir
-  return c
 end
 
 -- A directory of mode 0755 under a private one; files written into it for
