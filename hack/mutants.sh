@@ -75,7 +75,8 @@ for p in "${patches[@]}"; do
     [ -e "build/$b" ] && cp -a "build/$b" "$scratch/tree/build/"
   done
   verdict=""
-  if ! (cd "$scratch/tree" && git apply "$root/$p") >"$out/$name.log" 2>&1; then
+  case $p in /*) abs=$p ;; *) abs=$root/$p ;; esac
+  if ! (cd "$scratch/tree" && git apply "$abs") >"$out/$name.log" 2>&1; then
     verdict="survived (the patch does not apply)"
   elif ! (cd "$scratch/tree" && make all asan) >>"$out/$name.log" 2>&1; then
     verdict="survived (does not build)"

@@ -180,6 +180,86 @@ describe("a Lua controller", function()
     assert.are.equal("yes", kube.get("configmap", "s1", ns).data.done)
   end)
 
+  it("exits at once, with status 143, on a second SIGTERM while a reconcile still runs", function()
+    local latch = os.tmpname()
+    os.remove(latch) -- never opened: the reconcile would wait forever
+    local slow = luaop.start(([[
+      local luaop = require "luaop"
+      return luaop.controller {
+        name = "stuck", resource = "v1/ConfigMap", namespace = %q, label_selector = "role=stuck",
+        reconcile = function(ctx, req)
+          print("started " .. req.name)
+          io.stdout:flush()
+          while not io.open(%q) do luaop.sleep(0.02) end
+        end,
+      }
+    ]]):format(ns, latch))
+    finally(slow.cleanup)
+    kube.must { "create", "configmap", "st1", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "st1", "-n", ns, "role=stuck" }
+    kube.wait_for("the reconcile to start", 30, function() return slow.stdout():find("started st1", 1, true) end)
+    slow.signal("TERM")
+    kube.wait_for("luaop to wait for the running reconcile", 10, function()
+      return slow.stderr():find("stopping: waiting for running reconciles", 1, true)
+    end)
+    assert.is_false(slow.exited())
+    slow.signal("TERM")
+    -- stop() only waits now; its deadline (45 s) is well above "at once"
+    local t0 = require("system").gettime()
+    assert.are.equal(128 + 15, slow.stop(128 + 15))
+    assert.is_true(require("system").gettime() - t0 < 5, "the second SIGTERM did not end it at once")
+  end)
+
+  it("never runs one key twice at once with several workers, and runs different keys side by side", function()
+    -- each reconcile logs when it begins and ends, and takes 0.2 s; one key
+    -- is changed over and over while it runs, others come at the same time
+    local multi = luaop.start(([[
+      local luaop = require "luaop"
+      return luaop.controller {
+        name = "multi", resource = "v1/ConfigMap", namespace = %q, label_selector = "role=multi",
+        concurrency = 4,
+        reconcile = function(ctx, req)
+          print(("begin %%s %%.6f"):format(req.name, luaop.time.now()))
+          io.stdout:flush()
+          luaop.sleep(0.2)
+          print(("end %%s %%.6f"):format(req.name, luaop.time.now()))
+          io.stdout:flush()
+        end,
+      }
+    ]]):format(ns))
+    finally(multi.cleanup)
+    for i = 1, 4 do
+      kube.must { "create", "configmap", "mk" .. i, "-n", ns, "--from-literal=k=v" }
+      kube.must { "label", "configmap", "mk" .. i, "-n", ns, "role=multi" }
+    end
+    for i = 1, 8 do
+      kube.must { "patch", "configmap", "mk1", "-n", ns, "--type=merge", "-p", ('{"data":{"k":"%d"}}'):format(i) }
+    end
+    kube.must { "patch", "configmap", "mk1", "-n", ns, "--type=merge", "-p", '{"data":{"k":"last"}}' }
+    -- wait until mk1's reconciles have caught up (an end after the last patch, nothing running)
+    kube.wait_for("mk1 and the others reconciled", 30, function()
+      local out = multi.stdout()
+      local b, e = select(2, out:gsub("begin mk1 ", "")), select(2, out:gsub("end mk1 ", ""))
+      return b >= 2 and b == e and out:find("end mk4 ", 1, true)
+    end)
+    multi.stop()
+    local running, overlap_other = {}, false
+    local n = 0
+    for what, name in multi.stdout():gmatch("(%a+) (mk%d) [%d.]+") do
+      if what == "begin" then
+        assert.is_nil(running[name], name .. " began again while it was running")
+        for other in pairs(running) do if other ~= name then overlap_other = true end end
+        running[name] = true
+        n = n + 1
+      else
+        assert.is_true(running[name], name .. " ended without beginning")
+        running[name] = nil
+      end
+    end
+    assert.is_true(n >= 5, "too few reconciles to tell: " .. n)
+    assert.is_true(overlap_other, "different keys never ran side by side with 4 workers")
+  end)
+
   it("does not reconcile objects its selector leaves out", function()
     kube.must { "create", "configmap", "loner", "-n", ns, "--from-literal=k=v" }
     kube.wait_for("p1-child to exist (the controller is running)", 30, function() return child("p1") end)
