@@ -260,6 +260,43 @@ describe("a Lua controller", function()
     assert.is_true(overlap_other, "different keys never ran side by side with 4 workers")
   end)
 
+  it("shares one informer between controllers that watch the same kind, namespace and selector", function()
+    -- two controllers of ConfigMaps labelled role=shared, and a third that
+    -- watches them: one LIST of configmaps for all three (the trace log
+    -- has a line per answered request; a watch answers only when it ends)
+    local two = luaop.start(([[
+      local luaop = require "luaop"
+      local ns = %q
+      local function def(name, extra)
+        local d = {
+          name = name, resource = "v1/ConfigMap", namespace = ns, label_selector = "role=shared",
+          reconcile = function(ctx, req) ctx.log:info("reconciled by " .. name, { key = req.name }) end,
+        }
+        for k, v in pairs(extra or {}) do d[k] = v end
+        return luaop.controller(d)
+      end
+      return {
+        def("first"), def("second"),
+        def("third", { resource = "v1/Secret", watches = { { "v1/ConfigMap", namespace = ns, label_selector = "role=shared",
+          map = function(cm) return { { namespace = ns, name = cm.metadata.name } } end } } }),
+      }
+    ]]):format(ns), { flags = { "--log-level", "trace" } })
+    finally(two.cleanup)
+    kube.wait_for("caches synced", 30, function() return two.stderr():find("caches synced", 1, true) end)
+    kube.must { "create", "configmap", "sh1", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "sh1", "-n", ns, "role=shared" }
+    kube.wait_for("both controllers to reconcile sh1", 30, function()
+      local err = two.stderr()
+      return err:find("reconciled by first", 1, true) and err:find("reconciled by second", 1, true)
+    end)
+    two.stop()
+    local lists = 0
+    for path in two.stderr():gmatch('"method": "GET", "path": "([^"]*/configmaps%?[^"]*)"') do
+      if not path:find("watch=true", 1, true) then lists = lists + 1 end
+    end
+    assert.are.equal(1, lists, "LISTs of configmaps")
+  end)
+
   it("does not reconcile objects its selector leaves out", function()
     kube.must { "create", "configmap", "loner", "-n", ns, "--from-literal=k=v" }
     kube.wait_for("p1-child to exist (the controller is running)", 30, function() return child("p1") end)
