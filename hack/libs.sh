@@ -109,7 +109,23 @@ ssl_vs=$(versions openssl)
 key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; cat "$0") | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
-if [ ! -e "$dir/lib/libcurl.a" ]; then
+# A build made from an older source than the newest offered (the newest did
+# not download: a security update's source can lag behind its binaries) is
+# retried with the newest once the lists have been read again since.
+newest_ssl=${ssl_vs%%$'\n'*} newest_curl=${curl_vs%%$'\n'*}
+stale() {
+  [ -e "$dir/lib/libcurl.a" ] && [ -e "$dir/VERSIONS" ] || return 1
+  grep -qx "openssl $newest_ssl" "$dir/VERSIONS" && grep -qx "curl $newest_curl" "$dir/VERSIONS" && return 1
+  [ "$apt/updated" -nt "$dir/VERSIONS" ]
+}
+retry=""
+if stale; then
+  retry=1
+  ssl_vs=$newest_ssl curl_vs=$newest_curl
+  log "the cached build is of $(paste -sd, "$dir/VERSIONS"); trying the newest sources, openssl $newest_ssl and curl $newest_curl"
+fi
+
+if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
   work=$(mktemp -d)
   stage="$dir.tmp.$$"
   trap 'rm -rf "$work" "$stage"' EXIT
@@ -132,8 +148,14 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
     log "could not download the source of $1 (any of: $(echo $2)): check the network to the package mirror"
     return 1
   }
-  fetch openssl "$ssl_vs" || exit 1
-  fetch curl "$curl_vs" || exit 1
+  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs"; }; then
+    [ -n "$retry" ] || exit 1
+    # not yet: keep the older build until the lists are read again
+    touch "$dir/VERSIONS"
+    log "keeping the build of $(paste -sd, "$dir/VERSIONS") until the next refresh of the source lists"
+    rm -rf "$work"
+    exec "$0" "$out" ${stamp:+"$stamp"} # now not stale: only the link
+  fi
   rm -rf "$stage"
   jobs=$(nproc)
   flags="-O2 -ffunction-sections -fdata-sections"
@@ -169,11 +191,12 @@ if [ ! -e "$dir/lib/libcurl.a" ]; then
   cp "$work/VERSIONS" "$stage/"
   rm -rf "$dir"
   mv "$stage" "$dir"
+  built=1
 fi
 
 mkdir -p "$(dirname "$out")"
 # the stamp (make's) changes only when the link does, so luaop relinks then
-if [ "$(readlink "$out" 2>/dev/null)" != "$dir" ] || { [ -n "$stamp" ] && [ ! -e "$stamp" ]; }; then
+if [ "$(readlink "$out" 2>/dev/null)" != "$dir" ] || [ -n "${built:-}" ] || { [ -n "$stamp" ] && [ ! -e "$stamp" ]; }; then
   ln -sfn "$dir" "$out"
   [ -z "$stamp" ] || touch "$stamp"
 fi
