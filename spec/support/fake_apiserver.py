@@ -23,6 +23,7 @@ good-token" or alice's basic credentials get a 401 Status.
 """
 import base64
 import email.utils
+import gzip
 import json
 import sys
 import threading
@@ -112,6 +113,20 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Location", "/stolen")
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return None
+        if name == "gzip":  # gzipped when the client asks for it
+            asked = "gzip" in self.headers.get("Accept-Encoding", "")
+            data = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                               "data": {"encoding": "gzip" if asked else "identity"}}).encode()
+            if asked:
+                data = gzip.compress(data)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if asked:
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return None
         if name == "slow":
             time.sleep(3)

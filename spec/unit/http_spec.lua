@@ -133,6 +133,15 @@ users: [{name: u, user: {token: good-token}}]
     end
   end)
 
+  it("asks for gzip and decodes a gzipped answer", function()
+    local code, out, err = run([[
+      local cm = assert(c:get("ConfigMap", "gzip", "default"))
+      print("encoding", cm.data.encoding)
+    ]])
+    assert.are.equal(0, code, err)
+    assert.matches("encoding\tgzip", out)
+  end)
+
   it("times a request out", function()
     local code, out = run([[
       local t0 = core.task.now()
