@@ -37,6 +37,9 @@ lock = threading.Lock()
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body go out in two writes: without this, Nagle's algorithm
+    # and the client's delayed ACK hold every answer back by 40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

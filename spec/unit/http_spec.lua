@@ -231,6 +231,28 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.is_true(tonumber(out:match("elapsed\t(%S+)")) < 0.5, out)
   end)
 
+  it("limits to 20 requests per second after a burst of 30 by default", function()
+    -- one request after another (the limiter counts them all the same)
+    local function elapsed(n, flags)
+      local code, out, err = run(([[
+        local t0 = core.task.now()
+        for _ = 1, %d do assert(core.api.request { path = "/api/v1/namespaces/default/configmaps/ok" }) end
+        print("elapsed", core.task.now() - t0)
+      ]]):format(n), flags)
+      assert.are.equal(0, code, err)
+      return tonumber(out:match("elapsed\t(%S+)"))
+    end
+    -- the burst: 30 without waiting (a burst of 10 would take a second at 20/s)
+    local burst = elapsed(30)
+    assert.is_true(burst < 0.6, ("30 requests took %.2f s"):format(burst))
+    -- ten more wait for tokens at 20/s: half a second at least
+    local more = elapsed(40)
+    assert.is_true(more >= 0.45, ("40 requests took %.2f s"):format(more))
+    -- and --qps 0 does not wait for any
+    local free = elapsed(40, { "--qps", "0" })
+    assert.is_true(free < 0.45, ("40 requests with --qps 0 took %.2f s"):format(free))
+  end)
+
   it("pages a list whose metadata follows its items, each page asked for before the last is decoded", function()
     local code, out = run([[
       local list = assert(c:list("ConfigMap", { namespace = "default", limit = 2 }))
