@@ -106,6 +106,8 @@ static const char *sched_error_text(lua_State *co)
 {
     const char *reason = NULL, *message = NULL;
 
+    if (!lua_checkstack(co, 4)) /* a dead coroutine's stack may be full */
+        return "(error object not shown: no stack left)";
     if (lua_type(co, -1) == LUA_TSTRING || lua_type(co, -1) == LUA_TNUMBER) {
         lua_pushvalue(co, -1);
         return lua_tostring(co, -1);

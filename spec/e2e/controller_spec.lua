@@ -3,6 +3,7 @@
 -- with backoff and logs its traceback, and honours requeue_after.
 local kube = require "support.kube"
 local luaop = require "support.luaop"
+local system = require "system"
 
 describe("a Lua controller", function()
   local ns, run
@@ -143,16 +144,18 @@ describe("a Lua controller", function()
     end)
   end)
 
-  it("drains on SIGTERM: a running reconcile finishes, then luaop exits 0", function()
-    -- a latch: the reconcile waits for this file, so it is surely running
-    -- when SIGTERM comes, and goes on only when the spec says so
+  -- A controller whose reconcile of `name` waits on a latch (a file the spec
+  -- creates), so it is surely running when SIGTERM comes; once open, the
+  -- reconcile marks the ConfigMap done. Started, SIGTERMed, and seen waiting
+  -- for that reconcile; returns luaop's handle and the latch's path.
+  local function draining(name)
     local latch = os.tmpname()
     os.remove(latch)
     finally(function() os.remove(latch) end)
-    local slow = luaop.start(([[
+    local run = luaop.start(([[
       local luaop = require "luaop"
       return luaop.controller {
-        name = "slow", resource = "v1/ConfigMap", namespace = %q, label_selector = "role=slow",
+        name = "latched", resource = "v1/ConfigMap", namespace = %q, label_selector = "latched=%s",
         reconcile = function(ctx, req)
           print("started " .. req.name)
           io.stdout:flush()
@@ -162,52 +165,37 @@ describe("a Lua controller", function()
           io.stdout:flush()
         end,
       }
-    ]]):format(ns, latch))
-    finally(slow.cleanup)
-    kube.must { "create", "configmap", "s1", "-n", ns, "--from-literal=k=v" }
-    kube.must { "label", "configmap", "s1", "-n", ns, "role=slow" }
-    kube.wait_for("the reconcile to start", 30, function() return slow.stdout():find("started s1", 1, true) end)
-    slow.signal("TERM")
+    ]]):format(ns, name, latch))
+    finally(run.cleanup)
+    kube.must { "create", "configmap", name, "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", name, "-n", ns, "latched=" .. name }
+    kube.wait_for("the reconcile to start", 30, function() return run.stdout():find("started " .. name, 1, true) end)
+    run.signal("TERM")
     kube.wait_for("luaop to wait for the running reconcile", 10, function()
-      return slow.stderr():find("stopping: waiting for running reconciles", 1, true)
+      return run.stderr():find("stopping: waiting for running reconciles", 1, true)
     end)
-    -- still there, the reconcile unfinished, until the latch opens
-    assert.is_false(slow.exited(), slow.stderr())
-    assert.is_nil(slow.stdout():find("finished s1", 1, true))
+    -- still there, the reconcile unfinished
+    assert.is_false(run.exited(), run.stderr())
+    assert.is_nil(run.stdout():find("finished " .. name, 1, true))
+    return run, latch
+  end
+
+  it("drains on SIGTERM: a running reconcile finishes, then luaop exits 0", function()
+    local run, latch = draining("s1")
     assert(io.open(latch, "w")):close()
-    assert.are.equal(0, slow.stop(0))
-    assert.matches("finished s1", slow.stdout())
+    assert.are.equal(0, run.stop(0))
+    assert.matches("finished s1", run.stdout())
     assert.are.equal("yes", kube.get("configmap", "s1", ns).data.done)
   end)
 
   it("exits at once, with status 143, on a second SIGTERM while a reconcile still runs", function()
-    local latch = os.tmpname()
-    os.remove(latch) -- never opened: the reconcile would wait forever
-    local slow = luaop.start(([[
-      local luaop = require "luaop"
-      return luaop.controller {
-        name = "stuck", resource = "v1/ConfigMap", namespace = %q, label_selector = "role=stuck",
-        reconcile = function(ctx, req)
-          print("started " .. req.name)
-          io.stdout:flush()
-          while not io.open(%q) do luaop.sleep(0.02) end
-        end,
-      }
-    ]]):format(ns, latch))
-    finally(slow.cleanup)
-    kube.must { "create", "configmap", "st1", "-n", ns, "--from-literal=k=v" }
-    kube.must { "label", "configmap", "st1", "-n", ns, "role=stuck" }
-    kube.wait_for("the reconcile to start", 30, function() return slow.stdout():find("started st1", 1, true) end)
-    slow.signal("TERM")
-    kube.wait_for("luaop to wait for the running reconcile", 10, function()
-      return slow.stderr():find("stopping: waiting for running reconciles", 1, true)
-    end)
-    assert.is_false(slow.exited())
-    slow.signal("TERM")
+    local run = draining("st1") -- its latch never opens
+    run.signal("TERM")
     -- stop() only waits now; its deadline (45 s) is well above "at once"
-    local t0 = require("system").gettime()
-    assert.are.equal(128 + 15, slow.stop(128 + 15))
-    assert.is_true(require("system").gettime() - t0 < 5, "the second SIGTERM did not end it at once")
+    local t0 = system.gettime()
+    assert.are.equal(128 + 15, run.stop(128 + 15))
+    assert.is_true(system.gettime() - t0 < 5, "the second SIGTERM did not end it at once")
+    assert.is_nil(run.stdout():find("finished st1", 1, true))
   end)
 
   it("never runs one key twice at once with several workers, and runs different keys side by side", function()

@@ -13,7 +13,7 @@ local time = require("luaop").time
 local image = os.getenv("LUAOP_IMAGE") or "luaop:spec"
 local sh, must = container.sh, container.must
 
-local function b(args) return sh("buildah --storage-driver=vfs " .. args) end
+local function b(args) return sh(container.buildah(args)) end
 
 local function root() return must("pwd"):gsub("%s+$", "") end
 
@@ -25,20 +25,14 @@ local function cluster()
 end
 
 local function decode_b64(s)
-  local tmp = os.tmpname()
-  local f = assert(io.open(tmp, "w"))
-  f:write(s)
-  f:close()
-  local out = must("base64 -d " .. tmp)
-  os.remove(tmp)
-  return out
+  return must("printf %s " .. s:gsub("[^%w+/=]", "") .. " | base64 -d")
 end
 
 describe("the luaop image", function()
   setup(function()
     -- built once per change of its sources; the build's output goes to a log
     local log = "build/test/image-build.log"
-    local ok = sh("hack/image.sh " .. image .. " >" .. log .. " 2>&1")
+    local ok = sh("hack/image.sh " .. image .. " >" .. log .. " 2>&1", 1800) -- cold: debootstrap and two builds
     if not ok then
       local f = io.open(log)
       local tail = f and f:read("a"):sub(-3000) or ""

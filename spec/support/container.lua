@@ -6,37 +6,22 @@
 -- security context would: no capabilities at all. It shares the host's
 -- network namespace, so the local control plane on 127.0.0.1 is reachable.
 local json = require("luaop.core").json
+local proc = require "support.proc"
 local system = require "system"
 
 local container = {}
+local quote, sh, read = proc.quote, proc.sh, proc.read
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
--- Run a shell command; returns ok and its output (stdout and stderr).
-local function sh(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1", "r"))
-  local out = p:read("a")
-  local ok = p:close()
-  return ok == true, out
-end
-
+-- A shell command that must succeed (within proc.sh's deadline); its output.
 local function must(cmd)
   local ok, out = sh(cmd)
   if not ok then error(cmd .. " failed:\n" .. out, 2) end
   return out
 end
 
+-- The command line of buildah, as hack/image.sh runs it.
 local function buildah(args) return "buildah --storage-driver=vfs " .. args end
-
-local function read(path)
-  local f = io.open(path, "r")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+container.buildah = buildah
 
 local function write(path, s, mode)
   local f = assert(io.open(path, "w"))

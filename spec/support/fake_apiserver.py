@@ -44,8 +44,7 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def reply(self, code, body, headers=None):
-        data = json.dumps(body).encode()
+    def raw(self, code, data, headers=None):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -53,6 +52,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def reply(self, code, body, headers=None):
+        self.raw(code, json.dumps(body).encode(), headers)
 
     def status(self, code, reason, message, headers=None):
         self.reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -84,21 +86,11 @@ class Handler(BaseHTTPRequestHandler):
                      for i in range(start, min(start + 2, 5))]
             body = '{"apiVersion":"v1","items":%s,"kind":"ConfigMapList","metadata":{%s"resourceVersion":"7"}}' % (
                 json.dumps(items), '"continue":"%d",' % (start + 2) if start + 2 < 5 else "")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body.encode())
-            return None
+            return self.raw(200, body.encode())
         if name == "later":
             return self.status(429, "TooManyRequests", "come back later", {"Retry-After": "5"})
         if name == "notjson":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "9")
-            self.end_headers()
-            self.wfile.write(b'{"kind":]')
-            return None
+            return self.raw(200, b'{"kind":]')
         if name == "ok" or (name and name.startswith("flaky-") and n > int(name[6:])) or (name in ("busy", "dated") and n > 1):
             return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": name, "namespace": "default"}, "data": {"n": str(n)}})
@@ -122,15 +114,8 @@ class Handler(BaseHTTPRequestHandler):
             data = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
                                "data": {"encoding": "gzip" if asked else "identity"}}).encode()
             if asked:
-                data = gzip.compress(data)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            if asked:
-                self.send_header("Content-Encoding", "gzip")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return None
+                return self.raw(200, gzip.compress(data), {"Content-Encoding": "gzip"})
+            return self.raw(200, data)
         if name == "slow":
             time.sleep(3)
             return self.status(200, "", "late")

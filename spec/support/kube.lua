@@ -4,13 +4,12 @@
 -- both exported by spec/run.sh from `hack/cluster.sh env`. Waits are
 -- wait-for-condition: poll a predicate until it holds or a deadline passes.
 local json = require("luaop.core").json
+local proc = require "support.proc"
 local system = require "system"
 
 local kube = {}
 
-local function shell_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local shell_quote = proc.quote
 
 local function env(name)
   local v = os.getenv(name)
@@ -19,7 +18,8 @@ local function env(name)
 end
 
 -- Run kubectl with the given arguments, optionally feeding `stdin`.
--- Returns ok (exit status 0), and the combined stdout and stderr.
+-- Returns ok (exit status 0), and the combined stdout and stderr. Like every
+-- process a spec starts, it has a deadline (proc.sh's).
 function kube.kubectl(args, stdin)
   local parts = { shell_quote(env "KUBECTL"), "--kubeconfig", shell_quote(env "KUBECONFIG") }
   for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
@@ -31,12 +31,10 @@ function kube.kubectl(args, stdin)
     f:close()
     parts[#parts + 1] = "<" .. shell_quote(input)
   end
-  parts[#parts + 1] = "2>&1"
-  local p = assert(io.popen(table.concat(parts, " "), "r"))
-  local out = p:read("a")
-  local ok = p:close()
+  local called, ok, out = pcall(proc.sh, table.concat(parts, " "))
   if input then os.remove(input) end
-  return ok == true, out
+  if not called then error(ok, 2) end
+  return ok, out
 end
 
 -- kubectl that must succeed; raises with its output otherwise.

@@ -6,6 +6,7 @@
 -- error reported on stderr fails the spec that caused it (proc.lua).
 -- Every process has a deadline.
 local proc = require "support.proc"
+local system = require "system"
 
 local M = {}
 
@@ -94,32 +95,20 @@ function M.start(source, opts)
   local status = os.tmpname()
   local flags = {}
   for _, f in ipairs(opts.flags or {}) do flags[#flags + 1] = proc.quote(f) end
-  -- a subshell that runs luaop (exec: the subshell's pid is luaop's) and
-  -- records the exit status once it ends
-  local cmd = ("(%s %s --kubeconfig %s %s %s >%s 2>%s & echo $! >%s.pid; wait $!; echo $? >%s) >/dev/null 2>&1 &")
+  -- a subshell that starts luaop, prints its pid, lets go of the pipe, and
+  -- records the exit status once luaop ends
+  local cmd = ("(%s %s --kubeconfig %s %s %s >%s 2>%s & echo $!; exec >/dev/null 2>&1; wait $!; echo $? >%s) &")
     :format(table.concat(proc.env_words(opts.env), " "), proc.quote(opts.bin or M.bin),
             proc.quote(opts.kubeconfig or assert(os.getenv("KUBECONFIG"))), scripts, table.concat(flags, " "),
-            proc.quote(out), proc.quote(err), proc.quote(status), proc.quote(status))
+            proc.quote(out), proc.quote(err), proc.quote(status))
   os.remove(status)
-  assert(os.execute(cmd))
-  local h = {}
-  local function read(file)
-    local fh = io.open(file)
-    if not fh then return "" end
-    local s = fh:read("a")
-    fh:close()
-    return s
-  end
-  local function now() return require("system").gettime() end
-  -- luaop's pid (written by the subshell as it starts it)
-  local pid
-  local t0 = now()
-  repeat
-    pid = tonumber(read(status .. ".pid"):match("%d+"))
-    if not pid then require("system").sleep(0.01) end
-  until pid or now() - t0 > 10
+  local p = assert(io.popen(cmd))
+  local pid = tonumber(p:read("l"))
+  p:close()
   assert(pid, "luaop did not start: " .. cmd)
-  os.remove(status .. ".pid")
+  local h = {}
+  local read = proc.read
+  local function now() return system.gettime() end
   function h.pid() return pid end
   function h.stdout() return read(out) end
   function h.stderr() return read(err) end
@@ -138,7 +127,7 @@ function M.start(source, opts)
     if stopped then return stopped end
     if not h.exited() and not signalled then os.execute("kill -TERM " .. pid .. " 2>/dev/null") end
     local deadline = now() + (opts.stop_deadline or 45)
-    while not h.exited() and now() < deadline do require("system").sleep(0.05) end
+    while not h.exited() and now() < deadline do system.sleep(0.05) end
     if path then os.remove(path) end
     if not h.exited() then
       os.execute("kill -KILL " .. pid .. " 2>/dev/null")

@@ -20,6 +20,29 @@ local function quote(s)
 end
 proc.quote = quote
 
+-- A file's text ("" when it cannot be read).
+function proc.read(path)
+  local f = io.open(path, "r")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Run a shell command line under a deadline (seconds, default
+-- proc.deadline); returns ok and what it printed (stdout and stderr). Past
+-- the deadline it is killed and this raises.
+function proc.sh(cmd, deadline)
+  deadline = deadline or proc.deadline
+  local p = assert(io.popen(("timeout -k 5 %d sh -c %s 2>&1"):format(deadline, quote(cmd)), "r"))
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  if code == 124 or code == 137 then
+    error(("%s did not exit within %g s (killed)\n%s"):format(cmd, deadline, proc.tail(out)), 2)
+  end
+  return ok == true, out
+end
+
 -- The last n lines of s.
 function proc.tail(s, n)
   local lines = {}
