@@ -225,7 +225,12 @@ static int http_setup(http_request *r)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    /* Over TLS, ALPN tells at the handshake whether a connection can carry
+     * more streams, so a request waits for that rather than opening another.
+     * Plain HTTP is HTTP/1.1 here, which curl only learns from the first
+     * answer's headers: waiting would hold every request behind a watch. */
+    if (strncmp(r->url, "https://", 8) == 0)
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "luaop");

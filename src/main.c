@@ -46,6 +46,9 @@ static const char *main_usage =
     "  -n, --namespace NAME     namespace (default: the context's, else default)\n"
     "      --qps N              client-side requests per second; 0 disables (default 20)\n"
     "      --burst N            client-side burst (default 30)\n"
+    "      --graceful-shutdown-timeout DURATION\n"
+    "                           on SIGTERM, how long running reconciles may take\n"
+    "                           to finish before luaop exits 1 (default 30s)\n"
     "      --log-format FORMAT  text or json (default text)\n"
     "      --log-level LEVEL    error, info, debug, trace, or a number (default info)\n"
     "  -v, --v N                verbosity, as --log-level N\n"
@@ -60,6 +63,7 @@ typedef struct main_opts {
     const char *kubeconfig, *context, *namespace;
     double qps;
     int burst;
+    double grace;
     log_format log_format;
     int log_level;
     int script_argc;
@@ -93,7 +97,7 @@ static int main_number(const char *flag, const char *s, double *out)
 static int main_parse(int argc, char **argv, main_opts *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
-           OPT_LOG_FORMAT, OPT_LOG_LEVEL };
+           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -103,6 +107,7 @@ static int main_parse(int argc, char **argv, main_opts *o)
         {"namespace", required_argument, NULL, 'n'},
         {"qps", required_argument, NULL, OPT_QPS},
         {"burst", required_argument, NULL, OPT_BURST},
+        {"graceful-shutdown-timeout", required_argument, NULL, OPT_GRACE},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"v", required_argument, NULL, 'v'},
@@ -144,6 +149,13 @@ static int main_parse(int argc, char **argv, main_opts *o)
             if (main_number("--burst", optarg, &d) != 0)
                 return 3;
             o->burst = (int)d;
+            break;
+        case OPT_GRACE:
+            if (str_parse_duration(optarg, &o->grace) != 0) {
+                fprintf(stderr, "luaop: --graceful-shutdown-timeout wants a duration such as 30s or 1m, not %s\n",
+                        optarg);
+                return 3;
+            }
             break;
         case OPT_LOG_FORMAT:
             if (log_parse_format(optarg, &o->log_format) != 0) {
@@ -307,11 +319,16 @@ static int main_script(const main_opts *o)
         log_write(LOG_ERROR, "setup", "cannot load luaop.main", &f, 1);
         goto out;
     }
+    /* luaop.main(options, script arguments...) */
+    lua_createtable(L, 0, 2);
     lua_createtable(L, o->nscripts, 0);
     for (int i = 0; i < o->nscripts; i++) {
         lua_pushstring(L, o->scripts[i]);
         lua_rawseti(L, -2, i + 1);
     }
+    lua_setfield(L, -2, "scripts");
+    lua_pushnumber(L, o->grace);
+    lua_setfield(L, -2, "graceful_shutdown_timeout");
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
     if (sched_spawn(L, o->script_argc + 1, main_done, &run) == NULL) {
@@ -350,7 +367,7 @@ out:
 
 int main(int argc, char **argv)
 {
-    main_opts o = {.qps = 20, .burst = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO};
+    main_opts o = {.qps = 20, .burst = 30, .grace = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO};
     int r = main_parse(argc, argv, &o);
 
     if (r != 0)

@@ -41,3 +41,53 @@ void str_free_secret(char **s)
         *s = NULL;
     }
 }
+
+#define STR_DECIMAL "0123456789.eE+-"
+
+int str_parse_duration(const char *s, double *seconds)
+{
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"µs", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}};
+    double total = 0;
+    char *end;
+
+    if (s == NULL || !((*s >= '0' && *s <= '9') || *s == '.'))
+        return -1;
+    /* decimal numbers only (strtod also reads hex, "inf" and "nan"): it
+     * must stop exactly where the digits, dots and exponents do */
+    total = strtod(s, &end);
+    if (end != s + strspn(s, STR_DECIMAL))
+        return -1;
+    if (*end == '\0') /* a bare number of seconds */
+        goto done;
+    total = 0;
+    while (*s) {
+        size_t best = 0;
+        double mult = 0;
+        double v;
+
+        if (!((*s >= '0' && *s <= '9') || *s == '.'))
+            return -1;
+        v = strtod(s, &end);
+        if (end == s || end != s + strspn(s, STR_DECIMAL))
+            return -1;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            size_t n = strlen(units[i].unit);
+            if (n > best && strncmp(end, units[i].unit, n) == 0) {
+                best = n;
+                mult = units[i].mult;
+            }
+        }
+        if (best == 0)
+            return -1;
+        total += v * mult;
+        s = end + best;
+    }
+done:
+    if (!(total >= 0) || total > 1e12) /* also NaN */
+        return -1;
+    *seconds = total;
+    return 0;
+}

@@ -18,4 +18,8 @@ const char *str_redact_url(const char *url, char *buf, size_t len);
  * NULL, so credentials do not linger in freed memory. */
 void str_free_secret(char **s);
 
+/* A duration as Go writes one ("30s", "1m30s", "500ms", "1.5h") or a
+ * bare number of seconds, into *seconds; -1 when malformed or negative. */
+int str_parse_duration(const char *s, double *seconds);
+
 #endif

@@ -609,14 +609,18 @@ function Manager:stop(timeout)
   end
 end
 
--- Run until SIGTERM or SIGINT, then drain.
-function Manager:run_until_shutdown()
+-- Run until SIGTERM or SIGINT, then drain for at most `grace` seconds
+-- (30 by default, controller-runtime's GracefulShutdownTimeout). Returns
+-- false when reconciles were still running at the end.
+function Manager:run_until_shutdown(grace)
+  grace = grace or 30
   local shutdown = core.task.shutdown()
   if not self.started then self:start() end
   shutdown:wait()
-  self.log:info("stopping: waiting for running reconciles", {})
-  self:stop(30)
+  self.log:info("stopping: waiting for running reconciles", { gracePeriod = grace })
+  local drained = self:stop(grace)
   self.log:info("stopped", {})
+  return drained
 end
 
 

@@ -9,7 +9,9 @@ local core = require "luaop.core"
 local controller = require "luaop.controller"
 local script = require "luaop.script"
 
-return function(paths, ...)
+-- options: scripts (the --script paths), graceful_shutdown_timeout (s).
+return function(options, ...)
+  local paths = options.scripts
   local sources, err = script.sources(paths)
   if not sources then error(err, 0) end
   local manager = controller.manager()
@@ -43,6 +45,7 @@ return function(paths, ...)
     end
   end
   reloader:watch()
-  manager:run_until_shutdown()
+  local drained = manager:run_until_shutdown(options.graceful_shutdown_timeout)
   reloader:stop()
+  if not drained then return 1 end
 end

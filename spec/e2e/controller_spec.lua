@@ -148,7 +148,7 @@ describe("a Lua controller", function()
   -- creates), so it is surely running when SIGTERM comes; once open, the
   -- reconcile marks the ConfigMap done. Started, SIGTERMed, and seen waiting
   -- for that reconcile; returns luaop's handle and the latch's path.
-  local function draining(name)
+  local function draining(name, flags)
     local latch = os.tmpname()
     os.remove(latch)
     finally(function() os.remove(latch) end)
@@ -165,7 +165,7 @@ describe("a Lua controller", function()
           io.stdout:flush()
         end,
       }
-    ]]):format(ns, name, latch))
+    ]]):format(ns, name, latch), { flags = flags })
     finally(run.cleanup)
     kube.must { "create", "configmap", name, "-n", ns, "--from-literal=k=v" }
     kube.must { "label", "configmap", name, "-n", ns, "latched=" .. name }
@@ -186,6 +186,23 @@ describe("a Lua controller", function()
     assert.are.equal(0, run.stop(0))
     assert.matches("finished s1", run.stdout())
     assert.are.equal("yes", kube.get("configmap", "s1", ns).data.done)
+  end)
+
+  it("waits 30 s by default for running reconciles on SIGTERM", function()
+    local run, latch = draining("g1")
+    assert.matches("stopping: waiting for running reconciles\t{\"gracePeriod\": 30}", run.stderr(), 1, true)
+    assert(io.open(latch, "w")):close()
+    assert.are.equal(0, run.stop(0))
+  end)
+
+  it("gives up on a reconcile still running at the end of --graceful-shutdown-timeout, and exits 1", function()
+    local run = draining("g2", { "--graceful-shutdown-timeout", "1500ms" }) -- its latch never opens
+    assert.matches("gracePeriod\": 1.5}", run.stderr(), 1, true)
+    local t0 = system.gettime()
+    assert.are.equal(1, run.stop(1))
+    assert.is_true(system.gettime() - t0 < 10, "the drain outlived its grace period")
+    assert.matches("reconciles still running at the end of the drain\t{\"active\": 1}", run.stderr(), 1, true)
+    assert.is_nil(run.stdout():find("finished g2", 1, true))
   end)
 
   it("exits at once, with status 143, on a second SIGTERM while a reconcile still runs", function()

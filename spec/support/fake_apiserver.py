@@ -1,7 +1,8 @@
 """A fake API server for the HTTP layer's unit specs (spec/unit/http_spec.lua).
 
-Usage: fake_apiserver.py PORT_FILE LOG_FILE
-Listens on 127.0.0.1 (a free port, written to PORT_FILE) and appends one
+Usage: fake_apiserver.py PORT_FILE LOG_FILE [CERT KEY]
+With CERT and KEY it speaks HTTPS (HTTP/1.1 only: no HTTP/2). Listens on
+127.0.0.1 (a free port, written to PORT_FILE) and appends one
 line per request to LOG_FILE: "METHOD PATH AUTH" where AUTH is "bearer-ok",
 "basic-ok" (alice / s3cr3t-pw), "bad" or "none". A request in proxy form
 (GET http://host/path) is served too, and logged with its absolute URL.
@@ -15,6 +16,12 @@ Paths (under /api/v1/namespaces/default/configmaps/):
   slow        answers after 3 seconds
   notjson     200 with a body that is not JSON
   later       429 with Retry-After: 5, always
+  hold        answers after 0.3 seconds
+  held-NAME   waits until the client goes away (then logs "gone NAME") or
+              for 10 seconds
+/gone/NAME is 200 once held-NAME's client went away, else 404; /stats
+answers {"connections": N, "max_connections": M}: the connections open
+now, and the most open at once since the last /stats?reset.
 The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
 ConfigMaps two a page, its metadata after its items as for custom
 resources; /api/v1 is the discovery of configmaps.
@@ -25,6 +32,8 @@ import base64
 import email.utils
 import gzip
 import json
+import socket
+import ssl
 import sys
 import threading
 import time
@@ -32,6 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PREFIX = "/api/v1/namespaces/default/configmaps/"
 counts = {}
+gone = set()
+conns = {"now": 0, "max": 0}
 lock = threading.Lock()
 
 
@@ -43,6 +54,37 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        with lock:
+            conns["now"] += 1
+            conns["max"] = max(conns["max"], conns["now"])
+
+    def finish(self):
+        with lock:
+            conns["now"] -= 1
+        super().finish()
+
+    def wait_gone(self, name):
+        # the client's end closes (a read returns nothing) before we answer
+        self.connection.settimeout(0.01)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    with lock:
+                        gone.add(name)
+                        with open(sys.argv[2], "a") as f:
+                            f.write("gone %s\n" % name)
+                    self.close_connection = True
+                    return True
+            except socket.timeout:
+                pass
+            except OSError:
+                return True
+        self.connection.settimeout(None)
+        return False
 
     def raw(self, code, data, headers=None):
         self.send_response(code)
@@ -75,6 +117,16 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith("http://"):  # asked as a proxy
             path = "/" + path.split("/", 3)[3]
         name = path[len(PREFIX):] if path.startswith(PREFIX) else None
+        if path.startswith("/stats"):
+            with lock:
+                body = {"connections": conns["now"], "max_connections": conns["max"]}
+                if path.endswith("?reset"):
+                    conns["max"] = conns["now"]
+            return self.reply(200, body)
+        if path.startswith("/gone/"):
+            with lock:
+                seen = path[len("/gone/"):] in gone
+            return self.status(200 if seen else 404, "", "gone" if seen else "still there")
         if path == "/api/v1":
             return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})
@@ -116,13 +168,31 @@ class Handler(BaseHTTPRequestHandler):
             if asked:
                 return self.raw(200, gzip.compress(data), {"Content-Encoding": "gzip"})
             return self.raw(200, data)
+        if name == "hold":
+            time.sleep(0.3)
+            return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+        if name and name.startswith("held-"):
+            if self.wait_gone(name[5:]):
+                return None
+            return self.status(200, "", "late")
         if name == "slow":
             time.sleep(3)
             return self.status(200, "", "late")
         return self.status(404, "NotFound", "no such thing")
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+class Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: a sixth connection at once has its
+    # SYN dropped and retried a second later
+    request_queue_size = 128
+    daemon_threads = True
+
+
+server = Server(("127.0.0.1", 0), Handler)
+if len(sys.argv) > 4:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
 with open(sys.argv[1], "w") as f:
     f.write(str(server.server_address[1]))
 server.serve_forever()

@@ -21,7 +21,7 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         assert.are.equal(0, code)
         assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
         for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst",
-                             "--log-format", "--log-level" } do
+                             "--graceful-shutdown-timeout", "--log-format", "--log-level" } do
           assert.is_truthy(out:find(f, 1, true), f)
         end
       end
@@ -48,6 +48,11 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       code, _, err = proc.run { bin, "--script", "x.lua", "--qps", "fast" }
       assert.are.equal(2, code)
       assert.matches("%-%-qps wants a number", err)
+      for _, bad in ipairs { "", "soon", "-1s", "1x", "1s2", "s", "inf", "nan", "1e400", " 1s", "0x10" } do
+        code, _, err = proc.run { bin, "--script", "x.lua", "--graceful-shutdown-timeout", bad }
+        assert.are.equal(2, code, bad)
+        assert.matches("%-%-graceful%-shutdown%-timeout wants a duration such as 30s or 1m, not " .. bad:gsub("%p", "%%%0"), err)
+      end
     end)
 
     it("explains a kubeconfig it cannot use, naming the file", function()
