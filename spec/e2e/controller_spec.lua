@@ -124,6 +124,33 @@ describe("a Lua controller", function()
     end)
   end
 
+  it("gives a reconcile that declares no budget 10^8 instructions and 64 MiB", function()
+    local run2 = luaop.start(([[
+      local luaop = require "luaop"
+      return luaop.controller {
+        name = "unbudgeted", resource = "v1/ConfigMap", namespace = %q, label_selector = "unbudgeted",
+        reconcile = function(ctx, req)
+          local cm = ctx:get("ConfigMap", req)
+          if cm.data.loop then while true do end end
+          local t = {}
+          for i = 1, math.huge do t[i] = ("x"):rep(1024) .. i end
+        end,
+      }
+    ]]):format(ns))
+    finally(run2.cleanup)
+    for _, name in ipairs { "spin", "grow" } do
+      kube.must { "create", "configmap", "unbudgeted-" .. name, "-n", ns,
+        "--from-literal=" .. (name == "spin" and "loop=yes" or "k=v") }
+      kube.must { "label", "configmap", "unbudgeted-" .. name, "-n", ns, "unbudgeted=yes" }
+    end
+    kube.wait_for("both budget errors", 60, function()
+      local err = run2.stderr()
+      return err:find("instruction budget of 100000000 exceeded", 1, true)
+        and err:find("memory budget of 67108864 bytes exceeded", 1, true)
+    end)
+    assert.are.equal(0, run2.stop(0))
+  end)
+
   it("stops a runaway watch map function at the instruction budget, and goes on", function()
     kube.must { "create", "secret", "generic", "spin", "-n", ns, "--from-literal=k=v" }
     kube.must { "label", "secret", "spin", "-n", ns, "spin=yes" }

@@ -213,19 +213,37 @@ spec: {position: sideways}
   end)
 
   describe("the secret copier", function()
+    -- a source of this run's own (copies carry its name in a label), in the
+    -- namespace the operator reads sources from
+    local source
+
     local function copies()
       local out = {}
-      for _, s in ipairs(kube.list("secrets", nil, "-l", "secretsync.k8s.ziwon.dev/source=shared")) do
+      for _, s in ipairs(kube.list("secrets", nil, "-l", "secretsync.k8s.ziwon.dev/source=" .. source)) do
         out[s.metadata.namespace] = s
       end
       return out
     end
 
     it("copies a source secret everywhere but the excluded namespaces, keeps copies in sync, and removes them", function()
-      kube.kubectl { "create", "namespace", "secretsync" }
-      kube.must { "create", "secret", "generic", "shared", "-n", "secretsync", "--type=k8s.ziwon.dev/secretsync",
+      source = "shared-" .. ns
+      -- the namespace is the operator's contract; one an earlier run is
+      -- still deleting is waited out, and one this run creates it deletes
+      kube.wait_for("namespace secretsync absent or active", 60, function()
+        local n = kube.get("namespace", "secretsync")
+        return n == nil or n.status.phase == "Active"
+      end)
+      if not kube.get("namespace", "secretsync") then
+        kube.must { "create", "namespace", "secretsync" }
+        finally(function() kube.kubectl { "delete", "namespace", "secretsync", "--wait=false" } end)
+      end
+      kube.must { "create", "secret", "generic", source, "-n", "secretsync", "--type=k8s.ziwon.dev/secretsync",
         "--from-literal=password=one" }
-      finally(function() kube.kubectl { "delete", "secret", "shared", "-n", "secretsync", "--ignore-not-found" } end)
+      finally(function()
+        kube.kubectl { "delete", "secret", source, "-n", "secretsync", "--ignore-not-found", "--wait=false" }
+        -- if the operator is gone before removing its finalizer, so it is
+        kube.kubectl { "patch", "secret", source, "-n", "secretsync", "--type=merge", "-p", '{"metadata":{"finalizers":null}}' }
+      end)
       kube.wait_for("a copy in the spec's namespace and default", 30, function()
         local c = copies()
         return c[ns] and c.default
@@ -238,15 +256,15 @@ spec: {position: sideways}
       assert.are.equal("b25l", c[ns].data.password) -- "one"
 
       -- the source changes: every copy follows
-      kube.must { "patch", "secret", "shared", "-n", "secretsync", "--type=merge", "-p", '{"data":{"password":"dHdv"}}' }
+      kube.must { "patch", "secret", source, "-n", "secretsync", "--type=merge", "-p", '{"data":{"password":"dHdv"}}' }
       kube.wait_for("copies at two", 30, function()
         for _, s in pairs(copies()) do if s.data.password ~= "dHdv" then return false end end
         return true
       end)
       -- a copy drifts: it is put back
-      kube.must { "patch", "secret", "shared", "-n", ns, "--type=merge", "-p", '{"data":{"password":"ZHJpZnQ="}}' }
+      kube.must { "patch", "secret", source, "-n", ns, "--type=merge", "-p", '{"data":{"password":"ZHJpZnQ="}}' }
       kube.wait_for("drift reverted", 30, function()
-        local s = kube.get("secret", "shared", ns)
+        local s = kube.get("secret", source, ns)
         return s and s.data.password == "dHdv"
       end)
       -- a namespace created later gets its copy
@@ -255,7 +273,7 @@ spec: {position: sideways}
       kube.wait_for("a copy in the new namespace", 30, function() return copies()[later] end)
 
       -- the source goes: so do the copies
-      kube.must { "delete", "secret", "shared", "-n", "secretsync", "--timeout=30s" }
+      kube.must { "delete", "secret", source, "-n", "secretsync", "--timeout=30s" }
       kube.wait_for("copies removed", 30, function() return next(copies()) == nil end)
     end)
   end)

@@ -23,8 +23,10 @@ Paths (under /api/v1/namespaces/default/configmaps/):
 answers {"connections": N, "max_connections": M}: the connections open
 now, and the most open at once since the last /stats?reset.
 The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
-ConfigMaps two a page, its metadata after its items as for custom
-resources; /api/v1 is the discovery of configmaps.
+ConfigMaps two a page at resourceVersion 7, its metadata after its items as
+for custom resources; watched (?watch=true...), it sends one ADDED event
+(ConfigMap "new", resourceVersion 40 + W) and one BOOKMARK (resourceVersion
+50 + W) on the W-th watch, then ends, as a watch ends at its timeout; /api/v1 is the discovery of configmaps.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
 good-token" or alice's basic credentials get a 401 Status.
 """
@@ -132,6 +134,25 @@ class Handler(BaseHTTPRequestHandler):
                 {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})
         if path.startswith(PREFIX[:-1] + "?"):
             query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
+            if query.get("watch") in ("true", "1"):
+                with lock:
+                    counts["watch"] = counts.get("watch", 0) + 1
+                    w = counts["watch"]
+                events = [
+                    {"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                        "name": "new", "namespace": "default", "resourceVersion": str(40 + w)}}},
+                    {"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                        "resourceVersion": str(50 + w)}}},
+                ]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for ev in events:
+                    line = (json.dumps(ev) + "\n").encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.write(b"0\r\n\r\n")
+                return None
             start = int(query.get("continue", "0"))
             items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default",
                                    "annotations": {"note": '"continue": "%d"}]' % i}}}

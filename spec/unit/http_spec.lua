@@ -3,82 +3,27 @@
 -- timeouts, the client-side rate limit, and errors that keep the server's
 -- reason.
 local luaop = require "support.luaop"
-local system = require "system"
-
-local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
+local fake = require "support.fake"
 
 describe("the HTTP layer", function()
-  local dir, pid, kubeconfig, log
+  local plain, tls, dir, kubeconfig, log
 
-  local function requests()
-    local lines = {}
-    local f = io.open(log)
-    if f then
-      for l in f:lines() do lines[#lines + 1] = l end
-      f:close()
-    end
-    return lines
-  end
+  local function requests() return plain.requests() end
 
   local function run(source, flags, kc)
     return luaop.run("local core = require 'luaop.core'\nlocal c = require('luaop').client()\n" .. source,
       { kubeconfig = kc or kubeconfig, flags = flags })
   end
 
-  -- Start a fake API server in dir/NAME (over TLS with its own CA when tls
-  -- is set); returns its pid, a kubeconfig for it (token good-token) and
-  -- its request log.
-  local function fake_server(name, tls)
-    local sub = dir .. "/" .. name
-    assert(os.execute("mkdir -p '" .. sub .. "'"))
-    local extra, ca = "", nil
-    if tls then
-      assert(os.execute(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 " ..
-        "-subj /CN=fake -addext subjectAltName=IP:127.0.0.1 -keyout '%s/key' -out '%s/cert' 2>/dev/null")
-        :format(sub, sub)))
-      extra, ca = (" '%s/cert' '%s/key'"):format(sub, sub), sub .. "/cert"
-    end
-    local p = assert(io.popen(("%s spec/support/fake_apiserver.py '%s/port' '%s/requests.log'%s >/dev/null 2>&1 & echo $!")
-      :format(python, sub, sub, extra)))
-    local spid = p:read("l")
-    p:close()
-    local port
-    local deadline = system.gettime() + 10
-    repeat
-      local f = io.open(sub .. "/port")
-      if f then
-        port = f:read("l")
-        f:close()
-      end
-      if not port then system.sleep(0.05) end
-    until port or system.gettime() > deadline
-    assert(port, "the fake API server did not start")
-    local kc = sub .. "/kubeconfig"
-    local f = assert(io.open(kc, "w"))
-    f:write(([[
-current-context: fake
-clusters: [{name: fake, cluster: {server: "%s://127.0.0.1:%s"%s}}]
-contexts: [{name: fake, context: {cluster: fake, user: u}}]
-users: [{name: u, user: {token: good-token}}]
-]]):format(tls and "https" or "http", port, ca and (", certificate-authority: %q"):format(ca) or ""))
-    f:close()
-    return spid, kc, sub .. "/requests.log"
-  end
-
-  local tls_pid, tls_kubeconfig
-
   setup(function()
-    dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p '" .. dir .. "'"))
-    pid, kubeconfig, log = fake_server("plain")
-    tls_pid, tls_kubeconfig = fake_server("tls", true)
+    plain = fake.start()
+    tls = fake.start { tls = true }
+    dir, kubeconfig, log = plain.dir, plain.kubeconfig, plain.log
   end)
 
   teardown(function()
-    if pid then os.execute("kill " .. pid) end
-    if tls_pid then os.execute("kill " .. tls_pid) end
-    if dir then os.execute("rm -rf '" .. dir .. "'") end
+    if plain then plain.stop() end
+    if tls then tls.stop() end
   end)
 
   before_each(function()
@@ -183,7 +128,7 @@ users: [{name: u, user: {token: good-token}}]
   end
 
   it("sends basic credentials, and never logs the password", function()
-    local port = io.open(dir .. "/plain/port"):read("l")
+    local port = io.open(dir .. "/port"):read("l")
     local code, out, err = luaop.run([[
       print("status", require("luaop.core").api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
     ]], { kubeconfig = config("basic", ([[
@@ -199,7 +144,7 @@ users: [{name: alice, user: {username: alice, password: s3cr3t-pw}}]
   end)
 
   it("goes through the kubeconfig's proxy-url", function()
-    local port = io.open(dir .. "/plain/port"):read("l")
+    local port = io.open(dir .. "/port"):read("l")
     local code, out, err = luaop.run([[
       print("status", require("luaop.core").api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
     ]], { kubeconfig = config("proxy", ([[
@@ -354,7 +299,7 @@ contexts: [{name: x, context: {cluster: x}}]
   end)
 
   it("sends a request at once while an earlier one waits for its answer, over plain HTTP and TLS", function()
-    for _, kc in ipairs { kubeconfig, tls_kubeconfig } do
+    for _, kc in ipairs { kubeconfig, tls.kubeconfig } do
       local code, out, err = run([[
         local first = core.api.start { path = "/api/v1/namespaces/default/configmaps/held-first" }
         local t0 = core.task.now()
@@ -383,7 +328,7 @@ contexts: [{name: x, context: {cluster: x}}]
     ]]
     -- over TLS (this server speaks HTTP/1.1 only, one request a connection):
     -- 30 requests of 0.3 s each share 8 connections, so they take 4 rounds
-    local code, out, err = run(program, { "--qps", "0" }, tls_kubeconfig)
+    local code, out, err = run(program, { "--qps", "0" }, tls.kubeconfig)
     assert.are.equal(0, code, err)
     assert.matches('"max_connections": 8}', out, 1, true)
     assert.is_true(tonumber(out:match("elapsed\t(%S+)")) >= 1.1, out)

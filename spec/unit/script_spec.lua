@@ -7,6 +7,8 @@
 local luaop = require "support.luaop"
 local kube = require "support.kube"
 local volume = require "support.volume"
+local system = require "system"
+local time = require("luaop").time
 
 -- A script that logs its version at its top level and defines a controller.
 local function script(name, version, extra)
@@ -120,6 +122,36 @@ describe("scripts", function()
     assert(os.rename(dir .. "/op.lua.tmp", path)) -- write and rename
     local err = logged(run, "v3", '"script": "op", "version": 3')
     assert.are.equal(2, count(err, "script reloaded"))
+  end)
+
+  it("reload a script once for writes less than 20 ms apart, 20 ms after the last", function()
+    local p = assert(io.popen("mktemp -d"))
+    local dir = p:read("l")
+    p:close()
+    finally(function() os.execute(("rm -rf '%s'"):format(dir)) end)
+    local path = dir .. "/op.lua"
+    local f = assert(io.open(path, "w"))
+    f:write(script("op", 1))
+    f:close()
+    local run = start { path }
+    logged(run, "v1", '"script": "op", "version": 1')
+    -- a save in two writes 5 ms apart: the first half alone defines nothing
+    local v2 = script("op", 2)
+    local half = #'local luaop = require "luaop"\n'
+    f = assert(io.open(path, "w"))
+    f:write(v2:sub(1, half))
+    f:flush()
+    system.sleep(0.005)
+    f:write(v2:sub(half + 1))
+    f:close()
+    local last = system.gettime()
+    local err = logged(run, "v2", '"script": "op", "version": 2')
+    assert.are.equal(1, count(err, "script reloaded"))
+    assert.are.equal(0, count(err, "script reload failed"))
+    local stamp = err:match("\n(%S+)\tINFO\t[^\n]*script reloaded")
+    local reloaded = assert(time.parse(stamp), stamp)
+    -- the log's stamps are in whole milliseconds
+    assert.is_true(reloaded - last >= 0.019, ("reloaded %.3f s after the last write"):format(reloaded - last))
   end)
 
   it("refuse to start when a script is broken, naming file and line", function()

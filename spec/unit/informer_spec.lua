@@ -1,0 +1,49 @@
+-- luaop.informer against a fake API server (spec/support/fake_apiserver.py),
+-- for what a real one cannot be made to show on demand: the watch's query
+-- and bookmarks.
+local luaop = require "support.luaop"
+local fake = require "support.fake"
+
+describe("luaop.informer", function()
+  it("asks each watch for bookmarks and a random timeout of 5 to 10 minutes, resuming from the last resourceVersion, a bookmark's included", function()
+    local server = fake.start()
+    finally(server.stop)
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default" })
+      inf:start()
+      inf:wait_synced()
+      -- the fake ends each watch after an ADDED (resourceVersion 40 + W) and a
+      -- BOOKMARK (50 + W): wait until the third watch's bookmark is in
+      local deadline = luaop.now() + 20
+      while tonumber(inf.rv) < 53 and luaop.now() < deadline do luaop.sleep(0.01) end
+      print("rv", tonumber(inf.rv) >= 53, inf:get("default", "new") ~= nil, #inf:list())
+      inf:stop()
+    ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    assert.are.equal(0, code, err)
+    assert.matches("rv\ttrue\ttrue\t6", out) -- five listed, one added
+    local watches = {}
+    for _, line in ipairs(server.requests()) do
+      local q = line:match("^GET /api/v1/namespaces/default/configmaps%?(%S*watch=true%S*)")
+      if q then
+        local t = {}
+        for k, v in q:gmatch("([^&=]+)=([^&]*)") do t[k] = v end
+        watches[#watches + 1] = t
+      end
+    end
+    assert.is_true(#watches >= 3, out)
+    local timeouts = {}
+    for i = 1, 3 do
+      assert.are.equal("true", watches[i].allowWatchBookmarks)
+      local t = tonumber(watches[i].timeoutSeconds)
+      assert.is_true(t >= 300 and t <= 600, watches[i].timeoutSeconds)
+      timeouts[t] = true
+    end
+    -- the first from the LIST's resourceVersion, then from each bookmark's
+    -- (the ADDED before it had 41 and 42)
+    assert.are.same({ "7", "51", "52" },
+      { watches[1].resourceVersion, watches[2].resourceVersion, watches[3].resourceVersion })
+    -- random: three equal timeouts would come once in 90,000 runs
+    assert.is_not_nil(next(timeouts, next(timeouts)), "three watches asked for the same timeout")
+  end)
+end)
