@@ -71,109 +71,135 @@ static int json_hex4(const char *p, unsigned *out)
     return 1;
 }
 
-static void json_add_utf8(luaL_Buffer *b, unsigned cp)
+/* Write code point cp as UTF-8 at out; returns the bytes written (1-4). */
+static size_t json_put_utf8(char *out, unsigned cp)
 {
-    char u[4];
-    size_t n;
-
     if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
+        out[0] = (char)cp;
+        return 1;
     }
-    luaL_addlstring(b, u, n);
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }
 
-/* At the opening quote; pushes the string. */
+/* At the opening quote; pushes the string.
+ *
+ * Escapes only ever shrink a string (\uXXXX is 6 bytes for at most 3 of
+ * UTF-8, a surrogate pair 12 for 4), so the raw text's length bounds the
+ * decoded one: a first pass finds the closing quote and checks every
+ * character, a second decodes into scratch space of that size, a C array
+ * or, for long strings, a userdata the GC frees if pushing raises. No
+ * luaL_Buffer: nothing on the Lua stack changes but the one value pushed,
+ * whatever path the decoder takes (see docs/json.md). */
 static int json_dec_string(json_dec *d)
 {
     const char *start = ++d->p;
     const char *q = start;
+    int escaped = 0;
 
-    /* The common case: no escapes, push straight from the input. */
-    while (q < d->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+    for (;;) {
+        if (q >= d->end) {
+            d->p = q;
+            return json_dec_fail(d, "unterminated string");
+        }
+        unsigned char c = (unsigned char)*q;
+        if (c == '"')
+            break;
+        if (c < 0x20) {
+            d->p = q;
+            return json_dec_fail(d, "control character in string");
+        }
+        if (c == '\\') {
+            escaped = 1;
+            if (d->end - q < 2) {
+                d->p = q;
+                return json_dec_fail(d, "unterminated string");
+            }
+            switch (q[1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                q += 2;
+                continue;
+            case 'u': {
+                unsigned cp;
+                if (d->end - q < 6 || !json_hex4(q + 2, &cp)) {
+                    d->p = q;
+                    return json_dec_fail(d, "invalid \\u escape");
+                }
+                q += 6;
+                continue;
+            }
+            default:
+                d->p = q;
+                return json_dec_fail(d, "invalid escape \\%c", q[1]);
+            }
+        }
         q++;
-    if (q < d->end && *q == '"') {
+    }
+    if (!escaped) { /* the common case: straight from the input */
         lua_pushlstring(d->L, start, (size_t)(q - start));
         d->p = q + 1;
         return 1;
     }
 
-    luaL_Buffer b;
-    luaL_buffinit(d->L, &b);
-    luaL_addlstring(&b, start, (size_t)(q - start));
-    d->p = q;
-    while (d->p < d->end) {
-        unsigned char c = (unsigned char)*d->p;
-        if (c == '"') {
-            d->p++;
-            luaL_pushresult(&b);
-            return 1;
-        }
-        if (c < 0x20) {
-            lua_pop(d->L, 1); /* the buffer's slot */
-            return json_dec_fail(d, "control character in string");
-        }
-        if (c != '\\') {
-            luaL_addchar(&b, (char)c);
-            d->p++;
+    size_t max = (size_t)(q - start);
+    char small[256] = {0}; /* (zeroed only to quiet -Wmaybe-uninitialized) */
+    char *out = max <= sizeof small ? small : lua_newuserdatauv(d->L, max, 0);
+    size_t n = 0;
+
+    for (const char *r = start; r < q;) {
+        if (*r != '\\') {
+            out[n++] = *r++;
             continue;
         }
-        if (d->end - d->p < 2)
-            break;
-        char e = d->p[1];
-        d->p += 2;
+        char e = r[1];
+        r += 2;
         switch (e) {
-        case '"': luaL_addchar(&b, '"'); break;
-        case '\\': luaL_addchar(&b, '\\'); break;
-        case '/': luaL_addchar(&b, '/'); break;
-        case 'b': luaL_addchar(&b, '\b'); break;
-        case 'f': luaL_addchar(&b, '\f'); break;
-        case 'n': luaL_addchar(&b, '\n'); break;
-        case 'r': luaL_addchar(&b, '\r'); break;
-        case 't': luaL_addchar(&b, '\t'); break;
+        case 'b': out[n++] = '\b'; break;
+        case 'f': out[n++] = '\f'; break;
+        case 'n': out[n++] = '\n'; break;
+        case 'r': out[n++] = '\r'; break;
+        case 't': out[n++] = '\t'; break;
         case 'u': {
             unsigned cp, lo;
-            if (d->end - d->p < 4 || !json_hex4(d->p, &cp)) {
-                lua_pop(d->L, 1);
-                return json_dec_fail(d, "invalid \\u escape");
-            }
-            d->p += 4;
+            json_hex4(r, &cp); /* checked by the first pass */
+            r += 4;
             if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (d->end - d->p >= 6 && d->p[0] == '\\' && d->p[1] == 'u' &&
-                    json_hex4(d->p + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                if (q - r >= 6 && r[0] == '\\' && r[1] == 'u' && json_hex4(r + 2, &lo) && lo >= 0xDC00 &&
+                    lo <= 0xDFFF) {
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    d->p += 6;
+                    r += 6;
                 } else {
                     cp = 0xFFFD; /* a lone high surrogate */
                 }
             } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
                 cp = 0xFFFD; /* a lone low surrogate */
             }
-            json_add_utf8(&b, cp);
+            n += json_put_utf8(out + n, cp);
             break;
         }
-        default:
-            lua_pop(d->L, 1);
-            return json_dec_fail(d, "invalid escape \\%c", e);
+        default: /* " \ / */
+            out[n++] = e;
         }
     }
-    lua_pop(d->L, 1);
-    return json_dec_fail(d, "unterminated string");
+    lua_pushlstring(d->L, out, n);
+    if (out != small)
+        lua_remove(d->L, -2); /* the scratch userdata */
+    d->p = q + 1;
+    return 1;
 }
 
 static int json_dec_number(json_dec *d)
@@ -227,126 +253,134 @@ static int json_dec_number(json_dec *d)
     lua_pushlstring(d->L, d->p, n);
     double v = strtod(lua_tostring(d->L, -1), NULL);
     lua_pop(d->L, 1);
+    /* Go's encoding/json refuses these too; one that underflows is 0 */
+    if (isinf(v))
+        return json_dec_fail(d, "number out of range");
     lua_pushnumber(d->L, (lua_Number)v);
     d->p = p;
     return 1;
 }
 
-static int json_dec_value(json_dec *d);
-
-static int json_dec_array(json_dec *d)
+/* Decode one value and push it, iteratively: every open array or object
+ * is a table on the Lua stack (an object's pending key above it), and
+ * kinds[] records which it is, so depth costs Lua stack slots, never C
+ * stack. On malformed input the stack is put back as it was (it holds only
+ * tables and strings: nothing to close) and 0 returned. */
+static int json_dec_value(json_dec *d)
 {
-    lua_Integer n = 0;
+    lua_State *L = d->L;
+    int base = lua_gettop(L);
+    char kinds[JSON_MAX_DEPTH]; /* 'a' or 'o' per open container */
+    int depth = 0;
 
-    d->p++;
-    lua_newtable(d->L);
-    json_push_array_mt(d->L);
-    lua_setmetatable(d->L, -2);
+value:
     json_dec_space(d);
-    if (d->p < d->end && *d->p == ']') {
-        d->p++;
-        return 1;
+    if (d->p >= d->end) {
+        json_dec_fail(d, "unexpected end of input");
+        goto fail;
     }
-    for (;;) {
-        if (!json_dec_value(d)) {
-            lua_pop(d->L, 1);
-            return 0;
+    switch (*d->p) {
+    case '{':
+    case '[': {
+        int array = *d->p == '[';
+        if (depth == JSON_MAX_DEPTH) {
+            json_dec_fail(d, "nesting deeper than %d", JSON_MAX_DEPTH);
+            goto fail;
         }
-        lua_rawseti(d->L, -2, ++n);
+        if (!lua_checkstack(L, 4)) {
+            json_dec_fail(d, "nesting too deep for the Lua stack");
+            goto fail;
+        }
+        d->p++;
+        lua_newtable(L);
+        if (array) {
+            json_push_array_mt(L);
+            lua_setmetatable(L, -2);
+        }
+        kinds[depth++] = array ? 'a' : 'o';
         json_dec_space(d);
+        if (d->p < d->end && *d->p == (array ? ']' : '}')) {
+            d->p++;
+            depth--;
+            goto done;
+        }
+        if (array)
+            goto value;
+        goto key;
+    }
+    case '"':
+        if (!json_dec_string(d))
+            goto fail;
+        goto done;
+    case 't':
+        if (!json_dec_literal(d, "true"))
+            goto fail;
+        lua_pushboolean(L, 1);
+        goto done;
+    case 'f':
+        if (!json_dec_literal(d, "false"))
+            goto fail;
+        lua_pushboolean(L, 0);
+        goto done;
+    case 'n':
+        if (!json_dec_literal(d, "null"))
+            goto fail;
+        lua_pushlightuserdata(L, json_null);
+        goto done;
+    default:
+        if (!json_dec_number(d))
+            goto fail;
+        goto done;
+    }
+
+key: /* in an object, before a member */
+    json_dec_space(d);
+    if (d->p >= d->end || *d->p != '"') {
+        json_dec_fail(d, "expected a string key in object");
+        goto fail;
+    }
+    if (!json_dec_string(d))
+        goto fail;
+    json_dec_space(d);
+    if (d->p >= d->end || *d->p != ':') {
+        json_dec_fail(d, "expected ':' after object key");
+        goto fail;
+    }
+    d->p++;
+    goto value;
+
+done: /* a value is on top: put it into its container, if any */
+    if (depth == 0)
+        return 1;
+    json_dec_space(d);
+    if (kinds[depth - 1] == 'a') {
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
         if (d->p < d->end && *d->p == ',') {
             d->p++;
-            continue;
+            goto value;
         }
         if (d->p < d->end && *d->p == ']') {
             d->p++;
-            return 1;
+            depth--;
+            goto done;
         }
-        lua_pop(d->L, 1);
-        return json_dec_fail(d, "expected ',' or ']' in array");
+        json_dec_fail(d, "expected ',' or ']' in array");
+        goto fail;
     }
-}
-
-static int json_dec_object(json_dec *d)
-{
-    d->p++;
-    lua_newtable(d->L);
-    json_dec_space(d);
+    lua_rawset(L, -3);
+    if (d->p < d->end && *d->p == ',') {
+        d->p++;
+        goto key;
+    }
     if (d->p < d->end && *d->p == '}') {
         d->p++;
-        return 1;
+        depth--;
+        goto done;
     }
-    for (;;) {
-        json_dec_space(d);
-        if (d->p >= d->end || *d->p != '"') {
-            lua_pop(d->L, 1);
-            return json_dec_fail(d, "expected a string key in object");
-        }
-        if (!json_dec_string(d)) {
-            lua_pop(d->L, 1);
-            return 0;
-        }
-        json_dec_space(d);
-        if (d->p >= d->end || *d->p != ':') {
-            lua_pop(d->L, 2);
-            return json_dec_fail(d, "expected ':' after object key");
-        }
-        d->p++;
-        if (!json_dec_value(d)) {
-            lua_pop(d->L, 2);
-            return 0;
-        }
-        lua_rawset(d->L, -3);
-        json_dec_space(d);
-        if (d->p < d->end && *d->p == ',') {
-            d->p++;
-            continue;
-        }
-        if (d->p < d->end && *d->p == '}') {
-            d->p++;
-            return 1;
-        }
-        lua_pop(d->L, 1);
-        return json_dec_fail(d, "expected ',' or '}' in object");
-    }
-}
-
-static int json_dec_value(json_dec *d)
-{
-    int ok;
-
-    json_dec_space(d);
-    if (d->p >= d->end)
-        return json_dec_fail(d, "unexpected end of input");
-    switch (*d->p) {
-    case '{':
-    case '[':
-        if (++d->depth > JSON_MAX_DEPTH)
-            return json_dec_fail(d, "nesting deeper than %d", JSON_MAX_DEPTH);
-        luaL_checkstack(d->L, 4, "JSON nesting");
-        ok = *d->p == '{' ? json_dec_object(d) : json_dec_array(d);
-        d->depth--;
-        return ok;
-    case '"':
-        return json_dec_string(d);
-    case 't':
-        if (!json_dec_literal(d, "true"))
-            return 0;
-        lua_pushboolean(d->L, 1);
-        return 1;
-    case 'f':
-        if (!json_dec_literal(d, "false"))
-            return 0;
-        lua_pushboolean(d->L, 0);
-        return 1;
-    case 'n':
-        if (!json_dec_literal(d, "null"))
-            return 0;
-        lua_pushlightuserdata(d->L, json_null);
-        return 1;
-    default:
-        return json_dec_number(d);
-    }
+    json_dec_fail(d, "expected ',' or '}' in object");
+fail:
+    lua_settop(L, base);
+    return 0;
 }
 
 int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errlen)
@@ -415,52 +449,184 @@ static int json_skip_value(json_dec *d)
     return 1;
 }
 
-int json_peek(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen)
+/* At an object's '{': move d->p to the value of member key (after its
+ * ':'). Returns 1 found, 2 absent (d->p after the object), 0 malformed. */
+static int json_find_member(json_dec *d, const char *key)
 {
-    json_dec d = {L, s, s, s + len, err, errlen, 0};
     size_t klen = strlen(key);
 
-    json_dec_space(&d);
-    if (d.p >= d.end || *d.p != '{')
-        return json_dec_fail(&d, "expected an object");
-    d.p++;
-    json_dec_space(&d);
-    if (d.p < d.end && *d.p == '}') {
-        lua_pushnil(L);
-        return 1;
+    d->p++;
+    json_dec_space(d);
+    if (d->p < d->end && *d->p == '}') {
+        d->p++;
+        return 2;
     }
     for (;;) {
         const char *k;
         size_t n;
         int match;
 
-        json_dec_space(&d);
-        if (d.p >= d.end || *d.p != '"')
-            return json_dec_fail(&d, "expected a string key in object");
-        if (!json_dec_string(&d))
+        json_dec_space(d);
+        if (d->p >= d->end || *d->p != '"')
+            return json_dec_fail(d, "expected a string key in object");
+        if (!json_dec_string(d))
             return 0;
-        k = lua_tolstring(L, -1, &n);
+        k = lua_tolstring(d->L, -1, &n);
         match = n == klen && memcmp(k, key, n) == 0;
-        lua_pop(L, 1);
-        json_dec_space(&d);
-        if (d.p >= d.end || *d.p != ':')
-            return json_dec_fail(&d, "expected ':' after object key");
-        d.p++;
+        lua_pop(d->L, 1); /* the key: a string, nothing to close */
+        json_dec_space(d);
+        if (d->p >= d->end || *d->p != ':')
+            return json_dec_fail(d, "expected ':' after object key");
+        d->p++;
         if (match)
-            return json_dec_value(&d);
-        if (!json_skip_value(&d))
+            return 1;
+        if (!json_skip_value(d))
             return 0;
+        json_dec_space(d);
+        if (d->p < d->end && *d->p == ',') {
+            d->p++;
+            continue;
+        }
+        if (d->p < d->end && *d->p == '}') {
+            d->p++;
+            return 2;
+        }
+        return json_dec_fail(d, "expected ',' or '}' in object");
+    }
+}
+
+int json_peek(lua_State *L, const char *s, size_t len, const char *const *keys, int nkeys, char *err,
+              size_t errlen)
+{
+    json_dec d = {L, s, s, s + len, err, errlen, 0};
+
+    for (int i = 0; i < nkeys; i++) {
+        json_dec_space(&d);
+        if (d.p >= d.end || *d.p != '{') {
+            if (i == 0)
+                return json_dec_fail(&d, "expected an object");
+            lua_pushnil(L); /* a member on the way is no object */
+            return 1;
+        }
+        switch (json_find_member(&d, keys[i])) {
+        case 0:
+            return 0;
+        case 2:
+            lua_pushnil(L);
+            return 1;
+        }
+    }
+    return json_dec_value(&d);
+}
+
+int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen)
+{
+    json_dec d = {L, s, s, s + len, err, errlen, 0};
+    int base = lua_gettop(L);
+    lua_Integer n = 0, bad = 0;
+
+    luaL_checkstack(L, 8, "JSON page");
+    lua_newtable(L); /* base + 1: the skipped */
+    json_dec_space(&d);
+    if (d.p >= d.end || *d.p != '{') {
+        json_dec_fail(&d, "expected an object");
+        goto fail;
+    }
+    lua_newtable(L); /* base + 2: the page */
+    d.p++;
+    json_dec_space(&d);
+    if (d.p < d.end && *d.p == '}') {
+        d.p++;
+        goto done;
+    }
+    for (;;) {
+        json_dec_space(&d);
+        if (d.p >= d.end || *d.p != '"') {
+            json_dec_fail(&d, "expected a string key in object");
+            goto fail;
+        }
+        if (!json_dec_string(&d))
+            goto fail;
+        json_dec_space(&d);
+        if (d.p >= d.end || *d.p != ':') {
+            json_dec_fail(&d, "expected ':' after object key");
+            goto fail;
+        }
+        d.p++;
+        json_dec_space(&d);
+        size_t klen;
+        const char *k = lua_tolstring(L, -1, &klen);
+        if (klen == strlen(key) && memcmp(k, key, klen) == 0 && d.p < d.end && *d.p == '[') {
+            /* the items, one by one: one that does not decode is skipped */
+            lua_newtable(L);
+            json_push_array_mt(L);
+            lua_setmetatable(L, -2);
+            d.p++;
+            json_dec_space(&d);
+            if (d.p < d.end && *d.p == ']') {
+                d.p++;
+            } else {
+                for (lua_Integer i = 1;; i++) {
+                    const char *start;
+                    char ierr[160];
+
+                    json_dec_space(&d);
+                    start = d.p;
+                    if (!json_skip_value(&d))
+                        goto fail; /* cannot tell where it ends */
+                    if (json_decode(L, start, (size_t)(d.p - start), ierr, sizeof ierr)) {
+                        lua_rawseti(L, -2, ++n);
+                    } else {
+                        /* {index =, error =, text =} for the caller to name it */
+                        lua_createtable(L, 0, 3);
+                        lua_pushinteger(L, i);
+                        lua_setfield(L, -2, "index");
+                        lua_pushstring(L, ierr);
+                        lua_setfield(L, -2, "error");
+                        lua_pushlstring(L, start, (size_t)(d.p - start));
+                        lua_setfield(L, -2, "text");
+                        lua_rawseti(L, base + 1, ++bad);
+                    }
+                    json_dec_space(&d);
+                    if (d.p < d.end && *d.p == ',') {
+                        d.p++;
+                        continue;
+                    }
+                    if (d.p < d.end && *d.p == ']') {
+                        d.p++;
+                        break;
+                    }
+                    json_dec_fail(&d, "expected ',' or ']' in array");
+                    goto fail;
+                }
+            }
+        } else if (!json_dec_value(&d)) {
+            goto fail;
+        }
+        lua_rawset(L, base + 2);
         json_dec_space(&d);
         if (d.p < d.end && *d.p == ',') {
             d.p++;
             continue;
         }
         if (d.p < d.end && *d.p == '}') {
-            lua_pushnil(L);
-            return 1;
+            d.p++;
+            break;
         }
-        return json_dec_fail(&d, "expected ',' or '}' in object");
+        json_dec_fail(&d, "expected ',' or '}' in object");
+        goto fail;
     }
+done:
+    json_dec_space(&d);
+    if (d.p != d.end) {
+        json_dec_fail(&d, "trailing characters after JSON value");
+        goto fail;
+    }
+    lua_insert(L, base + 1); /* page, skipped */
+    return 1;
+fail:
+    lua_settop(L, base);
+    return 0;
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -470,7 +636,6 @@ typedef struct json_enc {
     json_buf *b;
     char *err;
     size_t errlen;
-    int depth;
     int (*redact)(const char *key);
 } json_enc;
 
@@ -564,10 +729,19 @@ static int json_enc_number(json_enc *e, int idx)
         double v = (double)lua_tonumber(e->L, idx);
         if (!isfinite(v))
             return json_enc_fail(e, "NaN or infinity");
-        /* The shortest of %.15g and %.17g that reads back exactly. */
-        n = snprintf(tmp, sizeof tmp, "%.15g", v);
-        if (strtod(tmp, NULL) != v)
-            n = snprintf(tmp, sizeof tmp, "%.17g", v);
+        if (v == 0) {
+            /* -0.0 too: "-0" would read back as the integer 0 and then
+             * encode as "0", so the text would change on a round trip */
+            tmp[0] = '0';
+            n = 1;
+        } else {
+            /* The shortest of %.15g and %.17g that reads back exactly. An
+             * integral float prints as an integer (3.0 as 3), as Go writes
+             * float64s, so 6 / 2 is a valid replica count. */
+            n = snprintf(tmp, sizeof tmp, "%.15g", v);
+            if (strtod(tmp, NULL) != v)
+                n = snprintf(tmp, sizeof tmp, "%.17g", v);
+        }
     }
     json_put(e, tmp, (size_t)n);
     return 1;
@@ -611,8 +785,6 @@ static int json_enc_kind(json_enc *e, int idx, lua_Integer *len)
     return n > 0 || marked; /* an unmarked empty table is {} */
 }
 
-static int json_enc_value(json_enc *e, int idx);
-
 typedef struct json_key {
     const char *s;
     size_t n;
@@ -626,79 +798,19 @@ static int json_key_cmp(const void *a, const void *b)
     return c ? c : (x->n > y->n) - (x->n < y->n);
 }
 
-/* An object's members in key order, as Go's encoding/json writes them, so
- * that equal objects encode to equal strings. */
-static int json_enc_object(json_enc *e, int idx, lua_Integer count)
-{
-    lua_State *L = e->L;
-    lua_Integer i = 0;
-    /* Scratch space the GC frees even if encoding raises. The key strings
-     * stay alive: the table holds them. */
-    json_key *keys = lua_newuserdatauv(L, (size_t)count * sizeof *keys + 1, 0);
+/* An open array or object while encoding. */
+typedef struct json_frame {
+    int idx;          /* the table's stack index */
+    int array;
+    lua_Integer i, n; /* members written, members */
+    json_key *keys;   /* an object's keys in order (a userdata at idx + 1) */
+} json_frame;
 
-    lua_pushnil(L);
-    while (lua_next(L, idx)) { /* every key is a string: json_enc_kind said so */
-        lua_pop(L, 1);
-        keys[i].s = lua_tolstring(L, -1, &keys[i].n);
-        i++;
-    }
-    qsort(keys, (size_t)i, sizeof *keys, json_key_cmp);
-    json_putc(e, '{');
-    for (lua_Integer k = 0; k < i; k++) {
-        if (k > 0)
-            json_putc(e, ',');
-        json_enc_string(e, keys[k].s, keys[k].n);
-        json_putc(e, ':');
-        if (e->redact && e->redact(keys[k].s)) {
-            json_put(e, "\"[redacted]\"", 12);
-            continue;
-        }
-        lua_pushlstring(L, keys[k].s, keys[k].n);
-        lua_rawget(L, idx);
-        if (!json_enc_value(e, lua_gettop(L))) {
-            lua_pop(L, 2);
-            return 0;
-        }
-        lua_pop(L, 1);
-    }
-    json_putc(e, '}');
-    lua_pop(L, 1); /* keys */
-    return 1;
-}
+#define JSON_INLINE_FRAMES 32
 
-static int json_enc_table(json_enc *e, int idx)
-{
-    lua_State *L = e->L;
-    lua_Integer len = 0;
-    int kind;
-
-    if (++e->depth > JSON_MAX_DEPTH)
-        return json_enc_fail(e, "a table nested too deep (a cycle?)");
-    luaL_checkstack(L, 6, "JSON nesting");
-    kind = json_enc_kind(e, idx, &len);
-    if (kind < 0)
-        return 0;
-    if (kind == 1) {
-        json_putc(e, '[');
-        for (lua_Integer i = 1; i <= len; i++) {
-            if (i > 1)
-                json_putc(e, ',');
-            lua_rawgeti(L, idx, i);
-            if (!json_enc_value(e, lua_gettop(L))) {
-                lua_pop(L, 1);
-                return 0;
-            }
-            lua_pop(L, 1);
-        }
-        json_putc(e, ']');
-    } else if (!json_enc_object(e, idx, len)) {
-        return 0;
-    }
-    e->depth--;
-    return 1;
-}
-
-static int json_enc_value(json_enc *e, int idx)
+/* Write the value at idx unless it is a table: 1 written, 2 a table, 0
+ * failed (err set). */
+static int json_enc_scalar(json_enc *e, int idx)
 {
     lua_State *L = e->L;
 
@@ -721,7 +833,7 @@ static int json_enc_value(json_enc *e, int idx)
         return 1;
     }
     case LUA_TTABLE:
-        return json_enc_table(e, idx);
+        return 2;
     case LUA_TLIGHTUSERDATA:
         if (lua_touserdata(L, idx) == json_null) {
             json_put(e, "null", 4);
@@ -733,9 +845,122 @@ static int json_enc_value(json_enc *e, int idx)
     }
 }
 
+/* Open the table at idx (the top) into f: write its opening bracket and,
+ * for an object, push its keys in order (as Go's encoding/json writes
+ * them, so that equal objects encode to equal strings). */
+static int json_enc_open(json_enc *e, int idx, json_frame *f)
+{
+    lua_State *L = e->L;
+    lua_Integer len = 0, i = 0;
+    int kind = json_enc_kind(e, idx, &len);
+
+    if (kind < 0)
+        return 0;
+    f->idx = idx;
+    f->array = kind;
+    f->i = 0;
+    f->n = len;
+    f->keys = NULL;
+    if (kind == 1) {
+        json_putc(e, '[');
+        return 1;
+    }
+    /* Scratch space the GC frees even if encoding raises. The key strings
+     * stay alive: the table holds them, and nothing runs that could change
+     * it (no metamethods: raw access only). */
+    json_key *keys = lua_newuserdatauv(L, (size_t)len * sizeof *keys + 1, 0);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) { /* every key is a string: json_enc_kind said so */
+        lua_pop(L, 1);
+        keys[i].s = lua_tolstring(L, -1, &keys[i].n);
+        i++;
+    }
+    qsort(keys, (size_t)i, sizeof *keys, json_key_cmp);
+    f->keys = keys;
+    f->n = i;
+    json_putc(e, '{');
+    return 1;
+}
+
+/* Encode the value at idx, iteratively: open tables are frames (on the C
+ * stack for the first JSON_INLINE_FRAMES, then in a userdata kept at
+ * base + 1) and their values on the Lua stack, so depth never costs C
+ * stack. */
+static int json_enc_value(json_enc *e, int idx)
+{
+    lua_State *L = e->L;
+    int base = lua_gettop(L);
+    json_frame small[JSON_INLINE_FRAMES];
+    json_frame *frames = small, *f;
+    int depth = 0, cap = JSON_INLINE_FRAMES, r;
+
+    if (!lua_checkstack(L, 8))
+        return json_enc_fail(e, "a value with the Lua stack full");
+    lua_pushnil(L);        /* base + 1: where the frames go once small[] is full */
+    lua_pushvalue(L, idx); /* the value to write next is always on top */
+write:
+    r = json_enc_scalar(e, lua_gettop(L));
+    if (r == 0)
+        goto fail;
+    if (r == 1) {
+        lua_pop(L, 1);
+    } else {
+        if (depth == JSON_MAX_DEPTH) {
+            json_enc_fail(e, "a table nested too deep (a cycle?)");
+            goto fail;
+        }
+        if (!lua_checkstack(L, 8)) {
+            json_enc_fail(e, "a table nested too deep for the Lua stack");
+            goto fail;
+        }
+        if (depth == cap) {
+            json_frame *big = lua_newuserdatauv(L, JSON_MAX_DEPTH * sizeof *big, 0);
+            memcpy(big, frames, (size_t)depth * sizeof *big);
+            lua_replace(L, base + 1);
+            frames = big;
+            cap = JSON_MAX_DEPTH;
+        }
+        if (!json_enc_open(e, lua_gettop(L), &frames[depth]))
+            goto fail;
+        depth++;
+    }
+next: /* the next member of the innermost open table; close finished ones */
+    for (;;) {
+        if (depth == 0) {
+            lua_settop(L, base);
+            return 1;
+        }
+        f = &frames[depth - 1];
+        if (f->i < f->n)
+            break;
+        json_putc(e, f->array ? ']' : '}');
+        lua_settop(L, f->idx - 1);
+        depth--;
+    }
+    if (f->i > 0)
+        json_putc(e, ',');
+    if (f->array) {
+        lua_rawgeti(L, f->idx, ++f->i);
+        goto write;
+    }
+    json_key *k = &f->keys[f->i++];
+    json_enc_string(e, k->s, k->n);
+    json_putc(e, ':');
+    if (e->redact && e->redact(k->s)) {
+        json_put(e, "\"[redacted]\"", 12);
+        goto next;
+    }
+    lua_pushlstring(L, k->s, k->n);
+    lua_rawget(L, f->idx);
+    goto write;
+fail:
+    lua_settop(L, base);
+    return 0;
+}
+
 int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen)
 {
-    json_enc e = {L, b, err, errlen, 0, NULL};
+    json_enc e = {L, b, err, errlen, NULL};
 
     return json_enc_value(&e, lua_absindex(L, idx));
 }
@@ -743,7 +968,7 @@ int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen)
 int json_encode_redacted(lua_State *L, int idx, json_buf *b, char *err, size_t errlen,
                          int (*redact)(const char *key))
 {
-    json_enc e = {L, b, err, errlen, 0, redact};
+    json_enc e = {L, b, err, errlen, redact};
 
     return json_enc_value(&e, lua_absindex(L, idx));
 }

@@ -15,7 +15,7 @@
 #include <lua.h>
 
 #define JSON_ARRAY_MT "luaop.json.array"
-#define JSON_MAX_DEPTH 512
+#define JSON_MAX_DEPTH 10240
 
 /* The value JSON null decodes to, and encodes from. */
 #define json_null ((void *)0)
@@ -32,13 +32,22 @@ typedef struct json_buf {
  * `err` (size `errlen`) and returns 0. Raises only on memory errors. */
 int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errlen);
 
-/* Push the value of member `key` of the object in `len` bytes at `s`, or nil
- * when it has none, decoding only that member: the others are skipped, not
- * built (the continue token of a page of a LIST, ahead of its items). Returns
- * 1; on input it cannot walk pushes nothing, writes a message to `err` and
- * returns 0. It checks less than json_decode: a 1 is no promise that the
- * whole text is valid JSON. */
-int json_peek(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen);
+/* Push the value at the path keys[0..nkeys) of the object in `len` bytes at
+ * `s` (member keys[0], its member keys[1], ...), or nil when there is none,
+ * decoding only that value: everything else is skipped, not built (the
+ * continue token of a page of a LIST, ahead of its items; the name of an
+ * object that does not decode). Returns 1; on input it cannot walk pushes
+ * nothing, writes a message to `err` and returns 0. It checks less than
+ * json_decode: a 1 is no promise that the whole text is valid JSON. */
+int json_peek(lua_State *L, const char *s, size_t len, const char *const *keys, int nkeys, char *err,
+              size_t errlen);
+
+/* Decode an object (a page of a LIST) whose member `key` (its items) is an
+ * array, item by item: an item that does not decode is left out of the
+ * array. Pushes the page, then a table of the items left out, each
+ * {index =, error =, text =}. Returns 1; on input whose shape it cannot
+ * walk pushes nothing, writes a message to `err` and returns 0. */
+int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen);
 
 /* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
  * a value JSON cannot hold writes a message naming where it is to `err` and

@@ -4,8 +4,11 @@
  * (build/lua/luaop/core.so) so that specs can drive the core from busted. */
 #include "lbind.h"
 
+#include <string.h>
+
 #include <lauxlib.h>
 
+#include "counters.h"
 #include "version.h"
 
 static const struct {
@@ -33,6 +36,33 @@ static int lbind_core_traceback(lua_State *L)
 
     luaL_traceback(L, L, msg, level);
     return 1;
+}
+
+/* core.counters() -> {undecodable_objects = N, budget_breaches = N} */
+static int lbind_core_counters(lua_State *L)
+{
+    lua_createtable(L, 0, COUNTER_COUNT);
+    for (int i = 0; i < COUNTER_COUNT; i++) {
+        lua_pushinteger(L, (lua_Integer)counter_get((counter_id)i));
+        lua_setfield(L, -2, counter_name((counter_id)i));
+    }
+    return 1;
+}
+
+/* core.count(name [, n]): add to a counter (the runtime's Lua; not scripts) */
+static int lbind_core_count(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lua_Integer n = luaL_optinteger(L, 2, 1);
+
+    luaL_argcheck(L, n >= 0, 2, "a count is never negative");
+    for (int i = 0; i < COUNTER_COUNT; i++) {
+        if (strcmp(name, counter_name((counter_id)i)) == 0) {
+            counter_add((counter_id)i, (uint64_t)n);
+            return 0;
+        }
+    }
+    return luaL_argerror(L, 1, "no such counter");
 }
 
 void lbind_core_for_scripts(void)
@@ -70,6 +100,10 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
     }
     lua_pushcfunction(L, lbind_core_traceback);
     lua_setfield(L, -2, "traceback");
+    lua_pushcfunction(L, lbind_core_counters);
+    lua_setfield(L, -2, "counters");
+    lua_pushcfunction(L, lbind_core_count);
+    lua_setfield(L, -2, "count");
     lua_pushliteral(L, LUAOP_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -28,15 +28,35 @@ static int lbind_json_decode(lua_State *L)
     return 2;
 }
 
+/* json.peek(text, key [, key...]) -> the value at that path, or nil */
 static int lbind_json_peek(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
-    const char *key = luaL_checkstring(L, 2);
+    const char *keys[8];
+    int n = lua_gettop(L) - 1;
     char err[160];
 
-    if (json_peek(L, s, len, key, err, sizeof err))
+    luaL_argcheck(L, n >= 1 && n <= 8, 2, "one to eight keys");
+    for (int i = 0; i < n; i++)
+        keys[i] = luaL_checkstring(L, i + 2);
+    if (json_peek(L, s, len, keys, n, err, sizeof err))
         return 1;
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+}
+
+/* json.decode_page(text [, key]) -> page, skipped | nil, err (json.h) */
+static int lbind_json_decode_page(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    const char *key = luaL_optstring(L, 2, "items");
+    char err[160];
+
+    if (json_decode_page(L, s, len, key, err, sizeof err))
+        return 2;
     luaL_pushfail(L);
     lua_pushstring(L, err);
     return 2;
@@ -103,6 +123,7 @@ static int lbind_json_is_array(lua_State *L)
 static const luaL_Reg lbind_json_funcs[] = {
     {"decode", lbind_json_decode},
     {"peek", lbind_json_peek},
+    {"decode_page", lbind_json_decode_page},
     {"encode", lbind_json_encode},
     {"array", lbind_json_array},
     {"is_array", lbind_json_is_array},

@@ -89,6 +89,21 @@ local function answer(status, text)
 end
 
 -- A 2xx answer whose body is not JSON.
+-- An object the server sent that does not decode (nested deeper than the
+-- decoder goes, a number out of range) is left out, logged by name when
+-- that much can be read, and counted (core.counters().undecodable_objects),
+-- so one such object never stops the rest of its kind from syncing.
+local function skip_undecodable(kind, text, err, ...)
+  local name = json.peek(text, ...) -- the object's metadata, if that decodes
+  local fields = { kind = kind, error = err }
+  if type(name) == "table" then
+    fields.name = type(name.name) == "string" and name.name or nil
+    fields.namespace = type(name.namespace) == "string" and name.namespace or nil
+  end
+  core.count("undecodable_objects")
+  core.log.write("error", "client", "skipping an object that cannot be decoded", fields)
+end
+
 local function malformed(status, err)
   return setmetatable({ code = status, reason = "InternalError",
     message = "the server sent malformed JSON: " .. err }, Error)
@@ -282,6 +297,15 @@ function client:list(kind, opts)
       local continue = type(md) == "table" and md["continue"]
       pending = type(continue) == "string" and continue ~= "" and start(continue) or nil
       page, derr = decode(text)
+      if page == nil then
+        -- decode item by item, leaving out the ones that do not decode
+        local skipped
+        page, skipped = json.decode_page(text)
+        for _, s in ipairs(page and skipped or {}) do
+          skip_undecodable(r.kind, s.text, s.error, "metadata")
+        end
+        if page then derr = nil end
+      end
     end
     text = nil
     if page == nil then
@@ -412,6 +436,12 @@ function Watch:next()
   end
   local ev, derr = decode(line)
   if type(ev) ~= "table" then
+    local typ = json.peek(line, "type")
+    if type(typ) == "string" and json.peek(line, "object") == nil then
+      -- an event whose object does not decode: skipped, the watch goes on
+      skip_undecodable(self.kind, line, derr, "object", "metadata")
+      return self:next()
+    end
     self.err = api_error(0, "malformed watch event: " .. tostring(derr))
     return nil, self.err
   end
@@ -447,7 +477,7 @@ function client:watch(kind, opts)
     resourceVersion = opts.resource_version, timeoutSeconds = opts.timeout,
     allowWatchBookmarks = opts.bookmarks ~= false,
   }
-  return setmetatable({ raw = api.watch { path = path } }, Watch)
+  return setmetatable({ raw = api.watch { path = path }, kind = r.kind }, Watch)
 end
 
 -- ---- the client --------------------------------------------------------------------

@@ -26,7 +26,11 @@ The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
 ConfigMaps two a page at resourceVersion 7, its metadata after its items as
 for custom resources; watched (?watch=true...), it sends one ADDED event
 (ConfigMap "new", resourceVersion 40 + W) and one BOOKMARK (resourceVersion
-50 + W) on the W-th watch, then ends, as a watch ends at its timeout; /api/v1 is the discovery of configmaps.
+50 + W) on the W-th watch, then ends, as a watch ends at its timeout.
+With labelSelector=deep, the list is "cm-a", "cm-deep" and "cm-b", and the
+watch sends ADDED "watch-deep" then ADDED "watch-after" (resourceVersion
+60 + W): the deep ones' data are nested 10,300 levels, more than luaop
+decodes (and than the API server would ever send); /api/v1 is the discovery of configmaps.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
 good-token" or alice's basic credentials get a 401 Status.
 """
@@ -134,6 +138,34 @@ class Handler(BaseHTTPRequestHandler):
                 {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})
         if path.startswith(PREFIX[:-1] + "?"):
             query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
+            deep = query.get("labelSelector") == "deep"
+
+            def cm(name, rv=None, nested=False):
+                md = {"name": name, "namespace": "default"}
+                if rv:
+                    md["resourceVersion"] = rv
+                text = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": md})
+                if nested:
+                    text = text[:-1] + ',"data":' + '{"a":' * 10300 + '1' + '}' * 10300 + '}'
+                return text
+
+            if deep and query.get("watch") in ("true", "1"):
+                with lock:
+                    counts["watch"] = counts.get("watch", 0) + 1
+                    w = counts["watch"]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for obj in (cm("watch-deep", str(59 + w), True), cm("watch-after", str(60 + w))):
+                    line = ('{"type":"ADDED","object":%s}\n' % obj).encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.write(b"0\r\n\r\n")
+                return None
+            if deep:
+                body = '{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[%s]}' % (
+                    ",".join((cm("cm-a"), cm("cm-deep", None, True), cm("cm-b"))))
+                return self.raw(200, body.encode())
             if query.get("watch") in ("true", "1"):
                 with lock:
                     counts["watch"] = counts.get("watch", 0) + 1

@@ -46,4 +46,30 @@ describe("luaop.informer", function()
     -- random: three equal timeouts would come once in 90,000 runs
     assert.is_not_nil(next(timeouts, next(timeouts)), "three watches asked for the same timeout")
   end)
+
+  it("leaves out an object that does not decode, in a LIST and in a watch, logging its name and counting it, and syncs the rest", function()
+    local server = fake.start()
+    finally(server.stop)
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default", label_selector = "deep" })
+      inf:start()
+      inf:wait_synced()
+      print("listed", inf:get("default", "cm-a") ~= nil, inf:get("default", "cm-deep") ~= nil, inf:get("default", "cm-b") ~= nil)
+      local deadline = luaop.now() + 20
+      while not inf:get("default", "watch-after") and luaop.now() < deadline do luaop.sleep(0.01) end
+      print("watched", inf:get("default", "watch-after") ~= nil, inf:get("default", "watch-deep") ~= nil)
+      inf:stop()
+      print("counted", core.counters().undecodable_objects >= 2)
+    ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    assert.are.equal(0, code, err)
+    assert.matches("listed\ttrue\tfalse\ttrue", out)
+    assert.matches("watched\ttrue\tfalse", out)
+    assert.matches("counted\ttrue", out)
+    assert.matches('skipping an object that cannot be decoded\t{"error": "nesting deeper than 10240 at byte %d+", ' ..
+      '"kind": "ConfigMap", "name": "cm%-deep", "namespace": "default"}', err)
+    assert.matches('skipping an object that cannot be decoded\t{[^\n]*"name": "watch%-deep"', err)
+    assert.is_nil(err:find("list/watch failed", 1, true), err)
+  end)
 end)
