@@ -6,6 +6,23 @@
 
 #include <lauxlib.h>
 
+#include "counters.h"
+
+/* What a budget charges: a reconcile's task and every task it spawns
+ * share one account, so spawning cannot multiply a budget. A breach is
+ * sticky: once over, every further hook call and every growth of memory
+ * fails again, so a script that catches the error (pcall, a coroutine of
+ * its own) cannot go on. */
+typedef struct sched_account {
+    unsigned long budget, used; /* instructions; budget 0: no limit */
+    size_t mem_budget;          /* 0: no limit */
+    ptrdiff_t mem_used;         /* net bytes allocated while its tasks ran */
+    int breached;               /* SCHED_BREACH_*: sticky */
+    int refs;                   /* tasks (and limited calls) sharing it */
+} sched_account;
+
+enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY };
+
 struct sched_task {
     lua_State *L;  /* the main thread: the registry's owner, always alive */
     lua_State *co; /* the task's coroutine */
@@ -13,10 +30,7 @@ struct sched_task {
     sched_done_cb done;
     void *ud;
     char *error;
-    unsigned long budget, used; /* instructions */
-    size_t mem_budget;
-    ptrdiff_t mem_used; /* net bytes allocated while it ran */
-    int mem_exceeded;
+    sched_account *acct;     /* NULL: unbudgeted */
     sched_task *prev, *next; /* every task not yet ended */
 };
 
@@ -32,29 +46,63 @@ static sched_task *sched_running_task; /* the task inside lua_resume now */
 static lua_Alloc sched_orig_alloc;
 static void *sched_orig_ud;
 
+static void sched_breach(sched_account *a, int why)
+{
+    if (a->breached == SCHED_BREACH_NONE) {
+        a->breached = why;
+        counter_add(COUNTER_BUDGET_BREACHES, 1);
+    }
+}
+
 static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     sched_task *t = sched_running_task;
+    sched_account *a = t ? t->acct : NULL;
     size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
     void *p;
 
     (void)ud;
-    if (t == NULL || t->mem_budget == 0)
+    if (a == NULL || a->mem_budget == 0)
         return sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
-    if (nsize > old && t->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)t->mem_budget) {
-        t->mem_exceeded = 1;
+    if (nsize > old &&
+        (a->breached || a->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)a->mem_budget)) {
+        sched_breach(a, SCHED_BREACH_MEMORY);
         return NULL;
     }
     p = sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
     if (p || nsize == 0) {
-        if (nsize > old)
-            t->mem_exceeded = 0; /* a growth that fit: an earlier breach was caught */
-        t->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
+        a->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
         /* what the collector frees of others' garbage is no credit */
-        if (t->mem_used < 0)
-            t->mem_used = 0;
+        if (a->mem_used < 0)
+            a->mem_used = 0;
     }
     return p;
+}
+
+static sched_account *sched_account_new(unsigned long instructions, size_t memory)
+{
+    sched_account *a = calloc(1, sizeof *a);
+
+    if (a) {
+        a->budget = instructions;
+        a->mem_budget = memory;
+        a->refs = 1;
+    }
+    return a;
+}
+
+static void sched_account_unref(sched_account *a)
+{
+    if (a && --a->refs == 0)
+        free(a);
+}
+
+/* The message of a breach, pushed on L. */
+static const char *sched_breach_message(lua_State *L, const sched_account *a)
+{
+    if (a->breached == SCHED_BREACH_MEMORY)
+        return lua_pushfstring(L, "memory budget of %I bytes exceeded", (lua_Integer)a->mem_budget);
+    return lua_pushfstring(L, "instruction budget of %I exceeded", (lua_Integer)a->budget);
 }
 
 static void sched_wrap_alloc(lua_State *L)
@@ -153,11 +201,22 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         sched_running_task = outer;
         return;
     }
+    if (status == LUA_OK && t->acct && t->acct->breached) {
+        /* it got to its end, but a task charged to the same account (one it
+         * spawned, or that spawned it) breached the budget: that fails it */
+        lua_pop(co, nres);
+        nres = 0;
+        status = LUA_ERRRUN;
+        sched_breach_message(co, t->acct);
+    }
     if (status != LUA_OK) {
-        const char *msg = sched_error_text(co);
-        if (status == LUA_ERRMEM && t->mem_exceeded) {
-            lua_pushfstring(co, "memory budget of %I bytes exceeded", (lua_Integer)t->mem_budget);
-            msg = lua_tostring(co, -1);
+        const char *msg;
+        if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
+                                              lua_type(co, -1) != LUA_TSTRING)) {
+            /* whatever a script made of the breach, it is the reason */
+            msg = sched_breach_message(co, t->acct);
+        } else {
+            msg = sched_error_text(co);
         }
         luaL_traceback(co, co, msg, 0);
         t->error = strdup(lua_tostring(co, -1));
@@ -169,6 +228,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
     if (t->done)
         t->done(t, co, status == LUA_OK, status == LUA_OK ? nres : 0, t->ud);
     luaL_unref(t->L, LUA_REGISTRYINDEX, t->ref);
+    sched_account_unref(t->acct);
     free(t->error);
     free(t);
     sched_running_task = outer;
@@ -179,8 +239,6 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
     return sched_spawn_budgeted(L, nargs, NULL, done, ud);
 }
 
-static void sched_set_budget(sched_task *t, unsigned long instructions);
-
 sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud)
 {
     sched_task *t = calloc(1, sizeof *t);
@@ -188,6 +246,20 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     if (t == NULL) {
         lua_pop(L, nargs + 1);
         return NULL;
+    }
+    if (b && (b->instructions || b->memory)) {
+        t->acct = sched_account_new(b->instructions, b->memory);
+        if (t->acct == NULL) {
+            free(t);
+            lua_pop(L, nargs + 1);
+            return NULL;
+        }
+        if (b->memory)
+            sched_wrap_alloc(L);
+    } else if (sched_running_task && sched_running_task->acct) {
+        /* spawned from a budgeted task: charged to the same account */
+        t->acct = sched_running_task->acct;
+        t->acct->refs++;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     t->L = lua_tothread(L, -1);
@@ -203,58 +275,77 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     if (sched_all)
         sched_all->prev = t;
     sched_all = t;
-    if (b && b->instructions)
-        sched_set_budget(t, b->instructions);
-    if (b && b->memory) {
-        sched_wrap_alloc(L);
-        t->mem_budget = b->memory;
-    }
+    /* Coroutines the task creates inherit its thread's hook (lua_newthread
+     * copies it), and the hook charges whatever task is running. */
+    lua_sethook(t->co, t->acct ? sched_count_hook : NULL, t->acct ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
     sched_step(t, nargs, L);
     return t;
 }
 
+/* Every SCHED_BUDGET_STEP instructions of any thread with the hook: charge
+ * the task running now (its own thread, or a coroutine it resumed). Once
+ * its account is breached the hook fires at every instruction and raises
+ * each time, so no pcall can keep the code going. */
 static void sched_count_hook(lua_State *L, lua_Debug *ar)
 {
-    sched_task *t = sched_current(L);
+    sched_task *t = sched_running_task;
+    sched_account *a = t ? t->acct : NULL;
 
     (void)ar;
-    if (t == NULL || t->budget == 0)
+    if (a == NULL)
         return;
-    t->used += SCHED_BUDGET_STEP;
-    if (t->used > t->budget)
-        luaL_error(L, "instruction budget of %I exceeded", (lua_Integer)t->budget);
-}
-
-/* Counted on the task's own thread, in steps of SCHED_BUDGET_STEP. */
-static void sched_set_budget(sched_task *t, unsigned long instructions)
-{
-    t->budget = instructions;
-    t->used = 0;
-    lua_sethook(t->co, instructions ? sched_count_hook : NULL, instructions ? LUA_MASKCOUNT : 0,
-                SCHED_BUDGET_STEP);
+    if (!a->breached) {
+        if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
+            /* left at every instruction by a breach of another account */
+            lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, SCHED_BUDGET_STEP);
+            return;
+        }
+        if (a->budget == 0)
+            return;
+        a->used += SCHED_BUDGET_STEP;
+        if (a->used <= a->budget)
+            return;
+        sched_breach(a, SCHED_BREACH_INSTRUCTIONS);
+    }
+    if (lua_gethookcount(L) != 1)
+        lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+    sched_breach_message(L, a);
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    lua_error(L);
 }
 
 int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions)
 {
     sched_task *t = sched_current(co);
-    unsigned long budget, used;
+    sched_account *outer, *limited;
     int status;
 
     if (t == NULL || t->co != co || instructions == 0)
         return -1;
-    budget = t->budget;
-    used = t->used;
-    if (budget) {
+    outer = t->acct;
+    if (outer && outer->budget) {
         /* no more than the task has left of its own */
-        unsigned long left = used < budget ? budget - used : 1;
+        unsigned long left = outer->used < outer->budget ? outer->budget - outer->used : 1;
         if (left < instructions)
             instructions = left;
     }
-    sched_set_budget(t, instructions);
+    limited = sched_account_new(instructions, 0);
+    if (limited == NULL)
+        return luaL_error(co, "not enough memory");
+    t->acct = limited;
+    lua_sethook(co, sched_count_hook, LUA_MASKCOUNT, SCHED_BUDGET_STEP);
     status = lua_pcall(co, nargs, nres, 0);
-    used += t->used;
-    sched_set_budget(t, budget);
-    t->used = used;
+    /* a breach of the call's own budget ends with the call */
+    t->acct = outer;
+    lua_sethook(co, outer ? sched_count_hook : NULL, outer ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
+    if (outer) {
+        outer->used += limited->used;
+        if (outer->budget && outer->used > outer->budget)
+            sched_breach(outer, SCHED_BREACH_INSTRUCTIONS);
+    }
+    sched_account_unref(limited);
     return status;
 }
 
@@ -283,6 +374,7 @@ void sched_shutdown(void)
     while (sched_all) {
         sched_task *t = sched_all;
         sched_unlink(t);
+        sched_account_unref(t->acct);
         free(t->error);
         free(t);
     }

@@ -174,4 +174,56 @@ describe("tasks", function()
     assert.are.equal(1, code)
     assert.matches("can only be called from a luaop task", err)
   end)
+
+  it("stop a budget breach that the task catches, in a coroutine of its own or a task it spawns, and count it", function()
+    local code, out, err = luaop.run([[
+      local core = require "luaop.core"
+      local luaop = require "luaop"
+      local function spin() while true do end end
+      local attacks = {
+        { "pcall", function() while true do pcall(spin) end end },
+        { "nested pcall", function() while true do pcall(function() while true do pcall(spin) end end) end end },
+        { "xpcall handler", function() while true do xpcall(spin, spin) end end },
+        { "error object", function() while true do pcall(function() while true do pcall(error, {}) end end) end end },
+        { "coroutine", function() coroutine.wrap(spin)() end },
+        { "coroutine pcall", function() while true do pcall(coroutine.wrap(spin)) end end },
+        { "coroutine resume", function() while true do coroutine.resume(coroutine.create(spin)) end end },
+        { "spawned", function() luaop.spawn(spin):wait() end },
+        { "spawned, not waited", function() luaop.spawn(spin) while true do pcall(spin) end end },
+        { "many spawned", function()
+          while true do luaop.spawn(function() local x = 0 for i = 1, 1e5 do x = x + i end end) end
+        end },
+        { "memory pcall", function()
+          local t = {}
+          while true do pcall(function() for i = 1, math.huge do t[#t + 1] = ("x"):rep(64) .. i end end) end
+        end },
+        { "memory then loop", function()
+          local t = {}
+          pcall(function() for i = 1, math.huge do t[#t + 1] = ("x"):rep(64) .. i end end)
+          t = nil
+          while true do pcall(spin) end
+        end },
+      }
+      local ticks = 0
+      luaop.spawn(function() while true do ticks = ticks + 1 luaop.sleep(0.001) end end)
+      local before = core.counters().budget_breaches
+      for _, a in ipairs(attacks) do
+        local t0, seen = core.task.now(), ticks
+        local ok, e = core.task.spawn_limited({ instructions = 10000000, memory = 4 * 1024 * 1024 }, a[2]):wait()
+        luaop.sleep(0.01)
+        print(a[1], ok, (tostring(e):match("[%a ]+budget of %d+[%a ]+exceeded")),
+          ("%.1f"):format(core.task.now() - t0) + 0 < 5, ticks > seen)
+      end
+      print("breaches", core.counters().budget_breaches - before)
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    for _, name in ipairs { "pcall", "nested pcall", "xpcall handler", "error object", "coroutine", "coroutine pcall",
+                            "coroutine resume", "spawned", "spawned, not waited", "many spawned" } do
+      assert.matches("\n" .. name:gsub("%p", "%%%0") .. "\tfalse\tinstruction budget of 10000000 exceeded\ttrue\ttrue", "\n" .. out)
+    end
+    for _, name in ipairs { "memory pcall", "memory then loop" } do
+      assert.matches("\n" .. name .. "\tfalse\tmemory budget of 4194304 bytes exceeded\ttrue\ttrue", "\n" .. out)
+    end
+    assert.matches("breaches\t12", out)
+  end)
 end)
