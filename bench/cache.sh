@@ -19,7 +19,7 @@
 n=${1:-10000}
 rounds=${2:-3}
 . "$(dirname "$0")/lib.sh" cache
-luaop() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/cache.lua -- "$@"; }
+luaop() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/cache.lua -- "$@"; }
 luaop create "$ns" "$n" >"$tmp/create"
 echo "created $n ConfigMaps in $(awk '{print $2}' "$tmp/create") s"
 

@@ -4,7 +4,7 @@
 # (make cluster-up).
 #
 # N sequential and N concurrent GETs of one ConfigMap, and N sequential and N
-# concurrent creates of ConfigMaps, each through `luaop --script
+# concurrent creates of ConfigMaps, each through `luaop --program
 # bench/client.lua` and through curl with the same TLS client certificate
 # (one curl process per measure: sequential requests reuse its connection,
 # concurrent ones go with --parallel over HTTP/2). luaop and curl take turns,
@@ -42,7 +42,7 @@ timed() { # name command...
 }
 
 for r in $(seq 1 "$rounds"); do
-  "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/client.lua -- "$ns" "$n" "$r" >>"$tmp/luaop.times"
+  "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/client.lua -- "$ns" "$n" "$r" >>"$tmp/luaop.times"
   creates "$r" seq >"$tmp/create-seq.cfg"
   creates "$r" conc >"$tmp/create-conc.cfg"
   {

@@ -20,10 +20,10 @@ log=$tmp/luaop.log
 pid=$!
 wait_until "caches synced" grep -q "caches synced" "$log"
 
-"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/converge.lua -- watch "$ns" "$n" >"$tmp/watch" &
+"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/converge.lua -- watch "$ns" "$n" >"$tmp/watch" &
 watcher=$!
 wait_until "the watcher" grep -q ready "$tmp/watch"
-lo --script bench/converge.lua -- machines "$ns" "$n" >"$tmp/create"
+lo --program bench/converge.lua -- machines "$ns" "$n" >"$tmp/create"
 wait "$watcher"
 field() { grep "^$1 " "$2" | cut -d' ' -f2; }
 converge=$(echo "$(field end "$tmp/watch") - $(field start "$tmp/create")" | bc -l)
@@ -31,7 +31,7 @@ create=$(field seconds "$tmp/create")
 writes=$(grep '"response"\|	response	' "$log" | grep -cE '"method": "(POST|PUT|PATCH|DELETE)"' || true)
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 
-raw=$(lo --script bench/converge.lua -- raw "$ns" "$writes" | grep '^seconds' | cut -d' ' -f2)
+raw=$(lo --program bench/converge.lua -- raw "$ns" "$writes" | grep '^seconds' | cut -d' ' -f2)
 printf 'machines %d: created in %.2f s, all positions "ddd" %.2f s after the first create\n' "$n" "$create" "$converge"
 printf 'the operator wrote %d times; %d raw writes took %.2f s\n' "$writes" "$writes" "$raw"
 printf 'ratio converge / raw writes: %.2f\n' "$(echo "$converge / $raw" | bc -l)"

@@ -20,7 +20,7 @@ kib() { awk -v k="$1:" '$1 == k {print $2}' "$2"; }
 # and it idled; sets pid
 start() {
   rm -f "$tmp/log" "$tmp/lua"
-  env "$@" "$bin" --kubeconfig "$KUBECONFIG" --script bench/idle.lua -- "$ns" "$tmp/req" "$tmp/lua" 2>"$tmp/log" &
+  env "$@" "$bin" --kubeconfig "$KUBECONFIG" --program bench/idle.lua -- "$ns" "$tmp/req" "$tmp/lua" 2>"$tmp/log" &
   pid=$!
   synced
 }

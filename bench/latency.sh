@@ -19,10 +19,10 @@ secs=${2:-10}
 keys=${3:-100}
 work=${4:-0}
 . "$(dirname "$0")/lib.sh" latency
-luaop() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- "$@"; }
+luaop() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/latency.lua -- "$@"; }
 luaop create "$ns" "$keys"
 
-"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --script bench/latency.lua -- controller "$ns" "$tmp/ready" "$tmp/done" "$work" >"$tmp/controller" 2>"$tmp/controller.log" &
+"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/latency.lua -- controller "$ns" "$tmp/ready" "$tmp/done" "$work" >"$tmp/controller" 2>"$tmp/controller.log" &
 pid=$!
 WAIT_SECONDS=30 wait_until "the controller" test -e "$tmp/ready" || { cat "$tmp/controller.log" >&2; exit 1; }
 luaop writer "$ns" "$keys" "$rate" "$secs" >"$tmp/writer"

@@ -203,8 +203,11 @@ static void lbind_watch_done(const http_response *r, void *ud)
         w->error = strdup(r->error);
     else if (r->status < 200 || r->status > 299)
         w->error = strdup(r->body_len ? r->body : "the watch failed");
-    lbind_watch_wake(w);
+    /* Unpinned before the waiter runs: its stack keeps w alive meanwhile,
+     * and once it has run w may be closed and collected, so nothing here
+     * may touch w after the wake. */
     lbind_watch_unpin(w);
+    lbind_watch_wake(w);
 }
 
 int lbind_watch_start(lua_State *L, api *a)

@@ -29,17 +29,20 @@
 #include "version.h"
 
 static const char *main_usage =
-    "Usage: luaop --script PATH [--script PATH...] [flags] [-- script arguments]\n"
+    "Usage: luaop --script PATH [--script PATH...] [flags]\n"
+    "       luaop --program FILE [flags] [-- program arguments]\n"
     "\n"
     "luaop runs Kubernetes operators written in Lua 5.4. Each script returns\n"
-    "controller definitions; luaop runs them until SIGTERM or SIGINT and\n"
-    "reloads a script when its file changes. A single script file that defines\n"
-    "no controller runs as a program, top to bottom, and its return value is\n"
-    "the exit status.\n"
+    "controller definitions; luaop runs them, each in a sandbox of its own\n"
+    "under budgets, until SIGTERM or SIGINT, and reloads a script when its\n"
+    "file changes. A program is trusted local Lua (tools, benchmarks, tests):\n"
+    "it runs top to bottom with the whole standard library, its return value\n"
+    "is the exit status, and controllers it returns run as scripts' do.\n"
     "\n"
     "Flags:\n"
     "      --script PATH        a Lua script, or a directory whose *.lua files are\n"
-    "                           each one; repeatable\n"
+    "                           each one (a mounted ConfigMap); repeatable\n"
+    "      --program FILE       run FILE as a trusted program instead\n"
     "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
     "                           then ~/.kube/config)\n"
     "      --context NAME       kubeconfig context (default: current-context)\n"
@@ -60,6 +63,7 @@ static const char *main_usage =
 typedef struct main_opts {
     const char *scripts[MAIN_MAX_SCRIPTS];
     int nscripts;
+    const char *program;
     const char *kubeconfig, *context, *namespace;
     double qps;
     int burst;
@@ -97,11 +101,12 @@ static int main_number(const char *flag, const char *s, double *out)
 static int main_parse(int argc, char **argv, main_opts *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
-           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE };
+           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"script", required_argument, NULL, OPT_SCRIPT},
+        {"program", required_argument, NULL, OPT_PROGRAM},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"context", required_argument, NULL, OPT_CONTEXT},
         {"namespace", required_argument, NULL, 'n'},
@@ -131,6 +136,13 @@ static int main_parse(int argc, char **argv, main_opts *o)
                 return 3;
             }
             o->scripts[o->nscripts++] = optarg;
+            break;
+        case OPT_PROGRAM:
+            if (o->program) {
+                fprintf(stderr, "luaop: one --program at a time\n");
+                return 3;
+            }
+            o->program = optarg;
             break;
         case OPT_KUBECONFIG:
             o->kubeconfig = optarg;
@@ -179,15 +191,19 @@ static int main_parse(int argc, char **argv, main_opts *o)
             return 3;
         }
     }
-    /* Arguments after the flags (or after --) are the script's. */
+    /* Arguments after the flags (or after --) are the program's. */
     o->script_argc = argc - optind;
     o->script_argv = argv + optind;
-    if (o->nscripts == 0) {
-        if (o->script_argc > 0) {
-            fprintf(stderr, "luaop: unexpected argument %s\nRun 'luaop --help' for usage.\n",
-                    o->script_argv[0]);
-            return 3;
-        }
+    if (o->program && o->nscripts > 0) {
+        fprintf(stderr, "luaop: --program runs one trusted file: not with --script\n");
+        return 3;
+    }
+    if (o->script_argc > 0 && !o->program) {
+        fprintf(stderr, "luaop: unexpected argument %s%s\nRun 'luaop --help' for usage.\n", o->script_argv[0],
+                o->nscripts ? " (arguments after -- are for a --program)" : "");
+        return 3;
+    }
+    if (o->nscripts == 0 && !o->program) {
         fputs(main_usage, stderr);
         return 3;
     }
@@ -291,17 +307,19 @@ static int main_script(const main_opts *o)
     }
     *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
     luaL_openlibs(L);
-    lbind_core_for_scripts();
+    if (!o->program)
+        lbind_core_for_scripts();
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);
     lua_setfield(L, -2, "luaop.core");
     lua_pop(L, 1);
     luaembed_preload(L);
-    sandbox_apply(L);
+    if (!o->program)
+        sandbox_apply(L); /* scripts: what no Lua code in this process may do */
 
     /* arg, as the lua interpreter sets it: arg[0] the script, then its args. */
     lua_createtable(L, o->script_argc, 1);
-    lua_pushstring(L, o->scripts[0]);
+    lua_pushstring(L, o->program ? o->program : o->scripts[0]);
     lua_rawseti(L, -2, 0);
     for (int i = 0; i < o->script_argc; i++) {
         lua_pushstring(L, o->script_argv[i]);
@@ -327,6 +345,10 @@ static int main_script(const main_opts *o)
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "scripts");
+    if (o->program) {
+        lua_pushstring(L, o->program);
+        lua_setfield(L, -2, "program");
+    }
     lua_pushnumber(L, o->grace);
     lua_setfield(L, -2, "graceful_shutdown_timeout");
     for (int i = 0; i < o->script_argc; i++)

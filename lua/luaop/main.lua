@@ -1,51 +1,58 @@
--- luaop.main - how `luaop --script PATH...` runs its scripts.
+-- luaop.main - how luaop runs what it is given.
 --
--- One script file that returns no controller definition is a program: it
--- runs top to bottom (with the arguments after --) and its return value is
--- the exit status. Otherwise every script must return controller
--- definitions; luaop runs them until SIGTERM or SIGINT, reloading a script
--- when its file changes.
+-- --script PATH...: every script (a file, or each *.lua of a directory)
+-- returns controller definitions; each loads in a sandboxed environment of
+-- its own under the load budget (luaop.script), and luaop runs the
+-- controllers until SIGTERM or SIGINT, reloading a script when its file
+-- changes.
+--
+-- --program FILE: trusted local Lua (tools, benchmarks, specs) runs top to
+-- bottom with the whole standard library and the arguments after --; its
+-- return value is the exit status, unless it returns controller
+-- definitions, which then run until SIGTERM or SIGINT (not reloaded).
 local core = require "luaop.core"
 local controller = require "luaop.controller"
 local script = require "luaop.script"
 
--- options: scripts (the --script paths), graceful_shutdown_timeout (s).
-return function(options, ...)
-  local paths = options.scripts
-  local sources, err = script.sources(paths)
-  if not sources then error(err, 0) end
-  local manager = controller.manager()
-  local reloader = script.reloader(sources, manager)
+local function run_program(path, ...)
+  local text, rerr = script.read(path)
+  if not text then error("cannot read program " .. tostring(rerr), 0) end
+  local chunk, cerr = load(text, "@" .. path, "t")
+  if not chunk then error("cannot load program " .. cerr, 0) end
+  local results = table.pack(xpcall(chunk, function(e)
+    return script.located(path, core.traceback(tostring(e), 2))
+  end, ...))
+  if not results[1] then
+    core.log.write("error", "script", "program failed", { error = results[2] })
+    return false, 1
+  end
+  local defs = script.definitions(results[2])
+  if not defs then return false, table.unpack(results, 2, results.n) end
+  return true, defs
+end
 
-  if #sources == 1 and not sources[1].dir then
-    local path = sources[1].path
-    local text, rerr = script.read(path)
-    if not text then error("cannot read script " .. tostring(rerr), 0) end
-    local chunk, cerr = script.compile(path, text)
-    if not chunk then error("cannot load script " .. cerr, 0) end
-    local results = table.pack(xpcall(chunk, function(e)
-      return script.located(path, core.traceback(tostring(e), 2))
-    end, ...))
-    if not results[1] then
-      core.log.write("error", "script", "script failed", { error = results[2] })
-      return 1
-    end
-    table.remove(results, 1)
-    results.n = results.n - 1
-    local defs = script.definitions(results[1])
-    if not defs then return table.unpack(results, 1, results.n) end -- a program
-    local ok, serr = manager:set(path, defs)
+-- options: scripts (the --script paths) or program, and
+-- graceful_shutdown_timeout (seconds).
+return function(options, ...)
+  local manager = controller.manager()
+  local reloader
+  if options.program then
+    local controllers, defs = run_program(options.program, ...)
+    if not controllers then return defs end -- a program's exit status
+    local ok, serr = manager:set(options.program, defs)
     if not ok then error(serr, 0) end
-    reloader.loaded[path] = { text = text }
   else
+    local sources, err = script.sources(options.scripts)
+    if not sources then error(err, 0) end
+    reloader = script.reloader(sources, manager)
     local ok, lerr = reloader:scan(true)
     if not ok then error("cannot load scripts:\n" .. lerr, 0) end
     if next(reloader.loaded) == nil then
-      reloader.log:info("no scripts yet: waiting for *.lua files", { scripts = table.concat(paths, ",") })
+      reloader.log:info("no scripts yet: waiting for *.lua files", { scripts = table.concat(options.scripts, ",") })
     end
+    reloader:watch()
   end
-  reloader:watch()
   local drained = manager:run_until_shutdown(options.graceful_shutdown_timeout)
-  reloader:stop()
+  if reloader then reloader:stop() end
   if not drained then return 1 end
 end

@@ -62,14 +62,155 @@ end
 
 M.read = fs.read
 
--- A fresh environment: globals a script sets stay its own.
+-- ---- the sandbox ------------------------------------------------------------
+--
+-- A script's environment is built from an allowlist (docs/sandbox.md), fresh
+-- for each script, so globals a script sets stay its own:
+-- - the base functions that touch nothing outside Lua; load reads text
+--   only, into the script's own environment; no loadfile, dofile;
+-- - string, table, math, utf8, coroutine, luaop and os's clock, date,
+--   difftime and time as read-only views, so no script can change what
+--   another sees (a write raises, nested tables included); require hands
+--   out only these;
+-- - getmetatable answers only for metatables the script set itself, so the
+--   string metatable and luaop's own classes are out of reach; setmetatable
+--   refuses __gc (a finalizer runs in whatever task the collector happens
+--   to interrupt, under nobody's budget);
+-- - collectgarbage offers only "collect", "count", "step" and "isrunning".
+-- No io, no os beyond time, no debug, no package, no C modules, no binary
+-- chunks: nothing that reads a file, the environment or a credential.
+
+local base_load, base_setmetatable, base_getmetatable, base_rawset = load, setmetatable, getmetatable, rawset
+local base_collectgarbage, base_rawget = collectgarbage, rawget
+
+M.BASE = { "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "rawequal", "rawget", "rawlen",
+  "select", "tonumber", "tostring", "type", "xpcall", "_VERSION" }
+M.LIBRARIES = { "string", "table", "math", "utf8", "coroutine" }
+M.OS = { "clock", "date", "difftime", "time" }
+M.OS_REFUSED = { "execute", "exit", "getenv", "remove", "rename", "tmpname", "setlocale" }
+M.COLLECTGARBAGE = { collect = true, count = true, step = true, isrunning = true }
+-- globals whose absence deserves more than "attempt to index a nil value"
+M.REFUSED = { io = "files", debug = "introspection", package = "modules beyond require",
+  dofile = "files", loadfile = "files" }
+
+local proxies = base_setmetatable({}, { __mode = "k" }) -- every read-only view
+
+-- what a view leaves out: string.dump (it makes binary chunks)
+M.HIDDEN = { string = { dump = true } }
+
+-- A read-only view of t (views of its tables, made on demand, are cached
+-- in `views`, one set per script).
+local function readonly(t, name, views)
+  local v = views[t]
+  if v then return v end
+  local hidden = M.HIDDEN[name] or {}
+  local function wrap(k, x)
+    if hidden[k] then return nil end
+    if type(x) == "table" then return readonly(x, name .. "." .. tostring(k), views) end
+    return x
+  end
+  v = base_setmetatable({}, {
+    __index = function(_, k) return wrap(k, t[k]) end,
+    __newindex = function(_, k)
+      error(("%s is read-only: a script cannot change %s.%s"):format(name, name, tostring(k)), 2)
+    end,
+    __pairs = function()
+      return function(_, k)
+        local nk, x = next(t, k)
+        while hidden[nk] do nk, x = next(t, nk) end
+        return nk, wrap(nk, x)
+      end, v, nil
+    end,
+    __len = function() return #t end,
+    __metatable = false,
+  })
+  views[t] = v
+  proxies[v] = true
+  return v
+end
+
+-- A fresh environment for one script.
 function M.env()
-  return setmetatable({}, { __index = _G })
+  local env, views, own = {}, {}, base_setmetatable({}, { __mode = "k" })
+  for _, k in ipairs(M.BASE) do env[k] = _G[k] end
+  local modules = {}
+  for _, k in ipairs(M.LIBRARIES) do
+    modules[k] = readonly(_G[k], k, views)
+    env[k] = modules[k]
+  end
+  local os_time = {}
+  for _, k in ipairs(M.OS) do os_time[k] = os[k] end
+  for _, k in ipairs(M.OS_REFUSED) do
+    os_time[k] = function() error(("os.%s is not available to luaop scripts"):format(k), 2) end
+  end
+  env.os = readonly(os_time, "os", views)
+  modules.os = env.os
+  -- luaop, with luaop.client() a view of its own of the shared client
+  local luaop_mod = require "luaop"
+  local client_views = base_setmetatable({}, { __mode = "k" })
+  local function script_client(opts)
+    local c = luaop_mod.client(opts)
+    local view = client_views[c]
+    if not view then
+      view = base_setmetatable({}, { __index = c, __metatable = false })
+      client_views[c] = view
+    end
+    return view
+  end
+  local overlay = {}
+  for k, v in pairs(luaop_mod) do overlay[k] = v end
+  overlay.client = script_client
+  modules.luaop = readonly(overlay, "luaop", views)
+  env.require = function(name)
+    local m = modules[name]
+    if m == nil then
+      error(("module %s is not available to luaop scripts (they may require %s)"):format(tostring(name),
+        "luaop, string, table, math, utf8, coroutine or os"), 2)
+    end
+    return m
+  end
+  env.load = function(chunk, name, mode, e)
+    if mode ~= nil and mode ~= "t" then error("binary chunks are not available to luaop scripts", 2) end
+    return base_load(chunk, name, "t", e or env)
+  end
+  env.setmetatable = function(t, mt)
+    if type(mt) == "table" and base_rawget(mt, "__gc") ~= nil then
+      error("__gc metamethods are not available to luaop scripts", 2)
+    end
+    local r = base_setmetatable(t, mt)
+    if mt ~= nil then own[mt] = true end
+    return r
+  end
+  env.getmetatable = function(v)
+    local mt = base_getmetatable(v)
+    if mt == nil or mt == false then return mt end
+    if type(mt) == "table" and own[mt] then return mt end
+    if type(mt) ~= "table" then return mt end -- a __metatable field's value
+    return nil -- not the script's own: luaop's, or the string metatable
+  end
+  env.rawset = function(t, k, v)
+    if proxies[t] then error("a read-only table cannot be changed, even with rawset", 2) end
+    return base_rawset(t, k, v)
+  end
+  env.collectgarbage = function(opt, ...)
+    if opt ~= nil and not M.COLLECTGARBAGE[opt] then
+      error(("collectgarbage option %s is not available to luaop scripts"):format(tostring(opt)), 2)
+    end
+    return base_collectgarbage(opt, ...)
+  end
+  env._G = env
+  return base_setmetatable(env, {
+    __index = function(_, k)
+      if M.REFUSED[k] then
+        error(("%s is not available to luaop scripts (no %s in the sandbox)"):format(k, M.REFUSED[k]), 2)
+      end
+    end,
+  })
 end
 
 -- compile(path, text) -> chunk | nil, "path:line: message"
 function M.compile(path, text)
-  return load(text, "@" .. path, "t", M.env())
+  return base_load(text, "@" .. path, "t", M.env())
 end
 
 -- The controller definitions a script's results hold: one, or a list.

@@ -8,8 +8,8 @@ local luaop = require "support.luaop"
 local volume = require "support.volume"
 
 -- Stamps every ConfigMap labelled app=reload with annotation version=V. A
--- ConfigMap with data.latch waits until the file it names exists (a latch
--- the spec opens).
+-- ConfigMap with data.latch waits until the ConfigMap it names exists (a
+-- latch the spec opens; a script has no files).
 local function operator(ns, version)
   return ([[
 local luaop = require "luaop"
@@ -21,7 +21,8 @@ return luaop.controller {
     if not cm then return end
     ctx.log:info("reconciling", { version = %q })
     if cm.data and cm.data.latch then
-      while not io.open(cm.data.latch) do luaop.sleep(0.02) end
+      -- from the API server: ctx:get of the controller's own kind reads its cache
+      while not luaop.client():get("ConfigMap", cm.data.latch, req.namespace) do luaop.sleep(0.05) end
     end
     local ann = cm.metadata.annotations or {}
     if ann.version ~= %q then
@@ -59,8 +60,6 @@ describe("hot reload", function()
     end
     if vol then vol:remove() end
     if ns then kube.delete_namespace(ns) end
-    -- kept open till now: b names it, and every later reconcile of b passes it
-    if latch then os.remove(latch) end
   end)
 
   local function version(name)
@@ -82,8 +81,7 @@ describe("hot reload", function()
     assert.are.equal(1, lists(run.stderr()), "one LIST at start")
 
     -- b's next reconcile waits on a latch; reload while it waits
-    latch = os.tmpname()
-    os.remove(latch)
+    latch = "latch-b"
     local patched = #run.stderr()
     kube.must { "patch", "configmap", "b", "-n", ns, "--type=merge", "-p", ('{"data":{"latch":"%s"}}'):format(latch) }
     kube.wait_for("b's latched reconcile", 10, function()
@@ -100,7 +98,7 @@ describe("hot reload", function()
     for line in run.stderr():sub(before):gmatch("[^\n]+") do
       assert.is_nil(line:find('"name": "b"', 1, true) and line:find("\tdone\t", 1, true), "b ended before its latch opened")
     end
-    assert(io.open(latch, "w")):close()
+    kube.must { "create", "configmap", latch, "-n", ns } -- stays: every later reconcile of b passes it
 
     stamped("b", "2")
     kube.must { "create", "configmap", "c", "-n", ns, "--from-literal=k=v" }

@@ -21,9 +21,11 @@ local function write_script(source)
   return path
 end
 
--- Run `source` as a program (nil: only the scripts opts.flags name). opts: kubeconfig (default $KUBECONFIG; false
--- for none), flags (list), args (list), env ({NAME = value|false}),
--- deadline (seconds; see proc.run). Returns exit code, stdout, stderr.
+-- Run `source` as a trusted program (--program; with opts.script, as a
+-- sandboxed --script instead; nil: only what opts.flags name). opts:
+-- kubeconfig (default $KUBECONFIG; false for none), flags (list), args
+-- (list), env ({NAME = value|false}), deadline (seconds; see proc.run).
+-- Returns exit code, stdout, stderr.
 function M.run(source, opts)
   opts = opts or {}
   local path = source and write_script(source)
@@ -33,7 +35,7 @@ function M.run(source, opts)
     argv[#argv + 1] = opts.kubeconfig or assert(os.getenv("KUBECONFIG"))
   end
   if path then
-    argv[#argv + 1] = "--script"
+    argv[#argv + 1] = opts.script and "--script" or "--program"
     argv[#argv + 1] = path
   end
   for _, a in ipairs(opts.flags or {}) do argv[#argv + 1] = a end
@@ -70,8 +72,9 @@ contexts: [{name: x, context: {cluster: x}}]
 end
 
 -- Start `source` in the background (for controllers, which run until
--- stopped); source may also be a list of script paths (files or
--- directories) to pass as --script flags. Returns a handle: stdout(),
+-- stopped) as a trusted --program (opts.script: a sandboxed --script);
+-- source may also be a list of script paths (files or directories) to pass
+-- as --script flags. Returns a handle: stdout(),
 -- stderr() (what it printed so far), exited(), pid(), signal([sig]),
 -- stop([expect]), cleanup().
 --
@@ -89,7 +92,7 @@ function M.start(source, opts)
     scripts = "--script " .. table.concat(scripts, " --script ")
   else
     path = write_script(source)
-    scripts = "--script " .. proc.quote(path)
+    scripts = (opts.script and "--script " or "--program ") .. proc.quote(path)
   end
   local out, err = os.tmpname(), os.tmpname()
   local status = os.tmpname()

@@ -20,7 +20,7 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         local code, out = proc.run { bin, flag }
         assert.are.equal(0, code)
         assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
-        for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst",
+        for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst", "--program",
                              "--graceful-shutdown-timeout", "--log-format", "--log-level" } do
           assert.is_truthy(out:find(f, 1, true), f)
         end
@@ -39,6 +39,18 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       local code, _, err = proc.run { bin, "extra" }
       assert.are.equal(2, code)
       assert.matches("unexpected argument extra", err)
+      code, _, err = proc.run { bin, "--script", "x.lua", "--", "extra" }
+      assert.are.equal(2, code)
+      assert.matches("unexpected argument extra %(arguments after %-%- are for a %-%-program%)", err)
+    end)
+
+    it("runs either scripts or one --program, not both", function()
+      local code, _, err = proc.run { bin, "--script", "x.lua", "--program", "y.lua" }
+      assert.are.equal(2, code)
+      assert.matches("%-%-program runs one trusted file: not with %-%-script", err)
+      code, _, err = proc.run { bin, "--program", "x.lua", "--program", "y.lua" }
+      assert.are.equal(2, code)
+      assert.matches("one %-%-program at a time", err)
     end)
 
     it("names a bad flag value and exits 2", function()
