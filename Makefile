@@ -21,8 +21,8 @@ MODLIBS := $(shell pkg-config --libs $(filter-out lua5.4,$(PKGS)))
 SRCS    := $(wildcard src/*.c)
 LUA_SRCS := $(sort $(wildcard lua/luaop/*.lua))
 # The binary embeds the Lua half; the module (for specs) finds it on lpath.
-OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o
-ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o
+OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o build/obj/lstrlib.o
+ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o build/asan/obj/lstrlib.o
 PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # `make V=1` shows the commands.
@@ -56,6 +56,20 @@ build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
 	$(say) GEN $@
 	$(Q)lua5.4 hack/embed.lua $@ $(LUA_SRCS)
 
+# Lua's own string library (hack/libs.sh fetches its source with the Lua
+# luaop links), pattern steps charged to budgets (src/pattern.h). Lua's
+# code, so Lua's flags rather than ours.
+LSTRLIB := $(LIBS)/lua/lstrlib.c
+LSTRLIB_FLAGS := -std=gnu99 -Dluaopen_string=luaop_string_open -include src/pattern.h $(CPPFLAGS)
+
+build/obj/lstrlib.o: src/pattern.h build/libs.stamp | build/obj
+	$(say) CC $@
+	$(Q)$(CC) $(CFLAGS) $(LSTRLIB_FLAGS) -c -o $@ $(LSTRLIB)
+
+build/asan/obj/lstrlib.o: src/pattern.h build/libs.stamp | build/asan/obj
+	$(say) CC $@
+	$(Q)$(CC) -O1 -g $(SANITIZE) -fPIC $(LSTRLIB_FLAGS) -c -o $@ $(LSTRLIB)
+
 build/obj/luaembed.o: build/gen/luaembed.c | build/obj build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) $(CFLAGS) -I$(LIBS)/include $(CPPFLAGS) -Isrc -c -o $@ $<
@@ -85,7 +99,7 @@ build/asan/obj/%.o: src/%.c | build/asan/obj
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/luaembed.o,$(ASAN_OBJS)) | build/asan/lua/luaop
+build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/luaembed.o build/asan/obj/lstrlib.o,$(ASAN_OBJS)) | build/asan/lua/luaop
 	$(say) LD $@
 	$(Q)$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 

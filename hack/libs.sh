@@ -11,7 +11,11 @@
 # patches applied):
 #   OpenSSL   static, TLS 1.2 and 1.3 only, without legacy, deprecated and
 #             unused algorithms, engines, modules and config autoloading;
-#   libcurl   static, HTTP and HTTPS only, with OpenSSL, nghttp2 and zlib.
+#   libcurl   static, HTTP and HTTPS only, with OpenSSL, nghttp2 and zlib;
+#   lua/      the string library of the Lua luaop links (lstrlib.c, the
+#             version of liblua5.4-dev), with one line added to its pattern
+#             matcher, LUAOP_MATCH_STEP, so that matching is charged to the
+#             budget of the task that runs it (src/pattern.h).
 # Both go to a cache outside the repository, keyed by the source versions
 # apt offers and by this script: ${LUAOP_CACHE:-${XDG_CACHE_HOME:-~/.cache}/luaop}/libs-KEY/
 # (VERSIONS there names what was built), so a warm machine only makes the link.
@@ -102,11 +106,14 @@ if ! fresh_lists; then
 fi
 curl_vs=$(versions curl)
 ssl_vs=$(versions openssl)
+# the Lua source is the version whose headers and library luaop builds with
+lua_v=$(dpkg-query -W -f='${source:Version}' liblua5.4-dev 2>/dev/null) ||
+  die "liblua5.4-dev is not installed: run 'hack/deps.sh build'"
 [ -n "$curl_vs" ] && [ -n "$ssl_vs" ] ||
   die "apt offers no source package of curl or openssl through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
 
 # The key: the machine, the source versions apt offers, and this script.
-key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; cat "$0") | sha256sum | cut -c1-16)
+key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_v"; cat "$0") | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 # A build made from an older source than the newest offered (the newest did
@@ -148,7 +155,7 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
     log "could not download the source of $1 (any of: $(echo $2)): check the network to the package mirror"
     return 1
   }
-  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs"; }; then
+  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_v"; }; then
     [ -n "$retry" ] || exit 1
     # not yet: keep the older build until the lists are read again
     touch "$dir/VERSIONS"
@@ -188,6 +195,13 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
     make -C lib install >>"$work/curl.log" 2>&1
     make -C include install >>"$work/curl.log" 2>&1
   ) || { tail -n 30 "$work/curl.log" >&2; die "libcurl did not build (its log's end is above)"; }
+  # Lua's pattern matcher, charged per step: the line after the label its
+  # match() loops back to
+  mkdir -p "$stage/lua"
+  cp "$work/lua5.4/src/lstrlib.c" "$work/lua5.4/src/lprefix.h" "$stage/lua/"
+  sed -i 's|^  init: /\* using goto.s to optimize tail recursion \*/$|&\n  LUAOP_MATCH_STEP(ms->L);|' "$stage/lua/lstrlib.c"
+  [ "$(grep -c 'LUAOP_MATCH_STEP' "$stage/lua/lstrlib.c")" = 1 ] ||
+    die "lstrlib.c of lua5.4 $lua_v has no 'init:' line in match() to charge pattern steps at"
   cp "$work/VERSIONS" "$stage/"
   rm -rf "$dir"
   mv "$stage" "$dir"
@@ -200,4 +214,4 @@ if [ "$(readlink "$out" 2>/dev/null)" != "$dir" ] || [ -n "${built:-}" ] || { [ 
   ln -sfn "$dir" "$out"
   [ -z "$stamp" ] || touch "$stamp"
 fi
-echo "libs: $out -> $dir ($(paste -sd, "$dir/VERSIONS" | sed 's/,/, /'))"
+echo "libs: $out -> $dir ($(paste -sd, "$dir/VERSIONS" | sed "s/,/, /g"))"

@@ -7,6 +7,7 @@
 #include <lauxlib.h>
 
 #include "counters.h"
+#include "pattern.h"
 
 /* What a budget charges: a reconcile's task and every task it spawns
  * share one account, so spawning cannot multiply a budget. A breach is
@@ -314,6 +315,28 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     lua_insert(L, -2);
     lua_concat(L, 2);
     lua_error(L);
+}
+
+unsigned sched_match_countdown = SCHED_MATCH_BATCH;
+
+void sched_match_steps(lua_State *L)
+{
+    sched_task *t = sched_running_task;
+    sched_account *a = t ? t->acct : NULL;
+
+    sched_match_countdown = SCHED_MATCH_BATCH;
+    if (a == NULL)
+        return;
+    if (!a->breached) {
+        if (a->budget == 0)
+            return;
+        a->used += SCHED_MATCH_BATCH;
+        if (a->used <= a->budget)
+            return;
+        sched_breach(a, SCHED_BREACH_INSTRUCTIONS);
+    }
+    sched_breach_message(L, a);
+    lua_error(L); /* inside match(): lstrlib.c raises from there itself */
 }
 
 int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions)

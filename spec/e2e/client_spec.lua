@@ -188,7 +188,8 @@ describe("luaop --script and the client", function()
       local established
       for _ = 1, 100 do
         local crd = assert(c:get("CustomResourceDefinition", "gadgets." .. group))
-        for _, cond in ipairs(crd.status and crd.status.conditions or {}) do
+        local conds = crd.status and crd.status.conditions -- null while the CRD is new
+        for _, cond in ipairs(type(conds) == "table" and conds or {}) do
           established = established or (cond.type == "Established" and cond.status == "True")
         end
         if established then break end

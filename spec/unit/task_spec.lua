@@ -226,4 +226,31 @@ describe("tasks", function()
     end
     assert.matches("breaches\t12", out)
   end)
+
+  it("stop a backtracking pattern at the instruction budget, in find, match, gmatch and gsub alike", function()
+    local code, out, err = luaop.run([[
+      local core = require "luaop.core"
+      local s = ("a"):rep(3000)
+      local cases = {
+        { "find", function() return s:find(".-.-.-b") end },
+        { "match", function() return string.match(s, ".-.-.-b") end },
+        { "gmatch", function() for _ in s:gmatch(".-.-.-b") do end end },
+        { "gsub", function() return (s:gsub(".-.-.-b", "x")) end },
+        { "pcall", function() while true do pcall(string.find, s, ".-.-.-b") end end },
+      }
+      for _, c in ipairs(cases) do
+        local t0 = core.task.now()
+        local ok, e = core.task.spawn_limited(10000000, c[2]):wait()
+        print(c[1], ok, (tostring(e):match("instruction budget of %d+ exceeded")), core.task.now() - t0 < 10)
+      end
+      -- the same library, unbudgeted, still matches as Lua's does
+      local i, j = s:find("a+$")
+      print("plain", i, j, ("k=v"):match("^(%w+)=(%w+)$"))
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    for _, name in ipairs { "find", "match", "gmatch", "gsub", "pcall" } do
+      assert.matches("\n" .. name .. "\tfalse\tinstruction budget of 10000000 exceeded\ttrue", "\n" .. out)
+    end
+    assert.matches("plain\t1\t3000\tk\tv", out)
+  end)
 end)
