@@ -21,6 +21,7 @@
  *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping() */
 #include "lbind.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -476,6 +477,7 @@ static int lbind_task_wall(lua_State *L)
 }
 
 static sched_budget lbind_spawn_budget; /* for the next spawn only */
+static const char *lbind_spawn_name;
 static int lbind_task_spawn(lua_State *L);
 
 /* A spawned task's handle: a userdata whose user value is a table holding
@@ -544,6 +546,12 @@ static int lbind_task_spawn_limited(lua_State *L)
     if (lua_istable(L, 1)) {
         b.instructions = (unsigned long)lbind_budget_field(L, "instructions");
         b.memory = (size_t)lbind_budget_field(L, "memory");
+        if (lua_getfield(L, 1, "name") == LUA_TSTRING) {
+            static char name[96];
+            snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
+            lbind_spawn_name = name;
+        }
+        lua_pop(L, 1);
     } else {
         lua_Integer n = luaL_checkinteger(L, 1);
         luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
@@ -577,7 +585,9 @@ static int lbind_task_spawn(lua_State *L)
     lbind_handle *h;
     int href;
 
+    budget.name = lbind_spawn_name;
     lbind_spawn_budget = (sched_budget){0};
+    lbind_spawn_name = NULL;
     luaL_checktype(L, 1, LUA_TFUNCTION);
     h = lua_newuserdatauv(L, sizeof *h, 1);
     h->ended = 0;

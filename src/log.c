@@ -158,6 +158,7 @@ void log_write(int level, const char *logger, const char *msg, const log_field *
 
     if (!log_enabled(level))
         return;
+    flockfile(f); /* one line at a time: the watchdog's thread logs too */
     log_timestamp(ts, sizeof ts);
     if (msg == NULL)
         msg = "";
@@ -199,4 +200,5 @@ void log_write(int level, const char *logger, const char *msg, const log_field *
         fputc('\n', f);
     }
     fflush(f);
+    funlockfile(f);
 }

@@ -27,6 +27,7 @@
 #include "sched.h"
 #include "pattern.h"
 #include "str.h"
+#include "watchdog.h"
 #include "version.h"
 
 static const char *main_usage =
@@ -372,8 +373,12 @@ static int main_script(const main_opts *o)
     uv_signal_start(&run.sigint, main_signal, SIGINT);
     uv_unref((uv_handle_t *)&run.sigterm); /* signals alone keep nothing running */
     uv_unref((uv_handle_t *)&run.sigint);
+    /* scripts are untrusted: a thread watches the loop (watchdog.h) */
+    if (!o->program && watchdog_start(o->grace) != 0)
+        log_write(LOG_ERROR, "setup", "cannot start the watchdog", NULL, 0);
     while (!run.ended && uv_run(loop, UV_RUN_ONCE))
         ;
+    watchdog_stop();
     uv_close((uv_handle_t *)&run.sigterm, NULL);
     uv_close((uv_handle_t *)&run.sigint, NULL);
     if (!run.ended) {

@@ -1,8 +1,11 @@
 /* sched.c - Lua coroutines as tasks on the event loop (see sched.h). */
 #include "sched.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 
@@ -22,7 +25,7 @@ typedef struct sched_account {
     int refs;                   /* tasks (and limited calls) sharing it */
 } sched_account;
 
-enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY };
+enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG };
 
 struct sched_task {
     lua_State *L;  /* the main thread: the registry's owner, always alive */
@@ -32,6 +35,7 @@ struct sched_task {
     void *ud;
     char *error;
     sched_account *acct;     /* NULL: unbudgeted */
+    char name[96];           /* what it does (the watchdog's log) */
     sched_task *prev, *next; /* every task not yet ended */
 };
 
@@ -46,6 +50,35 @@ static sched_task *sched_running_task; /* the task inside lua_resume now */
  * then collects garbage and tries once more before it raises. */
 static lua_Alloc sched_orig_alloc;
 static void *sched_orig_ud;
+
+/* The watchdog's view (watchdog.c, another thread). */
+static _Atomic uint64_t sched_busy_ns;
+static char sched_busy_name[96];
+static _Atomic(sched_task *) sched_interrupt_task;
+
+static uint64_t sched_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sched_busy_since(char *buf, size_t len)
+{
+    uint64_t since = atomic_load(&sched_busy_ns);
+
+    if (since && len)
+        snprintf(buf, len, "%s", sched_busy_name);
+    return since;
+}
+
+static _Atomic(sched_task *) sched_innermost; /* sched_running_task, for the watchdog */
+
+void sched_interrupt(void)
+{
+    atomic_store(&sched_interrupt_task, atomic_load(&sched_innermost));
+}
 
 static void sched_breach(sched_account *a, int why)
 {
@@ -101,6 +134,8 @@ static void sched_account_unref(sched_account *a)
 /* The message of a breach, pushed on L. */
 static const char *sched_breach_message(lua_State *L, const sched_account *a)
 {
+    if (a->breached == SCHED_BREACH_WATCHDOG)
+        return lua_pushliteral(L, "interrupted by the watchdog: it ran without waiting for too long");
     if (a->breached == SCHED_BREACH_MEMORY)
         return lua_pushfstring(L, "memory budget of %I bytes exceeded", (lua_Integer)a->mem_budget);
     return lua_pushfstring(L, "instruction budget of %I exceeded", (lua_Integer)a->budget);
@@ -190,7 +225,19 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
     int status;
 
     sched_running_task = t;
+    /* the innermost task running is the one the watchdog names */
+    snprintf(sched_busy_name, sizeof sched_busy_name, "%s", t->name[0] ? t->name : "task");
+    atomic_store(&sched_innermost, t);
+    if (outer == NULL)
+        atomic_store(&sched_busy_ns, sched_now_ns());
     status = lua_resume(co, from, nargs, &nres);
+    if (outer == NULL) {
+        atomic_store(&sched_busy_ns, 0);
+        atomic_store(&sched_interrupt_task, NULL);
+    } else {
+        snprintf(sched_busy_name, sizeof sched_busy_name, "%s", outer->name[0] ? outer->name : "task");
+    }
+    atomic_store(&sched_innermost, outer);
     /* What follows is bookkeeping, charged to nobody; the task that
      * started this one (if any) is charged again once we return to it. */
     sched_running_task = NULL;
@@ -257,7 +304,10 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
         }
         if (b->memory)
             sched_wrap_alloc(L);
-    } else if (sched_running_task && sched_running_task->acct) {
+    }
+    if (b && b->name)
+        snprintf(t->name, sizeof t->name, "%s", b->name); else if (sched_running_task && sched_running_task->acct) {
+        snprintf(t->name, sizeof t->name, "%s", sched_running_task->name);
         /* spawned from a budgeted task: charged to the same account */
         t->acct = sched_running_task->acct;
         t->acct->refs++;
@@ -295,6 +345,8 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     (void)ar;
     if (a == NULL)
         return;
+    if (!a->breached && atomic_load(&sched_interrupt_task) == t)
+        sched_breach(a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
         if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
             /* left at every instruction by a breach of another account */

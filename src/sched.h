@@ -8,6 +8,9 @@
 #ifndef LUAOP_SCHED_H
 #define LUAOP_SCHED_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <lua.h>
 
 typedef struct sched_task sched_task;
@@ -29,6 +32,7 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud);
 typedef struct sched_budget {
     unsigned long instructions;
     size_t memory;
+    const char *name; /* what the task does, for the watchdog's log (copied) */
 } sched_budget;
 
 /* The same, with a budget from the first instruction. */
@@ -47,6 +51,15 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
 sched_task *sched_current(lua_State *co);
 
 #define SCHED_BUDGET_STEP 10000
+
+/* For the watchdog (another thread): the monotonic time in ns at which the
+ * resume running now began, 0 when the loop is not inside one; the running
+ * task's name goes to buf. */
+uint64_t sched_busy_since(char *buf, size_t len);
+
+/* Make the task running now fail at its next count hook, as a breach of its
+ * budget (safe from another thread). */
+void sched_interrupt(void);
 
 /* The task's coroutine: push resume values here. */
 lua_State *sched_thread(sched_task *t);

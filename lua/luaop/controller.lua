@@ -470,7 +470,9 @@ function Manager:reconcile_one(c, key)
   c.active = c.active + 1
   -- its own task, with budgets: a runaway loop or allocation fails only
   -- this reconcile
-  local ok, res = core.task.spawn_limited(budgets[def], def.reconcile, ctx, req):wait()
+  local b = budgets[def]
+  local ok, res = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
+    name = ("reconcile %s %s"):format(def.name, key) }, def.reconcile, ctx, req):wait()
   c.active = c.active - 1
   if not ok then
     c.errors = c.errors + 1

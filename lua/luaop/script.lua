@@ -237,7 +237,8 @@ end
 function M.load(path, text)
   local chunk, err = M.compile(path, text)
   if not chunk then return nil, err end
-  local ok, res = core.task.spawn_limited(M.LOAD_BUDGET, chunk):wait()
+  local ok, res = core.task.spawn_limited({ instructions = M.LOAD_BUDGET.instructions, memory = M.LOAD_BUDGET.memory,
+    name = "load " .. path }, chunk):wait()
   if not ok then return nil, M.located(path, res) end
   local defs = M.definitions(res)
   if not defs then

@@ -1,0 +1,28 @@
+/* watchdog.h - the last line of defence against a loop that does not come
+ * back.
+ *
+ * Budgets stop runaway Lua code from inside (sched.c). The watchdog is a
+ * thread outside the loop, for what they cannot see: it notices when one
+ * resume of a task has run for WATCHDOG_INTERRUPT seconds without waiting
+ * and interrupts it (the next count hook in that task raises: a breach of
+ * its budget, logged and counted like any other); if the loop still has not
+ * come back WATCHDOG_EXIT seconds later it logs the task it was running and
+ * exits 70. It also enforces the end of a shutdown: once SIGTERM or SIGINT
+ * has arrived, the process exits (1) when it is still there after the grace
+ * period plus a second, and a second signal ends it within a second
+ * (143/130) even while the loop is stuck. */
+#ifndef LUAOP_WATCHDOG_H
+#define LUAOP_WATCHDOG_H
+
+#define WATCHDOG_INTERRUPT 5.0
+#define WATCHDOG_EXIT 5.0
+#define WATCHDOG_EXIT_STATUS 70
+
+/* Start the thread; grace: the drain's limit in seconds. Call after the
+ * loop's signal handlers are installed (it chains to them). 0, or -1. */
+int watchdog_start(double grace);
+
+/* Stop and join the thread (at exit). */
+void watchdog_stop(void);
+
+#endif
