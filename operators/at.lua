@@ -7,7 +7,9 @@
 --
 -- status.phase goes PENDING -> RUNNING -> DONE: PENDING until the schedule
 -- (the reconcile asks to be called again then), RUNNING once it created the
--- Pod <name>-pod, DONE when that Pod has Succeeded or Failed.
+-- Pod <name>-pod, DONE when that Pod has Succeeded or Failed. An At whose
+-- schedule is no real time (one the CRD's checks did not stop, from an older
+-- CRD) is FAILED, with status.message and a Warning Event saying why, once.
 local luaop = require "luaop"
 
 local function pod_for(at)
@@ -35,11 +37,26 @@ end
 -- Write the new phase through /status. The object carries its
 -- resourceVersion, so a stale copy fails with Conflict: raising makes the
 -- reconcile run again, from fresh state, after a backoff.
-local function set_phase(ctx, at, phase)
+local function set_phase(ctx, at, phase, message)
   ctx.log:info("phase", { from = at.status and at.status.phase or "", to = phase })
-  at.status = { phase = phase }
+  at.status = { phase = phase, message = message }
   local _, err = ctx:update_status(at)
   if err then error(err) end
+end
+
+-- A Warning Event on the At, as kubectl describe and kubectl events show.
+local function warn(ctx, at, reason, message)
+  local now = luaop.time.format(luaop.time.now())
+  local _, err = ctx:create {
+    apiVersion = "v1", kind = "Event",
+    metadata = { generateName = at.metadata.name .. ".", namespace = at.metadata.namespace },
+    involvedObject = { apiVersion = at.apiVersion, kind = at.kind, name = at.metadata.name,
+                       namespace = at.metadata.namespace, uid = at.metadata.uid },
+    type = "Warning", reason = reason, message = message,
+    source = { component = "luaop-at" }, reportingComponent = "luaop-at",
+    firstTimestamp = now, lastTimestamp = now, count = 1,
+  }
+  if err then ctx.log:error("cannot record an Event", { reason = reason, error = tostring(err) }) end
 end
 
 return luaop.controller {
@@ -57,7 +74,14 @@ return luaop.controller {
       return -- the status update brings us back
 
     elseif phase == "PENDING" then
-      local wait = luaop.time.parse(at.spec.schedule) - luaop.time.now()
+      local when, bad = luaop.time.parse(at.spec.schedule)
+      if not when then
+        -- retrying cannot fix it: say so once, and stop
+        warn(ctx, at, "InvalidSchedule", "spec.schedule: " .. bad)
+        set_phase(ctx, at, "FAILED", "spec.schedule: " .. bad)
+        return
+      end
+      local wait = when - luaop.time.now()
       if wait > 0 then return luaop.requeue_after(wait) end
       set_phase(ctx, at, "RUNNING")
 

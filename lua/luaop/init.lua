@@ -61,19 +61,36 @@ local function days_from_civil(y, m, d)
   return era * 146097 + doe - 719468
 end
 
+local function leap(y) return y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0) end
+local month_days = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 }
+
+-- parse(s) -> seconds since the epoch | nil, what is wrong with s. RFC 3339
+-- as Kubernetes writes it, every field in range (February 29 only in leap
+-- years; no leap second, as Go's time.Parse), offsets up to 23:59.
 function time.parse(s)
-  if type(s) ~= "string" then return nil end
+  if type(s) ~= "string" then return nil, "a time must be a string" end
   local y, mo, d, h, mi, sec, frac, zone = s:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)[Tt](%d%d):(%d%d):(%d%d)(%.?%d*)(.*)$")
-  if not y then return nil end
+  if not y then return nil, ("%q is not an RFC 3339 time (YYYY-MM-DDThh:mm:ssZ)"):format(s) end
+  y, mo, d, h, mi, sec = tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(sec)
+  local function bad(what, v) return nil, ("%q: %s %d is out of range"):format(s, what, v) end
+  if mo < 1 or mo > 12 then return bad("month", mo) end
+  local days = (mo == 2 and leap(y)) and 29 or month_days[mo]
+  if d < 1 or d > days then return bad("day", d) end
+  if h > 23 then return bad("hour", h) end
+  if mi > 59 then return bad("minute", mi) end
+  if sec > 59 then return bad("second", sec) end
+  if frac == "." then return nil, ("%q: a fraction needs digits"):format(s) end
   local offset = 0
   if zone ~= "Z" and zone ~= "z" then
     local sign, zh, zm = zone:match("^([+-])(%d%d):(%d%d)$")
-    if not sign then return nil end
-    offset = (tonumber(zh) * 3600 + tonumber(zm) * 60) * (sign == "+" and 1 or -1)
+    if not sign then return nil, ("%q: the zone must be Z or +hh:mm"):format(s) end
+    zh, zm = tonumber(zh), tonumber(zm)
+    if zh > 23 then return bad("zone hour", zh) end
+    if zm > 59 then return bad("zone minute", zm) end
+    offset = (zh * 3600 + zm * 60) * (sign == "+" and 1 or -1)
   end
-  local t = days_from_civil(tonumber(y), tonumber(mo), tonumber(d)) * 86400
-    + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(sec) - offset
-  if frac ~= "" and frac ~= "." then t = t + tonumber("0" .. frac) end
+  local t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset
+  if frac ~= "" then t = t + tonumber("0" .. frac) end
   return t
 end
 

@@ -139,6 +139,41 @@ spec: {schedule: "2019-04-12T10:12:00Z"}
 ]])
       assert.is_false(ok)
       assert.matches("spec.command: Required value", err)
+      -- the right shape, but no real time
+      for _, when in ipairs { "2026-19-39T29:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00Z" } do
+        ok, err = kube.kubectl({ "apply", "-n", ns, "-f", "-" }, ([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: bad}
+spec: {schedule: "%s", command: "echo"}
+]]):format(when))
+        assert.is_false(ok, when)
+        assert.matches("spec.schedule in body must be of type date%-time", err)
+      end
+    end)
+
+    it("marks an At whose schedule is no real time FAILED, with one Warning Event, when an older CRD let it in", function()
+      -- the CRD as it was before it checked the date itself
+      kube.must { "patch", "crd", "ats.cnat.programming-kubernetes.info", "--type=json", "-p",
+        '[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/schedule/format"}]' }
+      finally(function() kube.must { "apply", "-k", "manifests/crds" } end)
+      kube.wait_for("the older CRD served", 30, function()
+        return kube.kubectl({ "apply", "-n", ns, "-f", "-" }, [[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: feb30}
+spec: {schedule: "2026-02-30T00:00:00Z", command: "echo never"}
+]])
+      end)
+      local at = kube.wait_for("feb30 FAILED", 30, function()
+        local a = get("at", "feb30")
+        return a and a.status and a.status.phase == "FAILED" and a
+      end)
+      assert.matches("spec.schedule: \"2026%-02%-30T00:00:00Z\": day 30 is out of range", at.status.message)
+      local events = kube.list("events", ns, "--field-selector", "involvedObject.name=feb30,type=Warning")
+      assert.are.equal(1, #events)
+      assert.are.equal("InvalidSchedule", events[1].reason)
+      assert.is_nil(get("pod", "feb30-pod"))
     end)
   end)
 
