@@ -3,6 +3,7 @@
 #include "auth.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <lualib.h>
 
 #include "json.h"
+#include "log.h"
 #include "str.h"
 
 extern char **environ;
@@ -39,6 +41,8 @@ struct auth {
     size_t len, cap;
     int64_t exit_status;
     int pipe_open, proc_open, exited;
+    uv_timer_t timer; /* the plugin's deadline */
+    int timer_open, ticks, timed_out;
     auth_waiter *waiters;
     size_t nwaiters, capwaiters;
     unsigned exec_runs;
@@ -261,8 +265,8 @@ static void auth_exec_finish(auth *a)
 {
     char err[400] = "";
 
-    if (a->pipe_open || a->proc_open)
-        return; /* both handles must be closed first */
+    if (a->pipe_open || a->proc_open || a->timer_open)
+        return; /* every handle must be closed first */
     a->running = 0;
     if (a->freeing) {
         auth_notify(a, NULL, "shutting down");
@@ -270,7 +274,10 @@ static void auth_exec_finish(auth *a)
         free(a);
         return;
     }
-    if (a->exit_status != 0)
+    if (a->timed_out)
+        snprintf(err, sizeof err, "exec plugin %s did not answer within %d s (killed)", a->exec->command,
+                 AUTH_EXEC_TIMEOUT);
+    else if (a->exit_status != 0)
         snprintf(err, sizeof err, "exec plugin %s exited with status %lld", a->exec->command,
                  (long long)a->exit_status);
     else
@@ -333,6 +340,20 @@ static void auth_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
 }
 
+static void auth_timer_closed(uv_handle_t *h)
+{
+    auth *a = h->data;
+
+    a->timer_open = 0;
+    auth_exec_finish(a);
+}
+
+static void auth_stop_timer(auth *a)
+{
+    if (a->timer_open && !uv_is_closing((uv_handle_t *)&a->timer))
+        uv_close((uv_handle_t *)&a->timer, auth_timer_closed);
+}
+
 static void auth_exit(uv_process_t *p, int64_t status, int signal)
 {
     auth *a = p->data;
@@ -340,6 +361,32 @@ static void auth_exit(uv_process_t *p, int64_t status, int signal)
     a->exit_status = signal ? 128 + signal : status;
     a->exited = 1;
     uv_close((uv_handle_t *)&a->proc, auth_proc_closed);
+    auth_stop_timer(a);
+}
+
+/* Every second while the plugin runs: say that luaop waits on it, and past
+ * its deadline kill it (and stop reading, in case a child of its keeps the
+ * pipe open). The loop never waits on a plugin. */
+static void auth_exec_tick(uv_timer_t *t)
+{
+    auth *a = t->data;
+    const char *cmd = a->exec ? a->exec->command : "(gone)";
+    log_field f[] = {
+        {"plugin", LOG_STR, .v.str = {cmd, strlen(cmd)}},
+        {"seconds", LOG_INT, .v.i = ++a->ticks},
+    };
+
+    if (a->ticks == AUTH_EXEC_WARN)
+        log_write(LOG_INFO, "auth", "waiting for the exec plugin to print a credential", f, 2);
+    if (a->ticks < AUTH_EXEC_TIMEOUT)
+        return;
+    log_write(LOG_ERROR, "auth", "the exec plugin did not answer in time: killing it", f, 2);
+    a->timed_out = 1;
+    if (a->proc_open && !a->exited)
+        uv_process_kill(&a->proc, SIGKILL);
+    if (a->pipe_open && !uv_is_closing((uv_handle_t *)&a->out))
+        uv_close((uv_handle_t *)&a->out, auth_pipe_closed);
+    auth_stop_timer(a);
 }
 
 static void auth_exec_start(auth *a)
@@ -396,6 +443,11 @@ static void auth_exec_start(auth *a)
     a->exited = 0;
     a->exec_runs++;
     a->pipe_open = 1;
+    a->ticks = 0;
+    a->timed_out = 0;
+    uv_timer_init(a->loop, &a->timer);
+    a->timer.data = a;
+    a->timer_open = 1;
     rc = uv_spawn(a->loop, &a->proc, &o);
     for (size_t i = nenv; i + 1 < k; i++)
         free(env[i]);
@@ -408,12 +460,14 @@ static void auth_exec_start(auth *a)
         uv_close((uv_handle_t *)&a->proc, NULL);
         a->proc_open = 0;
         a->exit_status = -1;
+        auth_stop_timer(a);
         uv_close((uv_handle_t *)&a->out, auth_pipe_closed);
         /* auth_exec_finish reports exit -1 generically; say why now. */
         auth_notify(a, NULL, err);
         return;
     }
     a->proc_open = 1;
+    uv_timer_start(&a->timer, auth_exec_tick, 1000, 1000);
     uv_read_start((uv_stream_t *)&a->out, auth_alloc, auth_read);
 }
 

@@ -13,6 +13,11 @@
 #include "kubeconfig.h"
 
 #define AUTH_TOKEN_FILE_TTL 60
+/* An exec plugin: luaop logs that it waits on one after AUTH_EXEC_WARN
+ * seconds and kills it after AUTH_EXEC_TIMEOUT, failing the requests that
+ * wait for a credential with an error naming it. */
+#define AUTH_EXEC_WARN 2
+#define AUTH_EXEC_TIMEOUT 10
 
 typedef struct auth auth;
 

@@ -150,6 +150,42 @@ printf '{"apiVersion":"client.authentication.k8s.io/%s","kind":"ExecCredential",
     assert.are.equal("", err)
   end)
 
+  it("waits on an exec plugin that does not answer for 10 s at most, saying so, and the loop goes on meanwhile", function()
+    -- a child of the plugin keeps its stdout open even once it is killed
+    write(dir .. "/hang.sh", "#!/bin/sh\nsleep 30 & echo $! > " .. dir .. "/hang.child\necho $$ > " .. dir ..
+      "/hang.pid\nexec sleep 60\n", "755")
+    finally(function()
+      for _, f in ipairs { "hang.child", "hang.pid" } do
+        local h = io.open(dir .. "/" .. f)
+        if h then
+          os.execute("kill -9 " .. h:read("l") .. " 2>/dev/null")
+          h:close()
+        end
+      end
+    end)
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local ticks, done = 0, false
+      luaop.spawn(function() while not done do ticks = ticks + 1 luaop.sleep(0.05) end end)
+      local t0 = core.task.now()
+      local _, e = luaop.client():get("ConfigMap", "readable")
+      done = true
+      print("error", e and e.reason, e and e.message)
+      print("after", ("%.0f"):format(core.task.now() - t0), ticks > 100)
+    ]], { kubeconfig = kubeconfig("hang", [[
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./hang.sh]]) })
+    assert.are.equal(0, code, err)
+    assert.matches("error\tTransportError\texec plugin [^\n]*/%./hang%.sh did not answer within 10 s %(killed%)", out)
+    assert.matches("after\t1[01]\ttrue", out) -- ten seconds, the loop running all along
+    assert.matches('auth\twaiting for the exec plugin to print a credential\t{"plugin": "[^\"]*/%./hang%.sh", "seconds": 2}', err)
+    assert.matches('auth\tthe exec plugin did not answer in time: killing it\t{"plugin": "[^\"]*/%./hang%.sh", "seconds": 10}', err)
+    local pid = assert(io.open(dir .. "/hang.pid")):read("l")
+    assert.is_not_true(os.execute("kill -0 " .. pid .. " 2>/dev/null"), "the plugin is still running")
+  end)
+
   it("explains an exec plugin that fails", function()
     write(dir .. "/broken.sh", "#!/bin/sh\necho 'no credentials for you' >&2\nexit 7\n", "755")
     local code, out = luaop.run(program, { kubeconfig = kubeconfig("broken", [[
