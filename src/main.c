@@ -51,6 +51,10 @@ static const char *main_usage =
     "  -n, --namespace NAME     namespace (default: the context's, else default)\n"
     "      --qps N              client-side requests per second; 0 disables (default 20)\n"
     "      --burst N            client-side burst (default 30)\n"
+    "      --max-instructions N the most instructions a reconcile may declare\n"
+    "                           (more is cut down to it; default 1000000000)\n"
+    "      --max-memory BYTES   the most memory a reconcile may declare, as bytes\n"
+    "                           or a quantity such as 512Mi (default 1Gi)\n"
     "      --graceful-shutdown-timeout DURATION\n"
     "                           on SIGTERM, how long running reconciles may take\n"
     "                           to finish before luaop exits 1 (default 30s)\n"
@@ -70,6 +74,7 @@ typedef struct main_opts {
     double qps;
     int burst;
     double grace;
+    unsigned long long max_instructions, max_memory;
     log_format log_format;
     int log_level;
     int script_argc;
@@ -103,7 +108,7 @@ static int main_number(const char *flag, const char *s, double *out)
 static int main_parse(int argc, char **argv, main_opts *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
-           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM };
+           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -115,6 +120,8 @@ static int main_parse(int argc, char **argv, main_opts *o)
         {"qps", required_argument, NULL, OPT_QPS},
         {"burst", required_argument, NULL, OPT_BURST},
         {"graceful-shutdown-timeout", required_argument, NULL, OPT_GRACE},
+        {"max-instructions", required_argument, NULL, OPT_MAX_INSTRUCTIONS},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"v", required_argument, NULL, 'v'},
@@ -164,6 +171,24 @@ static int main_parse(int argc, char **argv, main_opts *o)
                 return 3;
             o->burst = (int)d;
             break;
+        case OPT_MAX_INSTRUCTIONS:
+        case OPT_MAX_MEMORY: {
+            unsigned long long v;
+            const char *flag = c == OPT_MAX_INSTRUCTIONS ? "--max-instructions" : "--max-memory";
+            /* instructions: a plain count; memory: bytes or a quantity */
+            if ((c == OPT_MAX_INSTRUCTIONS && strspn(optarg, "0123456789") != strlen(optarg)) ||
+                str_parse_bytes(optarg, &v) != 0 || v > (1ull << 62)) {
+                fprintf(stderr, "luaop: %s wants %s, not %s\n", flag,
+                        c == OPT_MAX_INSTRUCTIONS ? "a whole number >= 1" : "bytes or a quantity such as 512Mi",
+                        optarg);
+                return 3;
+            }
+            if (c == OPT_MAX_INSTRUCTIONS)
+                o->max_instructions = v;
+            else
+                o->max_memory = v;
+            break;
+        }
         case OPT_GRACE:
             if (str_parse_duration(optarg, &o->grace) != 0) {
                 fprintf(stderr, "luaop: --graceful-shutdown-timeout wants a duration such as 30s or 1m, not %s\n",
@@ -360,6 +385,14 @@ static int main_script(const main_opts *o)
     }
     lua_pushnumber(L, o->grace);
     lua_setfield(L, -2, "graceful_shutdown_timeout");
+    if (o->max_instructions) {
+        lua_pushinteger(L, (lua_Integer)o->max_instructions);
+        lua_setfield(L, -2, "max_instructions");
+    }
+    if (o->max_memory) {
+        lua_pushinteger(L, (lua_Integer)o->max_memory);
+        lua_setfield(L, -2, "max_memory");
+    }
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
     if (sched_spawn(L, o->script_argc + 1, main_done, &run) == NULL) {

@@ -91,3 +91,31 @@ done:
     *seconds = total;
     return 0;
 }
+
+int str_parse_bytes(const char *s, unsigned long long *bytes)
+{
+    static const struct {
+        const char *suffix;
+        unsigned long long mult;
+    } units[] = {{"", 1}, {"k", 1000}, {"M", 1000000}, {"G", 1000000000}, {"Ki", 1ull << 10},
+                 {"Mi", 1ull << 20}, {"Gi", 1ull << 30}};
+    unsigned long long n = 0;
+    const char *p = s;
+
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (n > (~0ull - 9) / 10)
+            return -1;
+        n = n * 10 + (unsigned long long)(*p - '0');
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(p, units[i].suffix) == 0) {
+            if (n == 0 || n > ~0ull / units[i].mult)
+                return -1;
+            *bytes = n * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}

@@ -22,4 +22,8 @@ void str_free_secret(char **s);
  * bare number of seconds, into *seconds; -1 when malformed or negative. */
 int str_parse_duration(const char *s, double *seconds);
 
+/* A positive count of bytes: an integer or a Kubernetes quantity with a
+ * suffix k, M, G, Ki, Mi or Gi ("64Mi"); -1 when malformed or 0. */
+int str_parse_bytes(const char *s, unsigned long long *bytes);
+
 #endif

@@ -19,6 +19,10 @@ local M = {}
 -- the Lua heap while the reconcile runs).
 M.DEFAULT_INSTRUCTIONS = 100000000
 M.DEFAULT_MEMORY = 64 * 1024 * 1024
+-- What a definition may declare at most (--max-instructions, --max-memory):
+-- more is cut down to these, with a log line saying so.
+M.MAX_INSTRUCTIONS = 1000000000
+M.MAX_MEMORY = 1024 * 1024 * 1024
 
 local UNITS = { [""] = 1, k = 1e3, M = 1e6, G = 1e9, Ki = 1 << 10, Mi = 1 << 20, Gi = 1 << 30 }
 
@@ -66,11 +70,21 @@ end
 -- the script to name; loading a script prefixes its path.)
 local budgets = setmetatable({}, { __mode = "k" }) -- definition -> a reconcile's budgets
 
+-- A budget a definition declares, cut down to the command line's limit.
+local function capped(def, what, v, max, flag)
+  if v <= max then return v end
+  core.log.write("error", "controller", "a budget above the limit: using the limit", {
+    controller = def.name, budget = what, declared = v, limit = max, flag = flag,
+  })
+  return max
+end
+
 function M.define(def)
   check(def)
   budgets[def] = {
-    instructions = def.instructions or M.DEFAULT_INSTRUCTIONS,
-    memory = def.memory and bytes(def.memory) or M.DEFAULT_MEMORY,
+    instructions = capped(def, "instructions", def.instructions or M.DEFAULT_INSTRUCTIONS, M.MAX_INSTRUCTIONS,
+      "--max-instructions"),
+    memory = capped(def, "memory", def.memory and bytes(def.memory) or M.DEFAULT_MEMORY, M.MAX_MEMORY, "--max-memory"),
   }
   return setmetatable(def, Definition)
 end

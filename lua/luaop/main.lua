@@ -34,6 +34,8 @@ end
 -- options: scripts (the --script paths) or program, and
 -- graceful_shutdown_timeout (seconds).
 return function(options, ...)
+  controller.MAX_INSTRUCTIONS = options.max_instructions or controller.MAX_INSTRUCTIONS
+  controller.MAX_MEMORY = options.max_memory or controller.MAX_MEMORY
   local manager = controller.manager()
   local reloader
   if options.program then

@@ -60,6 +60,14 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       code, _, err = proc.run { bin, "--script", "x.lua", "--qps", "fast" }
       assert.are.equal(2, code)
       assert.matches("%-%-qps wants a number", err)
+      for flag, bads in pairs { ["--max-instructions"] = { "0", "-1", "1e9", "lots", "5Mi" },
+                                ["--max-memory"] = { "0", "-1", "1.5Gi", "64MB", "" } } do
+        for _, bad in ipairs(bads) do
+          code, _, err = proc.run { bin, "--script", "x.lua", flag, bad }
+          assert.are.equal(2, code, flag .. " " .. bad)
+          assert.matches(flag:gsub("%p", "%%%0") .. " wants [^\n]*, not " .. bad:gsub("%p", "%%%0"), err)
+        end
+      end
       for _, bad in ipairs { "", "soon", "-1s", "1x", "1s2", "s", "inf", "nan", "1e400", " 1s", "0x10" } do
         code, _, err = proc.run { bin, "--script", "x.lua", "--graceful-shutdown-timeout", bad }
         assert.are.equal(2, code, bad)

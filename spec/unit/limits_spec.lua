@@ -1,0 +1,46 @@
+-- Budgets a script declares are capped by the command line's limits
+-- (--max-instructions, --max-memory): a script cannot grant itself more.
+-- Against the fake API server (its five ConfigMaps in default).
+local luaop = require "support.luaop"
+local fake = require "support.fake"
+local kube = require "support.kube"
+
+describe("the command line's limits", function()
+  it("cut a script's declared budgets down to --max-instructions and --max-memory, saying so", function()
+    local server = fake.start()
+    finally(server.stop)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    finally(function() os.execute("rm -rf " .. dir) end)
+    local f = assert(io.open(dir .. "/greedy.lua", "w"))
+    f:write([[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "greedy", resource = "v1/ConfigMap", namespace = "default",
+  instructions = 1000000000000000, memory = "100Gi",
+  reconcile = function(ctx, req)
+    if req.name == "cm-0" then while true do end end
+    if req.name == "cm-1" then
+      local t = {}
+      for i = 1, math.huge do t[i] = ("x"):rep(100) .. i end
+    end
+  end,
+}
+]])
+    f:close()
+    local run = luaop.start({ dir }, { kubeconfig = server.kubeconfig,
+      flags = { "--qps", "0", "--max-instructions", "2000000", "--max-memory", "8Mi" } })
+    finally(run.cleanup)
+    local err = kube.wait_for("both budgets to stop their reconciles", 30, function()
+      local e = run.stderr()
+      return e:find("instruction budget of 2000000 exceeded", 1, true)
+        and e:find("memory budget of 8388608 bytes exceeded", 1, true) and e
+    end)
+    assert.matches('a budget above the limit: using the limit\t{"budget": "instructions", "controller": "greedy", ' ..
+      '"declared": 1000000000000000, "flag": "%-%-max%-instructions", "limit": 2000000}', err)
+    assert.matches('a budget above the limit: using the limit\t{"budget": "memory", "controller": "greedy", ' ..
+      '"declared": 107374182400, "flag": "%-%-max%-memory", "limit": 8388608}', err)
+    assert.are.equal(0, run.stop(0))
+  end)
+end)
