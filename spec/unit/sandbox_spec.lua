@@ -276,6 +276,46 @@ describe("the script sandbox", function()
     assert.matches("^2\n7\nthe script's\ntrue\tstring\ttrue\ntrue\n", out)
   end)
 
+  it("keeps each script's changes to shared things from every other script", function()
+    -- a.lua (loaded first) tries everything that used to leak; b.lua reports
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    finally(function() os.execute("rm -rf " .. dir) end)
+    local function write(name, text)
+      local f = assert(io.open(dir .. "/" .. name, "w"))
+      f:write(text)
+      f:close()
+    end
+    write("a.lua", [[
+      local luaop, print = require "luaop", print
+      local tried = {}
+      local function try(what, f) tried[#tried + 1] = what .. "=" .. tostring((pcall(f))) end
+      try("global", function() shared_global = "a's" end)
+      try("_G", function() _G.print = nil end)
+      try("string.upper", function() string.upper = function() return "hacked" end end)
+      try("rawset string", function() rawset(string, "upper", function() return "hacked" end) end)
+      try("string metatable", function() getmetatable("").__index.upper = function() return "hacked" end end)
+      try("luaop.requeue_after", function() luaop.requeue_after = function() return "intercepted" end end)
+      try("luaop.time.parse", function() luaop.time.parse = nil end)
+      try("controller defaults", function() require("luaop.controller").DEFAULT_INSTRUCTIONS = 1e15 end)
+      try("client", function() luaop.client().namespace = "a's" end)
+      print("a tried", table.concat(tried, " "))
+      return luaop.controller { name = "a", resource = "v1/ConfigMap", namespace = "x", reconcile = function() end }
+    ]])
+    write("b.lua", [[
+      local luaop = require "luaop"
+      print("b sees", tostring(shared_global), type(print), ("x"):upper(), string.upper("y"),
+        luaop.requeue_after(1) ~= "intercepted", type(luaop.time.parse), luaop.client().namespace)
+      error("end of probe", 0)
+    ]])
+    local code, out, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", dir } })
+    assert.are.equal(1, code, err)
+    assert.matches("a tried\tglobal=true _G=true string.upper=false rawset string=false string metatable=false " ..
+      "luaop.requeue_after=false luaop.time.parse=false controller defaults=false client=true", out)
+    assert.matches("b sees\tnil\tfunction\tX\tY\ttrue\tfunction\tdefault", out)
+  end)
+
   it("never logs credentials written into the server URL", function()
     local path = luaop.offline_kubeconfig("http://alice:pw-s3cret@127.0.0.1:1")
     local code, out, err = luaop.run("return 0", { kubeconfig = path, flags = { "-v", "10" } })
