@@ -316,6 +316,43 @@ describe("the script sandbox", function()
     assert.matches("b sees\tnil\tfunction\tX\tY\ttrue\tfunction\tdefault", out)
   end)
 
+  it("survives what Lua 5.4.4's known bugs need: _ENV <const>, a C stack overflow while handling an error, deep coroutines", function()
+    -- Debian's 5.4.4 carries the fixes of CVE-2022-28805 and CVE-2022-33099;
+    -- the rest a script can try must end in an error, never a crash
+    local out = probe([==[
+]==] .. [==[local luaop = require "luaop"
+local out = {}
+-- CVE-2022-28805: wrong code when _ENV is <const>
+local ok, r = pcall(load, "local _ENV <const> = {x = 42}; return x")
+out[#out+1] = "env-const=" .. tostring(ok and r and r())
+-- CVE-2022-33099: C stack overflows while handling an error
+local function loop() assert(pcall(loop)) end
+out[#out+1] = "error-overflow=" .. tostring((xpcall(loop, loop)))
+-- deep nesting of coroutines
+local function nest(n) if n == 0 then return 0 end return coroutine.wrap(nest)(n - 1) + 1 end
+out[#out+1] = "coroutines=" .. tostring((pcall(nest, 100000)))
+-- deep nesting of coroutine.close
+local co
+local function deep(n) if n == 0 then return end local c = coroutine.create(deep); coroutine.resume(c, n - 1); coroutine.close(c) end
+out[#out+1] = "close=" .. tostring((pcall(deep, 100000)))
+-- break out of a loop with a to-be-closed variable
+local closed = 0
+for i = 1, 3 do
+  local x <close> = setmetatable({}, { __close = function() closed = closed + 1 end })
+  if i == 2 then break end
+end
+out[#out+1] = "tbc-break=" .. closed
+-- deep recursion of Lua calls, and of string.gsub callbacks
+local function rec(n) return n == 0 and 0 or rec(n - 1) + 1 end
+out[#out+1] = "recursion=" .. tostring((pcall(rec, 1e7)))
+local function g(s) return (s:gsub(".", g)) end
+out[#out+1] = "gsub-recursion=" .. tostring((pcall(g, "ab")))
+print(table.concat(out, " "))
+]==])
+    assert.matches("env%-const=42 error%-overflow=false coroutines=false close=%a+ tbc%-break=2 recursion=false " ..
+      "gsub%-recursion=false", out)
+  end)
+
   it("never logs credentials written into the server URL", function()
     local path = luaop.offline_kubeconfig("http://alice:pw-s3cret@127.0.0.1:1")
     local code, out, err = luaop.run("return 0", { kubeconfig = path, flags = { "-v", "10" } })
