@@ -35,7 +35,7 @@ say := @printf '  %-6s %s\n'
 endif
 
 .PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
-        cluster-bin run image test-image clean distclean
+        cluster-bin run image test-image clean distclean fuzz fuzz-build
 
 all: build/luaop build/lua/luaop/core.so
 
@@ -103,10 +103,45 @@ build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/
 	$(say) LD $@
 	$(Q)$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
-build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop:
+# libFuzzer harnesses (fuzz/*.c), with clang and libclang-rt: `make fuzz`
+# runs each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
+# the checked-in seeds in fuzz/corpus/NAME are read); `make test` replays
+# the seeds and runs each briefly (spec/run.sh).
+FUZZERS := json kubeconfig watch time
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 300
+FUZZ_SAN := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_OBJS := $(filter-out build/fuzz/obj/main.o,$(SRCS:src/%.c=build/fuzz/obj/%.o)) build/fuzz/obj/luaembed.o
+
+fuzz-build: $(FUZZERS:%=build/fuzz/%)
+.SECONDARY: $(FUZZ_OBJS)
+
+fuzz: fuzz-build
+	@for f in $(FUZZERS); do \
+	  mkdir -p build/fuzz/corpus/$$f && echo "== fuzz $$f for $(FUZZ_TIME) s" && \
+	  build/fuzz/$$f -max_total_time=$(FUZZ_TIME) -dict=fuzz/$$f.dict -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/$$f- build/fuzz/corpus/$$f fuzz/corpus/$$f || exit 1; \
+	done
+
+build/fuzz/obj/%.o: src/%.c | build/fuzz/obj
+	$(say) FUZZCC $@
+	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+build/fuzz/obj/luaembed.o: build/gen/luaembed.c | build/fuzz/obj
+	$(say) FUZZCC $@
+	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS) -Isrc -c -o $@ $<
+
+# the watch harness includes lbind_watch.c itself, for its static functions
+build/fuzz/watch: FUZZ_SKIP := build/fuzz/obj/lbind_watch.o
+build/fuzz/%: fuzz/%.c $(FUZZ_OBJS) | build/fuzz/obj
+	$(say) FUZZLD $@
+	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer $(CPPFLAGS) -o $@ $< \
+	  $(filter-out $(FUZZ_SKIP),$(FUZZ_OBJS)) $(LDLIBS) -lm -lpthread
+
+build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop build/fuzz/obj:
 	mkdir -p $@
 
--include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(PIC_OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d)
 
 # Debian packages: the build, the tests, the control plane, images and
 # benchmarks (hack/deps.sh SET... installs only some of them).
@@ -118,10 +153,10 @@ deps:
 # then the image built and run as a container against it (as root).
 # Ends with one line "N passed, N failed".
 test: deps
-	$(MAKE) all asan
+	$(MAKE) all asan fuzz-build
 	spec/run.sh all
 
-test-unit: all asan
+test-unit: all asan fuzz-build
 	spec/run.sh unit
 
 test-e2e: all asan

@@ -5,7 +5,8 @@
 #   build    what `make` needs: a C toolchain, Lua 5.4, libyaml, libuv,
 #            libcurl, nghttp2, zlib, and dpkg-dev and perl for the lean static
 #            libcurl and OpenSSL that hack/libs.sh builds from source packages
-#   test     what `make test` adds: busted, valgrind, python3 (the fake API
+#   test     what `make test` adds: busted, valgrind, clang and libclang-rt
+#            (the fuzz harnesses), python3 (the fake API
 #            server), openssl (test certificates), curl
 #   cluster  what the local control plane needs: curl, procps; and Go 1.24 or
 #            newer, which Debian bookworm does not ship (checked, not installed)
@@ -23,7 +24,7 @@ die() { log "$*"; exit 1; }
 declare -A set_pkgs=(
   [build]="build-essential pkg-config ca-certificates lua5.4 liblua5.4-dev libyaml-dev libuv1-dev
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
-  [test]="lua-busted valgrind python3 openssl curl"
+  [test]="lua-busted valgrind python3 openssl curl clang libclang-rt-14-dev"
   [cluster]="curl procps"
   [image]="buildah runc debootstrap"
   [bench]="bc gdb"

@@ -76,8 +76,32 @@ fail_step() {
 # not under it (valgrind follows no children here).
 asan_e2e=(spec/e2e/client_spec.lua spec/e2e/auth_spec.lua spec/e2e/controller_spec.lua spec/e2e/reload_spec.lua)
 
+# Each fuzz harness replays its checked-in corpus (fuzz/corpus/NAME, every
+# crash found so far among it) and then runs FUZZ_SMOKE seconds of new
+# inputs; a finding fails it. `make fuzz` runs them for longer.
+run_fuzz() {
+  local f n=0 tmp
+  echo "== fuzz harnesses: their corpora, then ${FUZZ_SMOKE:-10} s each"
+  : >"$out/fuzz.tap"
+  for f in json kubeconfig watch time; do
+    n=$((n + 1))
+    tmp=$(mktemp -d)
+    if build/fuzz/$f -max_total_time="${FUZZ_SMOKE:-10}" -dict=fuzz/$f.dict -artifact_prefix="$out/fuzz-$f-" \
+        "$tmp" fuzz/corpus/$f >"$out/fuzz-$f.log" 2>&1; then
+      echo "ok $n - fuzz $f: its corpus and ${FUZZ_SMOKE:-10} s of new inputs, no finding ($(grep -o 'Done [0-9]* runs' "$out/fuzz-$f.log"))" | tee -a "$out/fuzz.tap"
+    else
+      tail -n 30 "$out/fuzz-$f.log"
+      echo "not ok $n - fuzz $f: a finding or no harness ($out/fuzz-$f.log)" | tee -a "$out/fuzz.tap"
+      status=1
+    fi
+    rm -rf "$tmp"
+  done
+  echo "1..$n" >>"$out/fuzz.tap"
+}
+
 if [ "$mode" = unit ] || [ "$mode" = all ]; then
   run_suite unit
+  run_fuzz
   # the spec runner itself is not checked for leaks (Lua's own exit); the
   # luaop processes it starts are (proc.lua sets their options)
   run_memcheck asan env LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \

@@ -90,12 +90,36 @@ function time.parse(s)
     offset = (zh * 3600 + zm * 60) * (sign == "+" and 1 or -1)
   end
   local t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset
-  if frac ~= "" then t = t + tonumber("0" .. frac) end
+  if frac ~= "" then
+    -- a fraction a double cannot hold beside the seconds (.999999999 at
+    -- year 9999 rounds up to the next second) is dropped: the second stays
+    local v = t + tonumber("0" .. frac)
+    if math.floor(v) == t then t = v end
+  end
   return t
 end
 
+-- civil date of days since 1970-01-01 (Howard Hinnant's algorithm)
+local function civil_from_days(z)
+  z = z + 719468
+  local era = (z >= 0 and z or z - 146096) // 146097
+  local doe = z - era * 146097
+  local yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+  local doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+  local mp = (5 * doy + 2) // 153
+  local d = doy - (153 * mp + 2) // 5 + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  return yoe + era * 400 + (m <= 2 and 1 or 0), m, d
+end
+
+-- format(t) -> "YYYY-MM-DDThh:mm:ssZ" (whole seconds, UTC) | nil, err for a
+-- time outside the years 0000 to 9999, which RFC 3339 cannot write.
 function time.format(t)
-  return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t))
+  t = math.floor(t)
+  local days, secs = t // 86400, t % 86400
+  local y, m, d = civil_from_days(days)
+  if y < 0 or y > 9999 then return nil, ("%d is outside the years 0000 to 9999"):format(t) end
+  return ("%04d-%02d-%02dT%02d:%02d:%02dZ"):format(y, m, d, secs // 3600, secs % 3600 // 60, secs % 60)
 end
 
 function time.now()

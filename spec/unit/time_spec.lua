@@ -43,6 +43,23 @@ describe("luaop.time", function()
     assert.are.equal(1767225600 - 86340, time.parse("2026-01-01T00:00:00+23:59"))
   end)
 
+  it("writes four-digit years, and refuses to write a time RFC 3339 cannot (found by fuzzing)", function()
+    local t = assert(time.parse("0226-11-22T10:00:00Z"))
+    assert.are.equal("0226-11-22T10:00:00Z", time.format(t))
+    assert.are.equal("0000-01-01T00:00:00Z", time.format(time.parse("0000-01-01T00:00:00Z")))
+    assert.are.equal("1969-12-31T23:59:59Z", time.format(-1))
+    local text, err = time.format(253402300800) -- 10000-01-01
+    assert.is_nil(text)
+    assert.matches("outside the years 0000 to 9999", err)
+  end)
+
+  it("keeps the second a fraction belongs to, even where a double cannot hold the fraction (found by fuzzing)", function()
+    local t = time.parse("9999-12-31T23:59:59.999999999Z")
+    assert.are.equal(253402300799, math.floor(t))
+    assert.are.equal("9999-12-31T23:59:59Z", time.format(t))
+    assert.are.equal(1555063920.5, time.parse("2019-04-12T10:12:00.5Z"))
+  end)
+
   it("formats as Kubernetes writes times, and round-trips", function()
     assert.are.equal("2026-11-22T10:00:00Z", time.format(1795341600))
     assert.are.equal("2024-02-29T22:59:59Z", time.format(time.parse("2024-02-29T23:59:59+01:00")))

@@ -1,0 +1,82 @@
+/* fuzz/json.c - libFuzzer harness: JSON decode, and the encode round trip.
+ *
+ * Any input: decode must return a value or an error, never crash (ASan
+ * and UBSan watch), and leave the Lua stack as it found it. A value that
+ * decodes must encode (all decoded values are encodable) to a text that
+ * decodes again and encodes to the same text. The same input goes through
+ * json_decode_page and json_peek too. All of it runs inside a C function
+ * called with lua_pcall, as luaop's binding calls the codec: an error
+ * raised where the codec promises to return one (it raises only when out
+ * of memory) is a finding too. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "../src/json.h"
+
+static lua_State *fuzz_L;
+
+static void fuzz_die(const char *what, const char *detail)
+{
+    fprintf(stderr, "fuzz/json: %s: %s\n", what, detail);
+    abort();
+}
+
+static int fuzz_body(lua_State *L)
+{
+    const char *s = lua_touserdata(L, 1);
+    size_t size = (size_t)lua_tointeger(L, 2);
+    char err[200];
+    int top;
+
+    lua_settop(L, 0);
+    top = lua_gettop(L);
+    if (json_decode(L, s, size, err, sizeof err)) {
+        json_buf once = {0}, twice = {0};
+        if (!json_encode(L, -1, &once, err, sizeof err))
+            fuzz_die("a decoded value does not encode", err);
+        lua_pop(L, 1);
+        if (!json_decode(L, once.data, once.len, err, sizeof err))
+            fuzz_die("an encoded value does not decode", err);
+        if (!json_encode(L, -1, &twice, err, sizeof err))
+            fuzz_die("a value decoded twice does not encode", err);
+        if (once.len != twice.len || memcmp(once.data, twice.data, once.len) != 0)
+            fuzz_die("the round trip changed the text", once.data ? once.data : "");
+        lua_pop(L, 1);
+        json_buf_free(&once);
+        json_buf_free(&twice);
+    }
+    if (lua_gettop(L) != top)
+        fuzz_die("decode left the stack changed", "");
+    if (json_decode_page(L, s, size, "items", err, sizeof err))
+        lua_pop(L, 2);
+    if (lua_gettop(L) != top)
+        fuzz_die("decode_page left the stack changed", "");
+    const char *keys[] = {"metadata", "name"};
+    if (json_peek(L, s, size, keys, 2, err, sizeof err))
+        lua_pop(L, 1);
+    if (lua_gettop(L) != top)
+        fuzz_die("peek left the stack changed", "");
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    lua_State *L = fuzz_L;
+
+    if (L == NULL)
+        L = fuzz_L = luaL_newstate();
+    lua_pushcfunction(L, fuzz_body);
+    lua_pushlightuserdata(L, (void *)data);
+    lua_pushinteger(L, (lua_Integer)size);
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK)
+        fuzz_die("the codec raised", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(not a string)");
+    lua_gc(L, LUA_GCSTEP, 0);
+    return 0;
+}
