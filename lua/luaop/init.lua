@@ -54,7 +54,7 @@ luaop.time = time
 -- days since 1970-01-01 of a civil date (Howard Hinnant's algorithm)
 local function days_from_civil(y, m, d)
   y = m <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
+  local era = y // 400 -- Lua's // floors, as Hinnant's C does with its adjustment
   local yoe = y - era * 400
   local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
   local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -102,7 +102,7 @@ end
 -- civil date of days since 1970-01-01 (Howard Hinnant's algorithm)
 local function civil_from_days(z)
   z = z + 719468
-  local era = (z >= 0 and z or z - 146096) // 146097
+  local era = z // 146097 -- floors
   local doe = z - era * 146097
   local yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
   local doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
