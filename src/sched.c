@@ -22,6 +22,7 @@ typedef struct sched_account {
     size_t mem_budget;          /* 0: no limit */
     ptrdiff_t mem_used;         /* net bytes allocated while its tasks ran */
     int breached;               /* SCHED_BREACH_*: sticky */
+    int announced, announcing;  /* the breach's one message: raised, being made */
     int refs;                   /* tasks (and limited calls) sharing it */
 } sched_account;
 
@@ -98,8 +99,10 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     (void)ud;
     if (a == NULL || a->mem_budget == 0)
         return sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
-    if (nsize > old &&
-        (a->breached || a->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)a->mem_budget)) {
+    /* after a breach every growth fails, but for the one message that
+     * names it (sched_count_hook) */
+    if (nsize > old && ((a->breached && !a->announcing) ||
+                        a->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)a->mem_budget)) {
         sched_breach(a, SCHED_BREACH_MEMORY);
         return NULL;
     }
@@ -362,11 +365,20 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     }
     if (lua_gethookcount(L) != 1)
         lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
-    sched_breach_message(L, a);
-    luaL_where(L, 1);
-    lua_insert(L, -2);
-    lua_concat(L, 2);
-    lua_error(L);
+    if (!a->announced) {
+        /* once, an error that names the breach and where it happened */
+        a->announced = a->announcing = 1;
+        sched_breach_message(L, a);
+        luaL_where(L, 0); /* in a hook, level 0 is the Lua function running */
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        a->announcing = 0;
+        lua_error(L);
+    }
+    /* from then on a memory error: Lua runs no message handler for one, so
+     * no xpcall handler can run code (hooks may be off while it would) */
+    lua_newuserdatauv(L, 1, 0);
+    lua_error(L); /* not reached: that allocation fails */
 }
 
 unsigned sched_match_countdown = SCHED_MATCH_BATCH;
@@ -387,8 +399,18 @@ void sched_match_steps(lua_State *L)
             return;
         sched_breach(a, SCHED_BREACH_INSTRUCTIONS);
     }
-    sched_breach_message(L, a);
-    lua_error(L); /* inside match(): lstrlib.c raises from there itself */
+    /* inside match(): lstrlib.c raises from there itself */
+    if (!a->announced) {
+        a->announced = a->announcing = 1;
+        sched_breach_message(L, a);
+        luaL_where(L, 1); /* the Lua code that called string.find and the like */
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        a->announcing = 0;
+        lua_error(L);
+    }
+    lua_newuserdatauv(L, 1, 0); /* a memory error, as in sched_count_hook */
+    lua_error(L);
 }
 
 int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions)
