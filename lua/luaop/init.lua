@@ -90,6 +90,10 @@ function time.parse(s)
     offset = (zh * 3600 + zm * 60) * (sign == "+" and 1 or -1)
   end
   local t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset
+  -- an offset can carry a time past the years RFC 3339 writes (found by fuzzing)
+  if t < -62167219200 or t > 253402300799 then
+    return nil, ("%q is outside the years 0000 to 9999 in UTC"):format(s)
+  end
   if frac ~= "" then
     -- a fraction a double cannot hold beside the seconds (.999999999 at
     -- year 9999 rounds up to the next second) is dropped: the second stays

@@ -48,6 +48,12 @@ describe("luaop.time", function()
     assert.are.equal("0226-11-22T10:00:00Z", time.format(t))
     assert.are.equal("0000-01-01T00:00:00Z", time.format(time.parse("0000-01-01T00:00:00Z")))
     assert.are.equal("1969-12-31T23:59:59Z", time.format(-1))
+    -- an offset that carries a time out of those years (found by fuzzing)
+    for _, text in ipairs { "0000-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01" } do
+      local t, why = time.parse(text)
+      assert.is_nil(t, text)
+      assert.matches("outside the years 0000 to 9999 in UTC", why)
+    end
     local text, err = time.format(253402300800) -- 10000-01-01
     assert.is_nil(text)
     assert.matches("outside the years 0000 to 9999", err)
