@@ -10,6 +10,11 @@
 
 static char fuzz_path[64];
 
+static void fuzz_cleanup(void)
+{
+    unlink(fuzz_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -24,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(fuzz_path, sizeof fuzz_path, "/dev/shm/luaop-fuzz-kubeconfig.%d", (int)getpid());
         if (access("/dev/shm", W_OK) != 0)
             snprintf(fuzz_path, sizeof fuzz_path, "/tmp/luaop-fuzz-kubeconfig.%d", (int)getpid());
+        atexit(fuzz_cleanup);
     }
     f = fopen(fuzz_path, "wb");
     if (f == NULL)
