@@ -107,7 +107,7 @@ build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/
 # runs each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
 # the checked-in seeds in fuzz/corpus/NAME are read); `make test` replays
 # the seeds and runs each briefly (spec/run.sh).
-FUZZERS := json kubeconfig watch time
+FUZZERS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 300
 FUZZ_SAN := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all

@@ -83,7 +83,7 @@ run_fuzz() {
   local f n=0 tmp
   echo "== fuzz harnesses: their corpora, then ${FUZZ_SMOKE:-10} s each"
   : >"$out/fuzz.tap"
-  for f in json kubeconfig watch time; do
+  for f in $(cd fuzz && ls -- *.c | sed 's/\.c$//'); do
     n=$((n + 1))
     tmp=$(mktemp -d)
     if build/fuzz/$f -max_total_time="${FUZZ_SMOKE:-10}" -dict=fuzz/$f.dict -artifact_prefix="$out/fuzz-$f-" \

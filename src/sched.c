@@ -26,6 +26,8 @@ typedef struct sched_account {
     int refs;                   /* tasks (and limited calls) sharing it */
 } sched_account;
 
+#define SCHED_NAME_LEN 96
+
 enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG };
 
 struct sched_task {
@@ -36,7 +38,7 @@ struct sched_task {
     void *ud;
     char *error;
     sched_account *acct;     /* NULL: unbudgeted */
-    char name[96];           /* what it does (the watchdog's log) */
+    char name[SCHED_NAME_LEN]; /* what it does (the watchdog's log) */
     sched_task *prev, *next; /* every task not yet ended */
 };
 
@@ -54,7 +56,7 @@ static void *sched_orig_ud;
 
 /* The watchdog's view (watchdog.c, another thread). */
 static _Atomic uint64_t sched_busy_ns;
-static char sched_busy_name[96];
+static char sched_busy_name[SCHED_NAME_LEN]; /* "" names "task" */
 static _Atomic(sched_task *) sched_interrupt_task;
 
 static uint64_t sched_now_ns(void)
@@ -70,7 +72,7 @@ uint64_t sched_busy_since(char *buf, size_t len)
     uint64_t since = atomic_load(&sched_busy_ns);
 
     if (since && len)
-        snprintf(buf, len, "%s", sched_busy_name);
+        snprintf(buf, len, "%s", sched_busy_name[0] ? sched_busy_name : "task");
     return since;
 }
 
@@ -229,7 +231,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
 
     sched_running_task = t;
     /* the innermost task running is the one the watchdog names */
-    snprintf(sched_busy_name, sizeof sched_busy_name, "%s", t->name[0] ? t->name : "task");
+    memcpy(sched_busy_name, t->name, sizeof sched_busy_name); /* every resume: no formatting */
     atomic_store(&sched_innermost, t);
     if (outer == NULL)
         atomic_store(&sched_busy_ns, sched_now_ns());
@@ -238,7 +240,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         atomic_store(&sched_busy_ns, 0);
         atomic_store(&sched_interrupt_task, NULL);
     } else {
-        snprintf(sched_busy_name, sizeof sched_busy_name, "%s", outer->name[0] ? outer->name : "task");
+        memcpy(sched_busy_name, outer->name, sizeof sched_busy_name);
     }
     atomic_store(&sched_innermost, outer);
     /* What follows is bookkeeping, charged to nobody; the task that

@@ -65,8 +65,14 @@ static void watchdog_chain(int signum, struct sigaction *prev)
     sigaction(signum, &sa, NULL);
 }
 
+/* Logged unless stderr is held by the stuck thread (a write blocked on a
+ * full pipe): the watchdog must still get to its _exit. No fflush before
+ * _exit either, for the same reason: log lines are flushed as written. */
 static void watchdog_log(int level, const char *msg, const char *task, double seconds)
 {
+    if (ftrylockfile(stderr) != 0)
+        return;
+    funlockfile(stderr);
     log_field f[] = {
         {"task", LOG_STR, .v.str = {task, strlen(task)}},
         {"seconds", LOG_NUM, .v.d = seconds},
@@ -102,7 +108,6 @@ static void *watchdog_main(void *arg)
             sched_interrupt();
         } else if (since && interrupted == since && busy > WATCHDOG_INTERRUPT + WATCHDOG_EXIT) {
             watchdog_log(LOG_ERROR, "the loop did not come back after the interrupt: exiting", task, busy);
-            fflush(NULL);
             _exit(WATCHDOG_EXIT_STATUS);
         }
 
@@ -112,13 +117,11 @@ static void *watchdog_main(void *arg)
             if (second && since && (double)(now - second) / 1e9 > 1) {
                 /* the loop is stuck and cannot see the second signal */
                 watchdog_log(LOG_ERROR, "a second signal while the loop is stuck: exiting", task, busy);
-                fflush(NULL);
-                _exit(128 + atomic_load(&watchdog_last_signal));
+                    _exit(128 + atomic_load(&watchdog_last_signal));
             }
             if (waited > watchdog_grace + 1) {
                 watchdog_log(LOG_ERROR, "still running after the grace period: exiting", since ? task : "", waited);
-                fflush(NULL);
-                _exit(1);
+                    _exit(1);
             }
         }
     }

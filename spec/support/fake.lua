@@ -18,9 +18,10 @@ function M.start(opts)
   assert(os.execute("mkdir -p " .. proc.quote(dir)))
   local extra, ca = "", nil
   if opts.tls then
-    assert(os.execute(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 " ..
-      "-subj /CN=fake -addext subjectAltName=IP:127.0.0.1 -keyout %s/key -out %s/cert 2>/dev/null")
-      :format(proc.quote(dir), proc.quote(dir))))
+    local ok, out = proc.sh(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 " ..
+      "-subj /CN=fake -addext subjectAltName=IP:127.0.0.1 -keyout %s/key -out %s/cert")
+      :format(proc.quote(dir), proc.quote(dir)))
+    assert(ok, out)
     extra, ca = (" %s/cert %s/key"):format(proc.quote(dir), proc.quote(dir)), dir .. "/cert"
   end
   local p = assert(io.popen(("%s spec/support/fake_apiserver.py %s/port %s/requests.log%s >/dev/null 2>&1 & echo $!")
@@ -47,15 +48,7 @@ contexts: [{name: fake, context: {cluster: fake, user: u}}]
 users: [{name: u, user: {token: good-token}}]
 ]]):format(opts.tls and "https" or "http", port, ca and (", certificate-authority: %q"):format(ca) or ""))
   f:close()
-  function h.requests()
-    local lines = {}
-    local lf = io.open(h.log)
-    if lf then
-      for l in lf:lines() do lines[#lines + 1] = l end
-      lf:close()
-    end
-    return lines
-  end
+  function h.requests() return proc.lines(h.log) end
   function h.stop()
     os.execute("kill " .. pid .. " 2>/dev/null")
     os.execute("rm -rf " .. proc.quote(dir))

@@ -19,7 +19,8 @@ Paths (under /api/v1/namespaces/default/configmaps/):
   hold        answers after 0.3 seconds
   held-NAME   waits until the client goes away (then logs "gone NAME") or
               for 10 seconds
-/gone/NAME is 200 once held-NAME's client went away, else 404; /stats
+/arrived/NAME is 200 once held-NAME was asked for, /gone/NAME once its
+client went away, else 404; /stats
 answers {"connections": N, "max_connections": M}: the connections open
 now, and the most open at once since the last /stats?reset.
 The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
@@ -48,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 PREFIX = "/api/v1/namespaces/default/configmaps/"
 counts = {}
 gone = set()
+arrived = set()
 conns = {"now": 0, "max": 0}
 lock = threading.Lock()
 
@@ -129,10 +131,11 @@ class Handler(BaseHTTPRequestHandler):
                 if path.endswith("?reset"):
                     conns["max"] = conns["now"]
             return self.reply(200, body)
-        if path.startswith("/gone/"):
-            with lock:
-                seen = path[len("/gone/"):] in gone
-            return self.status(200 if seen else 404, "", "gone" if seen else "still there")
+        for prefix, names in (("/gone/", gone), ("/arrived/", arrived)):
+            if path.startswith(prefix):
+                with lock:
+                    seen = path[len(prefix):] in names
+                return self.status(200 if seen else 404, "", "yes" if seen else "not yet")
         if path == "/api/v1":
             return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})
@@ -225,6 +228,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(0.3)
             return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
         if name and name.startswith("held-"):
+            with lock:
+                arrived.add(name[5:])
             if self.wait_gone(name[5:]):
                 return None
             return self.status(200, "", "late")

@@ -111,15 +111,7 @@ function kube.watch(args)
   local pid = assert(tonumber(p:read("l")), "could not start kubectl --watch")
   p:close()
   local w = {}
-  function w.lines()
-    local lines = {}
-    local f = io.open(out, "r")
-    if f then
-      for l in f:lines() do lines[#lines + 1] = l end
-      f:close()
-    end
-    return lines
-  end
+  function w.lines() return proc.lines(out) end
   function w.stop()
     os.execute("kill " .. pid .. " 2>/dev/null")
     os.remove(out)

@@ -29,6 +29,13 @@ function proc.read(path)
   return s
 end
 
+-- The lines of the file at path (none when it does not exist).
+function proc.lines(path)
+  local lines = {}
+  for l in proc.read(path):gmatch("[^\n]+") do lines[#lines + 1] = l end
+  return lines
+end
+
 -- Run a shell command line under a deadline (seconds, default
 -- proc.deadline); returns ok and what it printed (stdout and stderr). Past
 -- the deadline it is killed and this raises.

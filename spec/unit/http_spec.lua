@@ -274,18 +274,19 @@ contexts: [{name: x, context: {cluster: x}}]
 
   it("cancels a request nobody can wait for any more once it is collected, and one cancel() is called on", function()
     local code, out, err = run([[
-      -- true once the fake API server saw the client of held-NAME go away
-      local function gone(name)
+      -- true once the fake API server answers path with 200 (within 10 s)
+      local function until_ok(path)
         local deadline = core.task.now() + 10
         repeat
-          if core.api.request { path = "/gone/" .. name } == 200 then return true end
+          if core.api.request { path = path } == 200 then return true end
           core.task.sleep(0.02)
         until core.task.now() > deadline
         return false
       end
+      local function gone(name) return until_ok("/gone/" .. name) end
       local kept = core.api.start { path = "/api/v1/namespaces/default/configmaps/held-kept" }
       core.api.start { path = "/api/v1/namespaces/default/configmaps/held-collected" }
-      core.task.sleep(0.1) -- both sent
+      assert(until_ok("/arrived/kept") and until_ok("/arrived/collected"), "both sent")
       collectgarbage()
       print("collected", gone("collected"))
       print("kept", core.api.request { path = "/gone/kept" })

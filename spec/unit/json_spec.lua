@@ -1,6 +1,7 @@
 -- luaop.core.json: exact round trips of what Kubernetes sends and accepts.
 local json = require("luaop.core").json
 local luaop = require "support.luaop"
+local proc = require "support.proc"
 
 local function roundtrip(s)
   return json.encode(assert(json.decode(s)))
@@ -140,6 +141,23 @@ describe("luaop.core.json", function()
       assert.is_nil(v)
       assert.matches("nesting deeper than 10240", err)
       assert.is_truthy(json.decode(("["):rep(10240) .. ("]"):rep(10240)))
+    end)
+
+    it("decodes and encodes 10,240 levels on a 64 KiB C stack: no recursion on depth", function()
+      local kubeconfig = luaop.offline_kubeconfig()
+      local path = os.tmpname()
+      finally(function() os.remove(kubeconfig) os.remove(path) end)
+      local f = assert(io.open(path, "w"))
+      f:write([[
+        local json = require("luaop.core").json
+        local s = ('{"a":'):rep(10240) .. "1" .. ("}"):rep(10240)
+        print("same", json.encode(assert(json.decode(s))) == s)
+      ]])
+      f:close()
+      local code, out, err = proc.run { "sh", "-c", ("ulimit -s 64 && exec %s --kubeconfig %s --program %s")
+        :format(proc.quote(luaop.bin), proc.quote(kubeconfig), proc.quote(path)) }
+      assert.are.equal(0, code, err)
+      assert.matches("same\ttrue", out)
     end)
 
     it("survives input cut off after an escape in a string longer than a Lua buffer, at every depth", function()

@@ -3,18 +3,14 @@
 -- Against the fake API server (its five ConfigMaps in default).
 local luaop = require "support.luaop"
 local fake = require "support.fake"
+local volume = require "support.volume"
 local kube = require "support.kube"
 
 describe("the command line's limits", function()
   it("cut a script's declared budgets down to --max-instructions and --max-memory, saying so", function()
     local server = fake.start()
     finally(server.stop)
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir " .. dir))
-    finally(function() os.execute("rm -rf " .. dir) end)
-    local f = assert(io.open(dir .. "/greedy.lua", "w"))
-    f:write([[
+    local v = volume.new { ["greedy.lua"] = [[
 local luaop = require "luaop"
 return luaop.controller {
   name = "greedy", resource = "v1/ConfigMap", namespace = "default",
@@ -27,9 +23,9 @@ return luaop.controller {
     end
   end,
 }
-]])
-    f:close()
-    local run = luaop.start({ dir }, { kubeconfig = server.kubeconfig,
+]] }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
       flags = { "--qps", "0", "--max-instructions", "2000000", "--max-memory", "8Mi" } })
     finally(run.cleanup)
     local err = kube.wait_for("both budgets to stop their reconciles", 30, function()

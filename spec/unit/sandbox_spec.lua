@@ -5,6 +5,7 @@
 -- another script sees. Each probe runs at a script's top level and ends
 -- with an error, so luaop prints what it found and exits 1.
 local luaop = require "support.luaop"
+local volume = require "support.volume"
 
 -- Everything a script reaches from its globals, from require "luaop" and
 -- through getmetatable, as "path type" lines (a walk of the probe itself).
@@ -278,16 +279,7 @@ describe("the script sandbox", function()
 
   it("keeps each script's changes to shared things from every other script", function()
     -- a.lua (loaded first) tries everything that used to leak; b.lua reports
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir " .. dir))
-    finally(function() os.execute("rm -rf " .. dir) end)
-    local function write(name, text)
-      local f = assert(io.open(dir .. "/" .. name, "w"))
-      f:write(text)
-      f:close()
-    end
-    write("a.lua", [[
+    local v = volume.new { ["a.lua"] = [[
       local luaop, print = require "luaop", print
       local tried = {}
       local function try(what, f) tried[#tried + 1] = what .. "=" .. tostring((pcall(f))) end
@@ -302,14 +294,14 @@ describe("the script sandbox", function()
       try("client", function() luaop.client().namespace = "a's" end)
       print("a tried", table.concat(tried, " "))
       return luaop.controller { name = "a", resource = "v1/ConfigMap", namespace = "x", reconcile = function() end }
-    ]])
-    write("b.lua", [[
+    ]], ["b.lua"] = [[
       local luaop = require "luaop"
       print("b sees", tostring(shared_global), type(print), ("x"):upper(), string.upper("y"),
         luaop.requeue_after(1) ~= "intercepted", type(luaop.time.parse), luaop.client().namespace)
       error("end of probe", 0)
-    ]])
-    local code, out, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", dir } })
+    ]] }
+    finally(function() v:remove() end)
+    local code, out, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir } })
     assert.are.equal(1, code, err)
     assert.matches("a tried\tglobal=true _G=true string.upper=false rawset string=false string metatable=false " ..
       "luaop.requeue_after=false luaop.time.parse=false controller defaults=false client=true", out)

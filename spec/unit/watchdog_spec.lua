@@ -5,6 +5,7 @@
 -- does. Against the fake API server (its five ConfigMaps in default).
 local luaop = require "support.luaop"
 local fake = require "support.fake"
+local volume = require "support.volume"
 local kube = require "support.kube"
 local system = require "system"
 
@@ -12,12 +13,7 @@ describe("the watchdog", function()
   it("interrupts a reconcile that runs 5 s without waiting, names it, and the other controllers go on", function()
     local server = fake.start()
     finally(server.stop)
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir " .. dir))
-    finally(function() os.execute("rm -rf " .. dir) end)
-    local f = assert(io.open(dir .. "/ops.lua", "w"))
-    f:write([[
+    local v = volume.new { ["ops.lua"] = [[
 local luaop = require "luaop"
 return {
   luaop.controller {
@@ -32,10 +28,10 @@ return {
     reconcile = function(ctx, req) ctx.log:info("steady reconciled") end,
   },
 }
-]])
-    f:close()
+]] }
+    finally(function() v:remove() end)
     -- the limit lifted by whoever runs it: only the watchdog is left
-    local run = luaop.start({ dir }, { kubeconfig = server.kubeconfig,
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
       flags = { "--qps", "0", "--max-instructions", "1000000000000000" } })
     finally(run.cleanup)
     local err = kube.wait_for("the watchdog's interrupt", 30, function()
