@@ -45,6 +45,8 @@ static const char *main_usage =
     "      --script PATH        a Lua script, or a directory whose *.lua files are\n"
     "                           each one (a mounted ConfigMap); repeatable\n"
     "      --program FILE       run FILE as a trusted program instead\n"
+    "      --watchdog           watch a program's loop as scripts' always is: a\n"
+    "                           task that runs 5 s without waiting is interrupted\n"
     "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
     "                           then ~/.kube/config)\n"
     "      --context NAME       kubeconfig context (default: current-context)\n"
@@ -70,6 +72,7 @@ typedef struct main_opts {
     const char *scripts[MAIN_MAX_SCRIPTS];
     int nscripts;
     const char *program;
+    int watchdog; /* --watchdog (scripts: always) */
     const char *kubeconfig, *context, *namespace;
     double qps;
     int burst;
@@ -108,12 +111,14 @@ static int main_number(const char *flag, const char *s, double *out)
 static int main_parse(int argc, char **argv, main_opts *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
-           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY };
+           OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
+           OPT_WATCHDOG };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"script", required_argument, NULL, OPT_SCRIPT},
         {"program", required_argument, NULL, OPT_PROGRAM},
+        {"watchdog", no_argument, NULL, OPT_WATCHDOG},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"context", required_argument, NULL, OPT_CONTEXT},
         {"namespace", required_argument, NULL, 'n'},
@@ -152,6 +157,9 @@ static int main_parse(int argc, char **argv, main_opts *o)
                 return 3;
             }
             o->program = optarg;
+            break;
+        case OPT_WATCHDOG:
+            o->watchdog = 1;
             break;
         case OPT_KUBECONFIG:
             o->kubeconfig = optarg;
@@ -407,7 +415,7 @@ static int main_script(const main_opts *o)
     uv_unref((uv_handle_t *)&run.sigterm); /* signals alone keep nothing running */
     uv_unref((uv_handle_t *)&run.sigint);
     /* scripts are untrusted: a thread watches the loop (watchdog.h) */
-    if (!o->program && watchdog_start(o->grace) != 0)
+    if ((!o->program || o->watchdog) && watchdog_start(o->grace) != 0)
         log_write(LOG_ERROR, "setup", "cannot start the watchdog", NULL, 0);
     while (!run.ended && uv_run(loop, UV_RUN_ONCE))
         ;

@@ -24,6 +24,7 @@ typedef struct sched_account {
     int breached;               /* SCHED_BREACH_*: sticky */
     int announced, announcing;  /* the breach's one message: raised, being made */
     int refs;                   /* tasks (and limited calls) sharing it */
+    char where[160];            /* "file:line: " of the breach, once known */
 } sched_account;
 
 #define SCHED_NAME_LEN 96
@@ -136,14 +137,33 @@ static void sched_account_unref(sched_account *a)
         free(a);
 }
 
-/* The message of a breach, pushed on L. */
+/* Note where the breach happened, unless known already: the first Lua
+ * function (with a line) at or above `level` of L's stack. Allocates
+ * nothing, so it may run after a memory breach; L may be a coroutine that
+ * died of it (its stack is kept). */
+static void sched_note_where(sched_account *a, lua_State *L, int level)
+{
+    lua_Debug ar;
+
+    if (a->where[0])
+        return;
+    for (; lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+}
+
+/* The message of a breach, pushed on L: where it happened (whichever task
+ * of the account it was), then what. */
 static const char *sched_breach_message(lua_State *L, const sched_account *a)
 {
     if (a->breached == SCHED_BREACH_WATCHDOG)
-        return lua_pushliteral(L, "interrupted by the watchdog: it ran without waiting for too long");
+        return lua_pushfstring(L, "%sinterrupted by the watchdog: it ran without waiting for too long", a->where);
     if (a->breached == SCHED_BREACH_MEMORY)
-        return lua_pushfstring(L, "memory budget of %I bytes exceeded", (lua_Integer)a->mem_budget);
-    return lua_pushfstring(L, "instruction budget of %I exceeded", (lua_Integer)a->budget);
+        return lua_pushfstring(L, "%smemory budget of %I bytes exceeded", a->where, (lua_Integer)a->mem_budget);
+    return lua_pushfstring(L, "%sinstruction budget of %I exceeded", a->where, (lua_Integer)a->budget);
 }
 
 static void sched_wrap_alloc(lua_State *L)
@@ -267,6 +287,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
                                               lua_type(co, -1) != LUA_TSTRING)) {
             /* whatever a script made of the breach, it is the reason */
+            sched_note_where(t->acct, co, 0);
             msg = sched_breach_message(co, t->acct);
         } else {
             msg = sched_error_text(co);
@@ -370,10 +391,8 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     if (!a->announced) {
         /* once, an error that names the breach and where it happened */
         a->announced = a->announcing = 1;
+        sched_note_where(a, L, 0); /* in a hook, level 0 is the Lua function running */
         sched_breach_message(L, a);
-        luaL_where(L, 0); /* in a hook, level 0 is the Lua function running */
-        lua_insert(L, -2);
-        lua_concat(L, 2);
         a->announcing = 0;
         lua_error(L);
     }
@@ -404,10 +423,8 @@ void sched_match_steps(lua_State *L)
     /* inside match(): lstrlib.c raises from there itself */
     if (!a->announced) {
         a->announced = a->announcing = 1;
+        sched_note_where(a, L, 1); /* the Lua code that called string.find and the like */
         sched_breach_message(L, a);
-        luaL_where(L, 1); /* the Lua code that called string.find and the like */
-        lua_insert(L, -2);
-        lua_concat(L, 2);
         a->announcing = 0;
         lua_error(L);
     }

@@ -124,8 +124,6 @@ function Ctx:cache(kind, q)
   return nil
 end
 
-local function same(o) return o end
-
 -- get(kind, req_or_name [, namespace]): from the cache when the kind is
 -- watched (never yields), else from the API server. nil when gone.
 function Ctx:get(kind, req, ns)
@@ -135,9 +133,8 @@ function Ctx:get(kind, req, ns)
   local inf = self:cache(kind, { namespace = ns })
   if inf then
     -- a copy: what the reconcile changes is not the cache's until written
-    local copy = self.shared and same or luaop.copy
-    if ns then return copy(inf:get(ns, name)) end
-    return copy(inf:get(name))
+    if ns then return luaop.copy(inf:get(ns, name)) end
+    return luaop.copy(inf:get(name))
   end
   return self.client:get(kind, name, ns)
 end
@@ -158,9 +155,7 @@ function Ctx:list(kind, opts)
   local inf = self:cache(kind, opts)
   if inf then
     local out = inf:list(keep)
-    if not self.shared then
-      for i, o in ipairs(out) do out[i] = luaop.copy(o) end
-    end
+    for i, o in ipairs(out) do out[i] = luaop.copy(o) end
     return out
   end
   local list, err = self.client:list(kind, {
@@ -300,15 +295,15 @@ function Manager:plan(c, def)
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
   end
   -- watched kinds: the map function names the requests
-  -- map(obj, ctx) may read the caches through ctx (get, list: the cache's
-  -- own objects, not copies, as a map only reads); it runs in the
-  -- informer's task under the reconcile's instruction budget, so one that
-  -- runs away fails (logged by the informer) instead of stalling luaop
-  local map_ctx = setmetatable({ manager = self, client = self.client, log = c.log, controller = c,
-                                 shared = true }, Ctx)
+  -- map(obj, ctx) may read the caches through ctx (get, list); it runs in
+  -- the informer's task under the reconcile's instruction budget, so one
+  -- that runs away fails (logged by the informer) instead of stalling
+  -- luaop. It gets copies, as a reconcile does: the informer is shared
+  -- with other controllers, other scripts' among them.
+  local map_ctx = setmetatable({ manager = self, client = self.client, log = c.log, controller = c }, Ctx)
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      local ok, reqs = core.task.call_limited(budgets[def].instructions, w.map, o, map_ctx)
+      local ok, reqs = core.task.call_limited(budgets[def].instructions, w.map, luaop.copy(o), map_ctx)
       if not ok then error(("watch map of %s: %s"):format(w[1], tostring(reqs)), 0) end
       for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
@@ -635,7 +630,8 @@ function Manager:run_until_shutdown(grace)
   shutdown:wait()
   self.log:info("stopping: waiting for running reconciles", { gracePeriod = grace })
   local drained = self:stop(grace)
-  self.log:info("stopped", {})
+  -- with what containment stopped, for whoever reads a log's last lines
+  self.log:info("stopped", core.counters())
   return drained
 end
 

@@ -237,7 +237,10 @@ end
 function M.load(path, text)
   local chunk, err = M.compile(path, text)
   if not chunk then return nil, err end
-  local ok, res = core.task.spawn_limited({ instructions = M.LOAD_BUDGET.instructions, memory = M.LOAD_BUDGET.memory,
+  -- the command line's limits cap the top level's budget too
+  local ok, res = core.task.spawn_limited({
+    instructions = math.min(M.LOAD_BUDGET.instructions, controller.MAX_INSTRUCTIONS),
+    memory = math.min(M.LOAD_BUDGET.memory, controller.MAX_MEMORY),
     name = "load " .. path }, chunk):wait()
   if not ok then return nil, M.located(path, res) end
   local defs = M.definitions(res)

@@ -49,4 +49,79 @@ return {
     assert.is_true(system.gettime() - t0 < 31, "luaop outlived its grace period")
     assert.is_true(code == 0 or code == 1, tostring(code))
   end)
+
+  -- The watchdog's exits need a loop stuck where no hook fires, which no
+  -- script can reach any more: a trusted program's blocking call
+  -- (os.execute) under --watchdog stands in for it.
+  describe("when the loop is stuck where no hook fires", function()
+    local kubeconfig
+    setup(function() kubeconfig = luaop.offline_kubeconfig() end)
+    teardown(function() os.remove(kubeconfig) end)
+
+    local function stuck(flags)
+      local run = luaop.start([[
+        io.stdout:write("blocking\n")
+        io.stdout:flush()
+        os.execute("sleep 23.25")
+        print("came back")
+      ]], { kubeconfig = kubeconfig, flags = flags, stop_deadline = 5 })
+      finally(function()
+        run.cleanup()
+        os.execute("pkill -f 'sleep 23.25'")
+      end)
+      kube.wait_for("the program to block", 10, function() return run.stdout():find("blocking", 1, true) end)
+      return run
+    end
+
+    local function exited(run, within)
+      return kube.wait_for("luaop to exit", within, function() return run.exited() end)
+    end
+
+    it("interrupts it after 5 s and exits 70 when it has not come back 5 s later, naming the task", function()
+      local run = stuck { "--watchdog" }
+      local t0 = system.gettime()
+      exited(run, 20)
+      local took = system.gettime() - t0
+      assert.are.equal(70, run.stop(false))
+      assert.is_true(took > 9.5 and took < 12, ("exited after %.1f s"):format(took))
+      local err = run.stderr()
+      assert.matches("a task has run without waiting for too long: interrupting it\t{\"task\": \"[^\"]+\", \"seconds\": 5%.", err)
+      assert.matches("the loop did not come back after the interrupt: exiting\t{\"task\": \"[^\"]+\", \"seconds\": 10%.", err)
+      assert.is_nil(run.stdout():find("came back", 1, true))
+    end)
+
+    it("ends the process with status 1 a second after the grace period of SIGTERM", function()
+      local run = stuck { "--watchdog", "--graceful-shutdown-timeout", "1s" }
+      run.signal("TERM")
+      local t0 = system.gettime()
+      exited(run, 10)
+      local took = system.gettime() - t0
+      assert.are.equal(1, run.stop(false))
+      assert.is_true(took > 1.9 and took < 3, ("exited %.1f s after SIGTERM"):format(took))
+      assert.matches("still running after the grace period: exiting", run.stderr())
+    end)
+
+    it("ends the process within a second of a second signal, with the signal's status", function()
+      local run = stuck { "--watchdog" } -- a grace period of 30 s
+      run.signal("TERM")
+      system.sleep(0.3)
+      assert.is_false(run.exited())
+      run.signal("TERM") -- (system() ignores SIGINT while os.execute runs)
+      local t0 = system.gettime()
+      exited(run, 10)
+      local took = system.gettime() - t0
+      assert.are.equal(143, run.stop(false))
+      assert.is_true(took < 1.5, ("exited %.1f s after the second signal"):format(took))
+      assert.matches("a second signal while the loop is stuck: exiting", run.stderr())
+    end)
+
+    it("is not there for a program without --watchdog", function()
+      local run = stuck {}
+      run.signal("TERM")
+      system.sleep(3)
+      assert.is_false(run.exited())
+      run.signal("KILL")
+      exited(run, 10)
+    end)
+  end)
 end)
