@@ -14,32 +14,31 @@ int lbind_task_open(lua_State *L);
 int lbind_workqueue_open(lua_State *L);
 int lbind_fs_open(lua_State *L);
 
-struct sched_task;
-/* The task running on L; raises (naming `what`) when L is not a task's
- * thread or cannot yield. */
-struct sched_task *lbind_check_task(lua_State *L, const char *what);
+/* Every module finds its runtime (loop, API server) with runtime_of(L). */
+struct runtime;
 
-struct api;
-/* The API server luaop.core.api talks to (set by main). */
-void lbind_api_use(struct api *a);
+/* lbind_task.c: the task running on L; raises (naming `what`) when L is
+ * not a task's thread or cannot yield. Every C function that waits
+ * starts with it. */
+struct sched_task;
+struct sched_task *lbind_check_task(lua_State *L, const char *what);
 
 /* Asked to stop (a signal): wake the tasks waiting on task.shutdown().
  * Returns how many were waiting (0: nobody drains, just exit). */
-int lbind_task_stop(void);
+int lbind_task_stop(struct runtime *rt);
 
 /* Stop the timers of tasks still sleeping (at exit). */
-void lbind_task_shutdown(void);
+void lbind_task_shutdown(struct runtime *rt);
 
 /* File system work still on the thread pool (at exit) is freed when done,
  * its task forgotten. */
-void lbind_fs_shutdown(void);
+void lbind_fs_shutdown(struct runtime *rt);
 
-/* lbind_watch.c: api.watch's implementation and its metatable. */
-int lbind_watch_start(lua_State *L, struct api *a);
-void lbind_watch_register(lua_State *L);
+/* lbind_watch.c: add api.watch to the api table on top of L's stack. */
+void lbind_watch_add(lua_State *L);
 
-/* Register the metatable `name` of a userdata class, once: __index the
- * methods (NULL-terminated), and __gc and __close when given. */
+/* lbind_class.c: register the metatable `name` of a userdata class, once:
+ * __index the methods (NULL-terminated), and __gc and __close when given. */
 void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
                  lua_CFunction close);
 

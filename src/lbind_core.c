@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 
 #include "counters.h"
+#include "runtime.h"
 #include "version.h"
 
 static const struct {
@@ -70,32 +71,39 @@ void lbind_core_for_scripts(void)
     lbind_core_scripts = 1;
 }
 
-void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
-                 lua_CFunction close)
+/* The runtime a state gets when it loads luaop.core as a module (busted):
+ * freed with the state. */
+static int lbind_core_runtime_gc(lua_State *L)
 {
-    if (luaL_newmetatable(L, name)) {
-        lua_newtable(L);
-        luaL_setfuncs(L, methods, 0);
-        lua_setfield(L, -2, "__index");
-        if (gc) {
-            lua_pushcfunction(L, gc);
-            lua_setfield(L, -2, "__gc");
-        }
-        if (close) {
-            lua_pushcfunction(L, close);
-            lua_setfield(L, -2, "__close");
-        }
-    }
-    lua_pop(L, 1);
+    runtime **rt = lua_touserdata(L, 1);
+
+    if (*rt)
+        runtime_free(*rt);
+    *rt = NULL;
+    return 0;
 }
 
 LUAMOD_API int luaopen_luaop_core(lua_State *L)
 {
+    if (runtime_get(L) == NULL) {
+        runtime **rt = lua_newuserdatauv(L, sizeof *rt, 0);
+        *rt = runtime_new();
+        if (*rt == NULL)
+            return luaL_error(L, "not enough memory");
+        lua_newtable(L);
+        lua_pushcfunction(L, lbind_core_runtime_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lua_setfield(L, LUA_REGISTRYINDEX, "luaop.core.runtime");
+        runtime_attach(*rt, L);
+    }
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {
         if (lbind_core_scripts && lbind_core_modules[i].credentials)
             continue;
         lbind_core_modules[i].open(L);
+        if (lbind_core_modules[i].open == lbind_api_open)
+            lbind_watch_add(L); /* api.watch: lbind_watch.c */
         lua_setfield(L, -2, lbind_core_modules[i].name);
     }
     lua_pushcfunction(L, lbind_core_traceback);

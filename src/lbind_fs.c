@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "lbind.h"
+#include "runtime.h"
 #include "sched.h"
 #include "str.h"
 
@@ -52,10 +53,9 @@ struct lbind_fs_job {
     char *data;    /* READ: the bytes; LIST: the names, each NUL-terminated */
     size_t len;    /* of data */
     size_t count;  /* LIST: how many names */
-    lbind_fs_job *prev, *next; /* every job not yet done */
+    runtime *rt;
+    lbind_fs_job *prev, *next; /* every job not yet done: rt->fs_jobs */
 };
-
-static lbind_fs_job *lbind_fs_jobs;
 
 /* Append n bytes to the job's data; 0, or -ENOMEM. */
 static int lbind_fs_append(lbind_fs_job *j, const char *s, size_t n, size_t *cap)
@@ -123,7 +123,7 @@ static void lbind_fs_job_free(lbind_fs_job *j)
     if (j->prev)
         j->prev->next = j->next;
     else
-        lbind_fs_jobs = j->next;
+        j->rt->fs_jobs = j->next;
     if (j->next)
         j->next->prev = j->prev;
     free(j->path);
@@ -167,6 +167,7 @@ static int lbind_fs_start(lua_State *L, lbind_fs_op op, const char *what)
 {
     const char *path = luaL_checkstring(L, 1);
     sched_task *t = lbind_check_task(L, what);
+    runtime *rt = runtime_of(L);
     lbind_fs_job *j = calloc(1, sizeof *j);
     int r;
 
@@ -176,17 +177,18 @@ static int lbind_fs_start(lua_State *L, lbind_fs_op op, const char *what)
     }
     j->t = t;
     j->op = op;
+    j->rt = rt;
     j->work.data = j;
-    r = uv_queue_work(uv_default_loop(), &j->work, lbind_fs_work, lbind_fs_done);
+    r = uv_queue_work(&j->rt->loop, &j->work, lbind_fs_work, lbind_fs_done);
     if (r < 0) {
         free(j->path);
         free(j);
         return lbind_fs_fail(L, path, r);
     }
-    j->next = lbind_fs_jobs;
-    if (lbind_fs_jobs)
-        lbind_fs_jobs->prev = j;
-    lbind_fs_jobs = j;
+    j->next = j->rt->fs_jobs;
+    if (j->rt->fs_jobs)
+        j->rt->fs_jobs->prev = j;
+    j->rt->fs_jobs = j;
     return lua_yield(L, 0);
 }
 
@@ -205,9 +207,9 @@ static int lbind_fs_read(lua_State *L)
     return lbind_fs_start(L, LBIND_FS_READ, "fs.read");
 }
 
-void lbind_fs_shutdown(void)
+void lbind_fs_shutdown(runtime *rt)
 {
-    for (lbind_fs_job *j = lbind_fs_jobs; j; j = j->next)
+    for (lbind_fs_job *j = rt->fs_jobs; j; j = j->next)
         j->t = NULL; /* its task is gone with the Lua state: done only frees it */
 }
 
@@ -244,6 +246,7 @@ static void lbind_fs_event(uv_fs_event_t *ev, const char *name, int events, int 
 static int lbind_fs_watch_new(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
+    runtime *rt = runtime_of(L);
     lbind_fs_watch *w = lua_newuserdatauv(L, sizeof *w, 0);
     int r;
 
@@ -252,7 +255,7 @@ static int lbind_fs_watch_new(lua_State *L)
     w->ev = malloc(sizeof *w->ev);
     if (w->ev == NULL)
         return luaL_error(L, "not enough memory");
-    uv_fs_event_init(uv_default_loop(), w->ev);
+    uv_fs_event_init(&rt->loop, w->ev);
     w->ev->data = w;
     r = uv_fs_event_start(w->ev, lbind_fs_event, path, 0);
     if (r < 0) {

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "api.h"
+#include "runtime.h"
 #include "sched.h"
 
 #define LBIND_WATCH_MT "luaop.watch"
@@ -210,11 +211,15 @@ static void lbind_watch_done(const http_response *r, void *ud)
     lbind_watch_wake(w);
 }
 
-int lbind_watch_start(lua_State *L, api *a)
+/* api.watch{path =, timeout =} -> a watch */
+static int lbind_watch_start(lua_State *L)
 {
+    runtime *rt = runtime_of(L);
     api_spec s = {0};
     lbind_watch *w;
 
+    if (rt->api == NULL)
+        return luaL_error(L, "no API server is configured");
     luaL_checktype(L, 1, LUA_TTABLE);
     if (lua_getfield(L, 1, "path") != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')
         return luaL_error(L, "api.watch needs a path that starts with /");
@@ -235,11 +240,11 @@ int lbind_watch_start(lua_State *L, api *a)
     w->wake = malloc(sizeof *w->wake);
     if (w->wake == NULL)
         return luaL_error(L, "not enough memory");
-    uv_idle_init(uv_default_loop(), w->wake);
+    uv_idle_init(&rt->loop, w->wake);
     w->wake->data = w;
     lua_pushvalue(L, -1);
     w->self = luaL_ref(L, LUA_REGISTRYINDEX);
-    w->call = api_request(a, &s, lbind_watch_done, w);
+    w->call = api_request(rt->api, &s, lbind_watch_done, w);
     if (w->call == NULL) {
         lbind_watch_unpin(w); /* __gc closes the rest */
         return luaL_error(L, "not enough memory");
@@ -306,7 +311,7 @@ static int lbind_watch_gc(lua_State *L)
     return 0;
 }
 
-void lbind_watch_register(lua_State *L)
+void lbind_watch_add(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         {"next", lbind_watch_next},
@@ -315,4 +320,6 @@ void lbind_watch_register(lua_State *L)
     };
 
     lbind_class(L, LBIND_WATCH_MT, methods, lbind_watch_gc, lbind_watch_close);
+    lua_pushcfunction(L, lbind_watch_start);
+    lua_setfield(L, -2, "watch");
 }

@@ -27,6 +27,7 @@
 #include "sched.h"
 #include "pattern.h"
 #include "str.h"
+#include "runtime.h"
 #include "watchdog.h"
 #include "version.h"
 
@@ -249,6 +250,7 @@ typedef struct main_run {
     int status;
     int ended;
     int signum; /* the signal that ended it, when nobody drained */
+    runtime *rt;
     uv_signal_t sigterm, sigint;
 } main_run;
 
@@ -261,7 +263,7 @@ static void main_signal(uv_signal_t *h, int signum)
 
     log_field f = {"signal", LOG_STR, .v.str = {signum == SIGTERM ? "SIGTERM" : "SIGINT", signum == SIGTERM ? 7 : 6}};
     log_write(LOG_INFO, "setup", "stopping", &f, 1);
-    if (run->signum == 0 && lbind_task_stop() > 0) {
+    if (run->signum == 0 && lbind_task_stop(run->rt) > 0) {
         run->signum = -1; /* draining */
         return;
     }
@@ -294,7 +296,8 @@ static void main_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
 
 static int main_script(const main_opts *o)
 {
-    uv_loop_t *loop = uv_default_loop();
+    runtime *rt = runtime_new();
+    uv_loop_t *loop;
     kubeconfig_opts ko = {0};
     kubeconfig *kc = NULL;
     api *a = NULL;
@@ -302,6 +305,11 @@ static int main_script(const main_opts *o)
     main_run run = {.status = 1};
     char err[600];
 
+    if (rt == NULL) {
+        log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
+        return 1;
+    }
+    loop = &rt->loop;
     ko.kubeconfig = o->kubeconfig;
     ko.context = o->context;
     ko.namespace = o->namespace;
@@ -313,6 +321,7 @@ static int main_script(const main_opts *o)
     if (kubeconfig_load(&ko, &kc, err, sizeof err) != 0) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
         log_write(LOG_ERROR, "setup", "cannot load the Kubernetes configuration", &f, 1);
+        runtime_free(rt);
         return 1;
     }
     {
@@ -331,9 +340,11 @@ static int main_script(const main_opts *o)
     if (a == NULL) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
         log_write(LOG_ERROR, "setup", "cannot set up the API client", &f, 1);
+        runtime_free(rt);
         return 1;
     }
-    lbind_api_use(a);
+    rt->api = a;
+    run.rt = rt;
 
     L = luaL_newstate();
     if (L == NULL) {
@@ -341,6 +352,7 @@ static int main_script(const main_opts *o)
         goto out;
     }
     *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
+    runtime_attach(rt, L);
     luaL_openlibs(L);
     /* the string library whose pattern matching budgets bound (pattern.h) */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
@@ -430,14 +442,13 @@ out:
     /* Tasks still waiting when the script ends are dropped, as goroutines
      * are when main returns: their timers stop, the Lua state closes (its
      * watches cancel), their requests are cancelled, handles close. */
-    lbind_task_shutdown();
-    lbind_fs_shutdown();
+    lbind_task_shutdown(rt);
+    lbind_fs_shutdown(rt);
     if (L)
         lua_close(L);
     sched_shutdown();
     api_free(a);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_loop_close(loop);
+    runtime_free(rt);
     return run.status;
 }
 

@@ -1,0 +1,97 @@
+-- The source's shape (docs/architecture.md): which file uses which, read
+-- from the object files themselves (nm), so a circle between files, or a
+-- second event loop, fails here whoever adds it.
+local proc = require "support.proc"
+
+-- name -> set of the names whose global symbols it takes, over build/obj/*.o
+local function uses()
+  local defined, undefined, names = {}, {}, {}
+  local ls = assert(io.popen("ls build/obj/*.o"))
+  for path in ls:lines() do
+    local name = path:match("([^/]+)%.o$")
+    names[#names + 1] = name
+    undefined[name] = {}
+    local nm = assert(io.popen("nm " .. proc.quote(path)))
+    for line in nm:lines() do
+      local kind, sym = line:match("^%x*%s+(%a)%s+(%S+)$")
+      if kind == "U" then
+        undefined[name][#undefined[name] + 1] = sym
+      elseif kind and kind:match("[TDBR]") then
+        defined[sym] = name
+      end
+    end
+    nm:close()
+  end
+  ls:close()
+  assert(#names > 10, "no object files: build first")
+  local graph = {}
+  for _, name in ipairs(names) do
+    graph[name] = {}
+    for _, sym in ipairs(undefined[name]) do
+      local owner = defined[sym]
+      if owner and owner ~= name then graph[name][owner] = sym end
+    end
+  end
+  return graph
+end
+
+-- A cycle in graph as "a -> b -> a (symbols)", or nil.
+local function cycle(graph)
+  local state, stack = {}, {}
+  local function visit(n)
+    state[n] = "open"
+    stack[#stack + 1] = n
+    for m, sym in pairs(graph[n]) do
+      if state[m] == "open" then
+        local path = {}
+        for i = #stack, 1, -1 do
+          table.insert(path, 1, stack[i])
+          if stack[i] == m then break end
+        end
+        path[#path + 1] = m
+        return table.concat(path, " -> ") .. " (" .. n .. " takes " .. sym .. ")"
+      elseif not state[m] then
+        local found = visit(m)
+        if found then return found end
+      end
+    end
+    stack[#stack] = nil
+    state[n] = "done"
+  end
+  local names = {}
+  for n in pairs(graph) do names[#names + 1] = n end
+  table.sort(names)
+  for _, n in ipairs(names) do
+    if not state[n] then
+      local found = visit(n)
+      if found then return found end
+    end
+  end
+end
+
+describe("the source's layout", function()
+  it("has no two files in src/ that use each other, directly or around a circle", function()
+    local graph = uses()
+    assert.is_nil(cycle(graph))
+    -- the task concept is a room of its own: everything that waits uses it, it uses none of them
+    for _, waits in ipairs { "lbind_api", "lbind_watch", "lbind_fs" } do
+      assert.is_not_nil(graph[waits].lbind_task, waits .. " does not use lbind_task")
+      assert.is_nil(graph.lbind_task[waits], "lbind_task uses " .. waits)
+    end
+  end)
+
+  it("finds a circle where there is one (the check itself)", function()
+    assert.matches("a %-> b %-> a", cycle { a = { b = "f" }, b = { a = "g" } })
+    assert.matches("b %-> c %-> d %-> b", cycle { a = { b = "f" }, b = { c = "g" }, c = { d = "h" }, d = { b = "i" } })
+    assert.is_nil(cycle { a = { b = "f", c = "g" }, b = { c = "h" }, c = {} })
+  end)
+
+  it("makes every event loop a runtime's own: nothing uses libuv's default loop", function()
+    local graph = uses()
+    local p = assert(io.popen("nm -u build/obj/*.o | grep -c uv_default_loop"))
+    local n = tonumber(p:read("a"))
+    p:close()
+    assert.are.equal(0, n)
+    assert.is_not_nil(graph.main.runtime, "main does not make a runtime")
+  end)
+end)

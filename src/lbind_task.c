@@ -1,0 +1,422 @@
+/* lbind_task.c - the Lua face of tasks (sched.c): luaop.core.task, and
+ * lbind_check_task for every C function that waits. Tasks are Lua
+ * coroutines run on the runtime's loop, under budgets passed in with
+ * spawn_limited. Functions that wait yield the calling task.
+ *
+ *   task.sleep(seconds)                               (yields)
+ *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
+ *   task.call_limited(instructions, fn, ...) -> true, results... | false, err
+ *     fn(...) in this task, stopped past that many VM instructions (for
+ *     code that must not wait and must not run away: watch map functions)
+ *   task.now() -> seconds on the loop's monotonic clock
+ *   task.wall() -> seconds since the epoch (wall clock, microseconds)
+ *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter
+ *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping() */
+#include "lbind.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <uv.h>
+
+#include "runtime.h"
+#include "sched.h"
+
+#define LBIND_TASK_MT "luaop.task"
+
+sched_task *lbind_check_task(lua_State *L, const char *what)
+{
+    sched_task *t = sched_current(L);
+
+    if (t == NULL)
+        luaL_error(L, "%s can only be called from a luaop task (not from a coroutine the script made)", what);
+    if (!lua_isyieldable(L))
+        luaL_error(L, "%s waits, and the code calling it must not (a watch map function, a metamethod)", what);
+    return t;
+}
+
+/* ---- task ------------------------------------------------------------------ */
+
+typedef struct lbind_sleep lbind_sleep;
+struct lbind_sleep {
+    uv_timer_t timer;
+    sched_task *t;
+    runtime *rt;
+    lbind_sleep *prev, *next; /* every sleep not yet over: rt->sleeps */
+};
+
+static void lbind_sleep_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void lbind_sleep_end(lbind_sleep *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->rt->sleeps = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    uv_close((uv_handle_t *)&s->timer, lbind_sleep_closed);
+}
+
+static void lbind_sleep_cb(uv_timer_t *timer)
+{
+    lbind_sleep *s = timer->data;
+    sched_task *t = s->t;
+
+    lbind_sleep_end(s);
+    sched_resume(t, 0);
+}
+
+void lbind_task_shutdown(runtime *rt)
+{
+    while (rt->sleeps)
+        lbind_sleep_end(rt->sleeps);
+}
+
+/* Resume task t from rt's loop after secs (0: on the next iteration). */
+static int lbind_wake_after(runtime *rt, sched_task *t, double secs)
+{
+    lbind_sleep *s = malloc(sizeof *s);
+
+    if (s == NULL)
+        return -1;
+    s->t = t;
+    s->rt = rt;
+    s->prev = NULL;
+    s->next = rt->sleeps;
+    if (rt->sleeps)
+        rt->sleeps->prev = s;
+    rt->sleeps = s;
+    uv_timer_init(&rt->loop, &s->timer);
+    s->timer.data = s;
+    uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)(secs * 1000.0) : 0, 0);
+    return 0;
+}
+
+static int lbind_task_sleep(lua_State *L)
+{
+    double secs = luaL_checknumber(L, 1);
+    sched_task *t = lbind_check_task(L, "task.sleep");
+
+    if (lbind_wake_after(runtime_of(L), t, secs) != 0)
+        return luaL_error(L, "not enough memory");
+    return lua_yield(L, 0);
+}
+
+/* ---- conditions: cond:wait() until another task's cond:signal() ---------- */
+
+#define LBIND_COND_MT "luaop.cond"
+
+typedef struct lbind_cond {
+    runtime *rt;
+    sched_task **waiting;
+    int n, cap;
+} lbind_cond;
+
+static int lbind_cond_new(lua_State *L)
+{
+    runtime *rt = runtime_of(L);
+    lbind_cond *c = lua_newuserdatauv(L, sizeof *c, 0);
+
+    c->rt = rt;
+    c->waiting = NULL;
+    c->n = c->cap = 0;
+    luaL_setmetatable(L, LBIND_COND_MT);
+    return 1;
+}
+
+static int lbind_cond_wait(lua_State *L)
+{
+    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+    sched_task *t = lbind_check_task(L, "cond:wait");
+
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 4;
+        sched_task **w = realloc(c->waiting, (size_t)cap * sizeof *w);
+        if (w == NULL)
+            return luaL_error(L, "not enough memory");
+        c->waiting = w;
+        c->cap = cap;
+    }
+    c->waiting[c->n++] = t;
+    return lua_yield(L, 0);
+}
+
+/* Wake every waiting task, each from the loop (never inside the caller).
+ * Returns how many, or -1 when out of memory. */
+static int lbind_cond_broadcast(lbind_cond *c)
+{
+    int n = c->n;
+
+    c->n = 0;
+    for (int i = 0; i < n; i++) {
+        if (lbind_wake_after(c->rt, c->waiting[i], 0) != 0)
+            return -1;
+    }
+    return n;
+}
+
+static int lbind_cond_signal(lua_State *L)
+{
+    int n = lbind_cond_broadcast(luaL_checkudata(L, 1, LBIND_COND_MT));
+
+    if (n < 0)
+        return luaL_error(L, "not enough memory");
+    lua_pushinteger(L, n);
+    return 1;
+}
+
+/* ---- shutdown: SIGTERM and SIGINT, as tasks see them ---------------------- */
+
+/* task.shutdown() -> the condition signalled when luaop is asked to stop */
+static int lbind_task_shutdown_cond(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, "luaop.shutdown");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lbind_cond_new(L);
+        runtime_of(L)->shutdown_cond = lua_touserdata(L, -1); /* anchored in the registry */
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "luaop.shutdown");
+    }
+    return 1;
+}
+
+static int lbind_task_stopping(lua_State *L)
+{
+    lua_pushboolean(L, runtime_of(L)->stopping);
+    return 1;
+}
+
+int lbind_task_stop(runtime *rt)
+{
+    rt->stopping = 1;
+    return rt->shutdown_cond ? lbind_cond_broadcast(rt->shutdown_cond) : 0;
+}
+
+static int lbind_cond_gc(lua_State *L)
+{
+    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+
+    free(c->waiting);
+    c->waiting = NULL;
+    c->n = c->cap = 0;
+    return 0;
+}
+
+static int lbind_task_now(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)uv_hrtime() / 1e9);
+    return 1;
+}
+
+/* task.wall() -> seconds since the epoch, to the microsecond */
+static int lbind_task_wall(lua_State *L)
+{
+    uv_timeval64_t tv;
+
+    if (uv_gettimeofday(&tv) != 0)
+        return luaL_error(L, "cannot read the clock");
+    lua_pushnumber(L, (lua_Number)tv.tv_sec + (lua_Number)tv.tv_usec / 1e6);
+    return 1;
+}
+
+static int lbind_spawn(lua_State *L, const sched_budget *b);
+
+/* A spawned task's handle: a userdata whose user value is a table holding
+ * the outcome ({ok, results...}) once it ended, or the waiting task. */
+typedef struct lbind_handle {
+    int ended;
+    sched_task *waiter; /* a task blocked in :wait() */
+} lbind_handle;
+
+static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
+{
+    lua_State *L = co;
+    int href = (int)(intptr_t)ud;
+    lbind_handle *h;
+
+    (void)t;
+    /* The handle lives in the registry until the task ends. */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, href);
+    h = lua_touserdata(L, -1);
+    lua_getiuservalue(L, -1, 1);
+    lua_pushboolean(L, ok);
+    lua_rawseti(L, -2, 1);
+    if (ok) {
+        for (int i = 0; i < nres; i++) {
+            lua_pushvalue(L, -2 - nres + i);
+            lua_rawseti(L, -2, i + 2);
+        }
+        lua_pushinteger(L, nres + 1);
+    } else {
+        lua_pushstring(L, sched_error(t));
+        lua_rawseti(L, -2, 2);
+        lua_pushinteger(L, 2);
+    }
+    lua_setfield(L, -2, "n");
+    lua_pop(L, 2);
+    luaL_unref(L, LUA_REGISTRYINDEX, href);
+    h->ended = 1;
+    if (h->waiter) {
+        sched_task *w = h->waiter;
+        h->waiter = NULL;
+        sched_resume(w, 0);
+    }
+}
+
+/* A positive integer field of the budget table, 0 when absent. */
+static lua_Integer lbind_budget_field(lua_State *L, const char *name)
+{
+    lua_Integer v = 0;
+
+    if (lua_getfield(L, 1, name) != LUA_TNIL) {
+        int isint;
+        v = lua_tointegerx(L, -1, &isint);
+        if (!isint || v <= 0)
+            luaL_error(L, "bad budget: %s must be a positive integer", name);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* spawn with a budget: task.spawn_limited(instructions, fn, ...) or
+ * task.spawn_limited({instructions = N, memory = bytes}, fn, ...) */
+static int lbind_task_spawn_limited(lua_State *L)
+{
+    sched_budget b = {0};
+    char name[96];
+
+    if (lua_istable(L, 1)) {
+        b.instructions = (unsigned long)lbind_budget_field(L, "instructions");
+        b.memory = (size_t)lbind_budget_field(L, "memory");
+        if (lua_getfield(L, 1, "name") == LUA_TSTRING) {
+            snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
+            b.name = name; /* copied by sched_spawn_budgeted */
+        }
+        lua_pop(L, 1);
+    } else {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
+        b.instructions = (unsigned long)n;
+    }
+    lua_remove(L, 1);
+    return lbind_spawn(L, &b);
+}
+
+static int lbind_task_call_limited(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    int status;
+
+    luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    status = sched_pcall_limited(L, lua_gettop(L) - 2, LUA_MULTRET, (unsigned long)n);
+    if (status == -1)
+        return luaL_error(L, "task.call_limited can only be called from a luaop task");
+    luaL_checkstack(L, 1, "call_limited results");
+    lua_pushboolean(L, status == LUA_OK);
+    lua_replace(L, 1); /* over the budget: true|false, then the results or the error */
+    return lua_gettop(L);
+}
+
+/* Spawn the function at 1 with the arguments above it, under budget b
+ * (inherited from the spawning task when it has none of its own). */
+static int lbind_spawn(lua_State *L, const sched_budget *b)
+{
+    int nargs = lua_gettop(L) - 1;
+    lbind_handle *h;
+    int href;
+
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->ended = 0;
+    h->waiter = NULL;
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, LBIND_TASK_MT);
+    lua_pushvalue(L, -1);
+    href = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_insert(L, 1); /* the handle below the function, to return it */
+    if (sched_spawn_budgeted(L, nargs, b, lbind_spawn_done, (void *)(intptr_t)href) == NULL)
+        return luaL_error(L, "not enough memory");
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int lbind_task_spawn(lua_State *L)
+{
+    const sched_budget none = {0};
+
+    return lbind_spawn(L, &none);
+}
+
+static int lbind_handle_results(lua_State *L)
+{
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "n");
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    luaL_checkstack(L, n, "task results");
+    for (int i = 1; i <= n; i++)
+        lua_rawgeti(L, -i, i);
+    return n;
+}
+
+/* :wait() -> true, results... | false, err */
+static int lbind_handle_wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    lua_settop(L, 1);
+    return lbind_handle_results(L);
+}
+
+static int lbind_handle_wait(lua_State *L)
+{
+    lbind_handle *h = luaL_checkudata(L, 1, LBIND_TASK_MT);
+
+    if (h->ended)
+        return lbind_handle_results(L);
+    if (h->waiter)
+        return luaL_error(L, "another task is already waiting for this one");
+    h->waiter = lbind_check_task(L, "task:wait");
+    return lua_yieldk(L, 0, 0, lbind_handle_wait_k);
+}
+
+static const luaL_Reg lbind_task_funcs[] = {
+    {"sleep", lbind_task_sleep},
+    {"cond", lbind_cond_new},
+    {"shutdown", lbind_task_shutdown_cond},
+    {"stopping", lbind_task_stopping},
+    {"spawn", lbind_task_spawn},
+    {"spawn_limited", lbind_task_spawn_limited},
+    {"call_limited", lbind_task_call_limited},
+    {"now", lbind_task_now},
+    {"wall", lbind_task_wall},
+    {NULL, NULL},
+};
+
+int lbind_task_open(lua_State *L)
+{
+    static const luaL_Reg cond_methods[] = {
+        {"wait", lbind_cond_wait},
+        {"signal", lbind_cond_signal},
+        {NULL, NULL},
+    };
+    static const luaL_Reg task_methods[] = {
+        {"wait", lbind_handle_wait},
+        {NULL, NULL},
+    };
+
+    lbind_class(L, LBIND_COND_MT, cond_methods, lbind_cond_gc, NULL);
+    lbind_class(L, LBIND_TASK_MT, task_methods, NULL, NULL);
+    luaL_newlib(L, lbind_task_funcs);
+    return 1;
+}

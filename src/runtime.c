@@ -1,0 +1,66 @@
+/* runtime.c - one luaop runtime (see runtime.h). */
+#include "runtime.h"
+
+#include <stdlib.h>
+
+#include <lauxlib.h>
+
+static const char runtime_key = 0; /* its address keys the registry */
+
+runtime *runtime_new(void)
+{
+    runtime *rt = calloc(1, sizeof *rt);
+
+    if (rt && uv_loop_init(&rt->loop) != 0) {
+        free(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+static void runtime_close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int runtime_free(runtime *rt)
+{
+    int r;
+
+    if (rt == NULL)
+        return 0;
+    uv_run(&rt->loop, UV_RUN_DEFAULT);
+    /* anything still open now is forgotten by its owner: close it */
+    uv_walk(&rt->loop, runtime_close_handle, NULL);
+    uv_run(&rt->loop, UV_RUN_DEFAULT);
+    r = uv_loop_close(&rt->loop);
+    free(rt);
+    return r;
+}
+
+void runtime_attach(runtime *rt, lua_State *L)
+{
+    lua_pushlightuserdata(L, rt);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &runtime_key);
+}
+
+runtime *runtime_get(lua_State *L)
+{
+    runtime *rt;
+
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &runtime_key);
+    rt = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return rt;
+}
+
+runtime *runtime_of(lua_State *L)
+{
+    runtime *rt = runtime_get(L);
+
+    if (rt == NULL)
+        luaL_error(L, "no luaop runtime runs this Lua state");
+    return rt;
+}
