@@ -9,11 +9,14 @@
  *     fn(...) in this task, stopped past that many VM instructions (for
  *     code that must not wait and must not run away: watch map functions)
  *   task.now() -> seconds on the loop's monotonic clock
+ *   task.iterations() -> how many times the loop has woken up so far
  *   task.wall() -> seconds since the epoch (wall clock, microseconds)
- *   task.cond() -> c;  c:wait() (yields) until c:signal() wakes every waiter
+ *   task.cond() -> c;  c:wait([timeout]) (yields) until c:signal() wakes
+ *     every waiter (true), or the timeout's seconds are over (false)
  *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping() */
 #include "lbind.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +44,17 @@ sched_task *lbind_check_task(lua_State *L, const char *what)
 /* ---- task ------------------------------------------------------------------ */
 
 typedef struct lbind_sleep lbind_sleep;
+typedef struct lbind_cond lbind_cond;
 struct lbind_sleep {
     uv_timer_t timer;
     sched_task *t;
     runtime *rt;
+    lbind_cond *cond; /* the timeout of a cond:wait: it ends with false */
+    uint64_t due;     /* uv_hrtime() at which it is over */
     lbind_sleep *prev, *next; /* every sleep not yet over: rt->sleeps */
 };
+
+static void lbind_cond_timed_out(lbind_cond *c, lbind_sleep *s);
 
 static void lbind_sleep_closed(uv_handle_t *h)
 {
@@ -68,9 +76,21 @@ static void lbind_sleep_cb(uv_timer_t *timer)
 {
     lbind_sleep *s = timer->data;
     sched_task *t = s->t;
+    int nres = 0;
+    uint64_t now = uv_hrtime();
 
+    if (now < s->due) {
+        /* the loop's clock is in (coarse) milliseconds: early, wait the rest */
+        uv_timer_start(&s->timer, lbind_sleep_cb, (s->due - now + 999999) / 1000000, 0);
+        return;
+    }
+    if (s->cond) {
+        lbind_cond_timed_out(s->cond, s);
+        lua_pushboolean(sched_thread(t), 0);
+        nres = 1;
+    }
     lbind_sleep_end(s);
-    sched_resume(t, 0);
+    sched_resume(t, nres);
 }
 
 void lbind_task_shutdown(runtime *rt)
@@ -79,15 +99,17 @@ void lbind_task_shutdown(runtime *rt)
         lbind_sleep_end(rt->sleeps);
 }
 
-/* Resume task t from rt's loop after secs (0: on the next iteration). */
-static int lbind_wake_after(runtime *rt, sched_task *t, double secs)
+/* Resume task t from rt's loop after secs (0: on the next iteration).
+ * NULL when out of memory. */
+static lbind_sleep *lbind_wake_after(runtime *rt, sched_task *t, double secs)
 {
     lbind_sleep *s = malloc(sizeof *s);
 
     if (s == NULL)
-        return -1;
+        return NULL;
     s->t = t;
     s->rt = rt;
+    s->cond = NULL;
     s->prev = NULL;
     s->next = rt->sleeps;
     if (rt->sleeps)
@@ -95,8 +117,13 @@ static int lbind_wake_after(runtime *rt, sched_task *t, double secs)
     rt->sleeps = s;
     uv_timer_init(&rt->loop, &s->timer);
     s->timer.data = s;
-    uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)(secs * 1000.0) : 0, 0);
-    return 0;
+    /* never early: counted from now (not the iteration's start), rounded
+     * up, and checked against the monotonic clock when it fires */
+    s->due = uv_hrtime() + (secs > 0 ? (uint64_t)(secs * 1e9) : 0);
+    if (secs > 0)
+        uv_update_time(&rt->loop);
+    uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)ceil(secs * 1000.0) : 0, 0);
+    return s;
 }
 
 static int lbind_task_sleep(lua_State *L)
@@ -104,7 +131,7 @@ static int lbind_task_sleep(lua_State *L)
     double secs = luaL_checknumber(L, 1);
     sched_task *t = lbind_check_task(L, "task.sleep");
 
-    if (lbind_wake_after(runtime_of(L), t, secs) != 0)
+    if (lbind_wake_after(runtime_of(L), t, secs) == NULL)
         return luaL_error(L, "not enough memory");
     return lua_yield(L, 0);
 }
@@ -113,11 +140,16 @@ static int lbind_task_sleep(lua_State *L)
 
 #define LBIND_COND_MT "luaop.cond"
 
-typedef struct lbind_cond {
+typedef struct lbind_waiter {
+    sched_task *t;
+    lbind_sleep *timeout; /* NULL: waits for a signal only */
+} lbind_waiter;
+
+struct lbind_cond {
     runtime *rt;
-    sched_task **waiting;
+    lbind_waiter *waiting;
     int n, cap;
-} lbind_cond;
+};
 
 static int lbind_cond_new(lua_State *L)
 {
@@ -131,21 +163,54 @@ static int lbind_cond_new(lua_State *L)
     return 1;
 }
 
+/* A waiter's timeout came: it waits no more (the timer resumes it). */
+static void lbind_cond_timed_out(lbind_cond *c, lbind_sleep *s)
+{
+    for (int i = 0; i < c->n; i++) {
+        if (c->waiting[i].timeout == s) {
+            memmove(c->waiting + i, c->waiting + i + 1, (size_t)(c->n - i - 1) * sizeof *c->waiting);
+            c->n--;
+            return;
+        }
+    }
+}
+
+/* true when signalled, false when the timeout came first */
+static int lbind_cond_wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    if (lua_gettop(L) < 2)
+        lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* cond:wait([timeout]) -> true | false (timed out) */
 static int lbind_cond_wait(lua_State *L)
 {
     lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+    double timeout = luaL_optnumber(L, 2, -1);
     sched_task *t = lbind_check_task(L, "cond:wait");
+    lbind_sleep *s = NULL;
 
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 4;
-        sched_task **w = realloc(c->waiting, (size_t)cap * sizeof *w);
+        lbind_waiter *w = realloc(c->waiting, (size_t)cap * sizeof *w);
         if (w == NULL)
             return luaL_error(L, "not enough memory");
         c->waiting = w;
         c->cap = cap;
     }
-    c->waiting[c->n++] = t;
-    return lua_yield(L, 0);
+    if (timeout >= 0) {
+        s = lbind_wake_after(c->rt, t, timeout);
+        if (s == NULL)
+            return luaL_error(L, "not enough memory");
+        s->cond = c;
+    }
+    c->waiting[c->n].t = t;
+    c->waiting[c->n++].timeout = s;
+    lua_settop(L, 1);
+    return lua_yieldk(L, 0, 0, lbind_cond_wait_k);
 }
 
 /* Wake every waiting task, each from the loop (never inside the caller).
@@ -156,7 +221,9 @@ static int lbind_cond_broadcast(lbind_cond *c)
 
     c->n = 0;
     for (int i = 0; i < n; i++) {
-        if (lbind_wake_after(c->rt, c->waiting[i], 0) != 0)
+        if (c->waiting[i].timeout)
+            lbind_sleep_end(c->waiting[i].timeout);
+        if (lbind_wake_after(c->rt, c->waiting[i].t, 0) == NULL)
             return -1;
     }
     return n;
@@ -208,6 +275,12 @@ static int lbind_cond_gc(lua_State *L)
     c->waiting = NULL;
     c->n = c->cap = 0;
     return 0;
+}
+
+static int lbind_task_iterations(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)runtime_of(L)->iterations);
+    return 1;
 }
 
 static int lbind_task_now(lua_State *L)
@@ -399,6 +472,7 @@ static const luaL_Reg lbind_task_funcs[] = {
     {"spawn_limited", lbind_task_spawn_limited},
     {"call_limited", lbind_task_call_limited},
     {"now", lbind_task_now},
+    {"iterations", lbind_task_iterations},
     {"wall", lbind_task_wall},
     {NULL, NULL},
 };

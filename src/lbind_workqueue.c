@@ -6,6 +6,11 @@
  *   q:when(key [, now]) -> seconds       q:forget(key)   q:requeues(key) -> n
  *   q:get() -> key | nil                 q:done(key)
  *   q:tick([now])  q:next_ready() -> time | nil
+ *   q:take() -> key | nil   (yields) the next key, once one is ready: a
+ *     timer of the runtime's loop moves delayed keys in when they come due
+ *     and hands them to the waiting tasks, so nobody polls; nil after
+ *     q:wake() (the caller looks again) or once shut down and empty
+ *   q:wake()  every task in q:take() returns nil
  *   q:shutdown()  q:shutting_down() -> boolean
  *   q:stats() -> {depth, waiting, processing, adds, retries}
  *
@@ -13,16 +18,30 @@
  * and specs pass their own to drive time by hand. Bad arguments raise. */
 #include "lbind.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <lauxlib.h>
 #include <uv.h>
 
+#include "runtime.h"
+#include "sched.h"
 #include "workqueue.h"
 
 #define LBIND_WQ_MT "luaop.workqueue"
 
 typedef struct lbind_wq {
     workqueue *q;
+    uv_timer_t *timer; /* once a task took: delays and hand-overs */
+    sched_task **waiting; /* in q:take(), oldest first */
+    int n, cap;
+    int ref;           /* pins the userdata while tasks wait */
+    lua_State *L;      /* the main thread (for the ref) */
+    int wake_all;      /* q:wake() or shutdown: every waiter gets nil */
 } lbind_wq;
+
+static void lbind_wq_arm(lbind_wq *w);
 
 static workqueue *lbind_wq_check(lua_State *L)
 {
@@ -73,7 +92,8 @@ static int lbind_wq_new(lua_State *L)
     if (o.base_delay < 0 || o.max_delay < o.base_delay)
         return luaL_error(L, "need 0 <= base_delay <= max_delay");
     w = lua_newuserdatauv(L, sizeof *w, 0);
-    w->q = NULL;
+    memset(w, 0, sizeof *w);
+    w->ref = LUA_NOREF;
     luaL_setmetatable(L, LBIND_WQ_MT);
     w->q = workqueue_new(&o, now);
     if (w->q == NULL)
@@ -81,24 +101,31 @@ static int lbind_wq_new(lua_State *L)
     return 1;
 }
 
+/* After a change: hand ready keys to waiting tasks, or time the next. */
+static int lbind_wq_changed(lua_State *L, int rc)
+{
+    lbind_wq_arm(luaL_checkudata(L, 1, LBIND_WQ_MT));
+    return lbind_wq_oom(L, rc);
+}
+
 static int lbind_wq_add(lua_State *L)
 {
-    return lbind_wq_oom(L, workqueue_add(lbind_wq_check(L), luaL_checkstring(L, 2)));
+    return lbind_wq_changed(L, workqueue_add(lbind_wq_check(L), luaL_checkstring(L, 2)));
 }
 
 static int lbind_wq_add_after(lua_State *L)
 {
     workqueue *q = lbind_wq_check(L);
 
-    return lbind_wq_oom(L, workqueue_add_after(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3),
-                                               lbind_wq_now(L, 4)));
+    return lbind_wq_changed(L, workqueue_add_after(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3),
+                                                   lbind_wq_now(L, 4)));
 }
 
 static int lbind_wq_add_rate_limited(lua_State *L)
 {
     workqueue *q = lbind_wq_check(L);
 
-    return lbind_wq_oom(L, workqueue_add_rate_limited(q, luaL_checkstring(L, 2), lbind_wq_now(L, 3)));
+    return lbind_wq_changed(L, workqueue_add_rate_limited(q, luaL_checkstring(L, 2), lbind_wq_now(L, 3)));
 }
 
 static int lbind_wq_when(lua_State *L)
@@ -135,7 +162,7 @@ static int lbind_wq_get(lua_State *L)
 static int lbind_wq_done(lua_State *L)
 {
     workqueue_done(lbind_wq_check(L), luaL_checkstring(L, 2));
-    return 0;
+    return lbind_wq_changed(L, 0); /* a key added meanwhile is queued again */
 }
 
 static int lbind_wq_tick(lua_State *L)
@@ -158,6 +185,143 @@ static int lbind_wq_next_ready(lua_State *L)
 static int lbind_wq_shutdown(lua_State *L)
 {
     workqueue_shutdown(lbind_wq_check(L));
+    return lbind_wq_changed(L, 0);
+}
+
+/* ---- take: waiting for a key, woken by the loop's timer ------------------- */
+
+static void lbind_wq_unpin(lbind_wq *w)
+{
+    if (w->ref != LUA_NOREF && w->n == 0) {
+        luaL_unref(w->L, LUA_REGISTRYINDEX, w->ref);
+        w->ref = LUA_NOREF;
+    }
+}
+
+/* On the loop: move due keys in, hand ready ones to the waiting tasks
+ * (oldest first), nil to all of them when woken or shut down and empty. */
+static void lbind_wq_fire(uv_timer_t *timer)
+{
+    lbind_wq *w = timer->data; /* pinned while tasks wait: alive until unpinned below */
+    int serve = w->n; /* those waiting now: one that waits again meanwhile waits for the next fire */
+    int wake_all = w->wake_all;
+
+    if (w->q == NULL)
+        return;
+    w->wake_all = 0;
+    workqueue_tick(w->q, (double)uv_hrtime() / 1e9);
+    while (serve-- > 0 && w->n > 0 && w->q) {
+        const char *key = workqueue_get(w->q);
+        if (key == NULL && !wake_all && !workqueue_shutting_down(w->q))
+            break;
+        sched_task *t = w->waiting[0];
+        memmove(w->waiting, w->waiting + 1, (size_t)(--w->n) * sizeof *w->waiting);
+        lua_State *co = sched_thread(t);
+        if (key)
+            lua_pushstring(co, key);
+        else
+            lua_pushnil(co);
+        sched_resume(t, 1); /* may add, take or wake again: arms anew */
+    }
+    if (w->q)
+        lbind_wq_arm(w);
+    lbind_wq_unpin(w);
+}
+
+/* While tasks wait: fire now when one can be served, else when the next
+ * delayed key comes due (never early: rounded up to the loop's
+ * milliseconds; a timer that fires a little early finds nothing due and
+ * arms again). */
+static void lbind_wq_arm(lbind_wq *w)
+{
+    workqueue_stats st;
+    double due;
+
+    if (w->timer == NULL || w->q == NULL)
+        return;
+    if (w->n == 0) {
+        /* nobody waits: the next take looks itself (and an armed timer
+         * would keep the loop alive for nobody) */
+        uv_timer_stop(w->timer);
+        return;
+    }
+    workqueue_stats_get(w->q, &st);
+    if (st.depth > 0 || w->wake_all || workqueue_shutting_down(w->q)) {
+        uv_timer_start(w->timer, lbind_wq_fire, 0, 0);
+        return;
+    }
+    due = workqueue_next_ready(w->q);
+    if (due < 0) {
+        uv_timer_stop(w->timer);
+        return;
+    }
+    due -= (double)uv_hrtime() / 1e9;
+    uv_update_time(w->timer->loop); /* the timer counts from now, not the iteration's start */
+    uv_timer_start(w->timer, lbind_wq_fire, due > 0 ? (uint64_t)ceil(due * 1000.0) : 0, 0);
+}
+
+static int lbind_wq_take_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)L;
+    (void)status;
+    (void)ctx;
+    return 1; /* what lbind_wq_fire pushed */
+}
+
+static int lbind_wq_take(lua_State *L)
+{
+    lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
+    workqueue *q = lbind_wq_check(L);
+    sched_task *t = lbind_check_task(L, "workqueue:take");
+    const char *key;
+
+    if (w->timer == NULL) {
+        runtime *rt = runtime_of(L);
+        w->timer = malloc(sizeof *w->timer);
+        if (w->timer == NULL)
+            return luaL_error(L, "not enough memory");
+        uv_timer_init(&rt->loop, w->timer);
+        w->timer->data = w;
+    }
+    workqueue_tick(q, (double)uv_hrtime() / 1e9);
+    key = workqueue_get(q);
+    if (key) {
+        lua_pushstring(L, key);
+        return 1;
+    }
+    if (workqueue_shutting_down(q)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 4;
+        sched_task **ws = realloc(w->waiting, (size_t)cap * sizeof *ws);
+        if (ws == NULL)
+            return luaL_error(L, "not enough memory");
+        w->waiting = ws;
+        w->cap = cap;
+    }
+    if (w->ref == LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+        w->L = lua_tothread(L, -1);
+        lua_pop(L, 1);
+        lua_pushvalue(L, 1);
+        w->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    w->waiting[w->n++] = t;
+    lbind_wq_arm(w);
+    return lua_yieldk(L, 0, 0, lbind_wq_take_k);
+}
+
+static int lbind_wq_wake(lua_State *L)
+{
+    lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
+
+    lbind_wq_check(L);
+    if (w->n > 0) {
+        w->wake_all = 1;
+        lbind_wq_arm(w);
+    }
     return 0;
 }
 
@@ -186,12 +350,24 @@ static int lbind_wq_stats(lua_State *L)
     return 1;
 }
 
+static void lbind_wq_timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
 static int lbind_wq_gc(lua_State *L)
 {
     lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
 
     workqueue_free(w->q);
     w->q = NULL;
+    free(w->waiting); /* nobody waits: the waiters pin it */
+    w->waiting = NULL;
+    w->n = w->cap = 0;
+    if (w->timer) {
+        uv_close((uv_handle_t *)w->timer, lbind_wq_timer_closed);
+        w->timer = NULL;
+    }
     return 0;
 }
 
@@ -208,6 +384,8 @@ int lbind_workqueue_open(lua_State *L)
         {"done", lbind_wq_done},
         {"tick", lbind_wq_tick},
         {"next_ready", lbind_wq_next_ready},
+        {"take", lbind_wq_take},
+        {"wake", lbind_wq_wake},
         {"shutdown", lbind_wq_shutdown},
         {"shutting_down", lbind_wq_shutting_down},
         {"stats", lbind_wq_stats},

@@ -7,6 +7,11 @@
 
 static const char runtime_key = 0; /* its address keys the registry */
 
+static void runtime_count(uv_check_t *h)
+{
+    ((runtime *)h->data)->iterations++;
+}
+
 runtime *runtime_new(void)
 {
     runtime *rt = calloc(1, sizeof *rt);
@@ -14,6 +19,12 @@ runtime *runtime_new(void)
     if (rt && uv_loop_init(&rt->loop) != 0) {
         free(rt);
         return NULL;
+    }
+    if (rt) {
+        uv_check_init(&rt->loop, &rt->counter);
+        rt->counter.data = rt;
+        uv_check_start(&rt->counter, runtime_count);
+        uv_unref((uv_handle_t *)&rt->counter); /* counting keeps nothing running */
     }
     return rt;
 }
@@ -31,6 +42,7 @@ int runtime_free(runtime *rt)
 
     if (rt == NULL)
         return 0;
+    uv_close((uv_handle_t *)&rt->counter, NULL);
     uv_run(&rt->loop, UV_RUN_DEFAULT);
     /* anything still open now is forgotten by its owner: close it */
     uv_walk(&rt->loop, runtime_close_handle, NULL);

@@ -15,6 +15,8 @@ struct lbind_fs_job;
 
 typedef struct runtime {
     uv_loop_t loop;
+    uv_check_t counter;        /* counts the loop's iterations (its wake-ups) */
+    unsigned long iterations;
     struct api *api; /* NULL: no API server configured */
     /* lbind_task.c */
     struct lbind_sleep *sleeps; /* every sleep not yet over */

@@ -99,9 +99,9 @@ static void *watchdog_main(void *arg)
         if (watchdog_stopping)
             break;
 
-        uint64_t now = watchdog_now_ns();
         uint64_t since = sched_busy_since(task, sizeof task);
-        double busy = since ? (double)(now - since) / 1e9 : 0;
+        uint64_t now = watchdog_now_ns(); /* after since: never before it */
+        double busy = since && now > since ? (double)(now - since) / 1e9 : 0;
         if (since && busy > WATCHDOG_INTERRUPT && interrupted != since) {
             interrupted = since;
             watchdog_log(LOG_ERROR, "a task has run without waiting for too long: interrupting it", task, busy);

@@ -337,13 +337,10 @@ end
 function Manager:new_controller(def, script)
   local c = {
     name = def.name, script = script, def = def, queue = core.workqueue.new(),
-    wake = core.task.cond(), tick = core.task.cond(), resync_changed = core.task.cond(),
+    resync_changed = core.task.cond(),
     log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
   }
-  function c.enqueue(key)
-    c.queue:add(key)
-    c.wake:signal()
-  end
+  function c.enqueue(key) c.queue:add(key) end
   return c
 end
 
@@ -382,8 +379,6 @@ local function requeue_all(c, rate_limited)
   for key in pairs(c.primary.inf.store) do
     if rate_limited then c.queue:add_rate_limited(key) else c.queue:add(key) end
   end
-  c.tick:signal()
-  c.wake:signal()
 end
 
 -- Make `script`'s controllers exactly `defs` (see above). true | nil, err;
@@ -445,9 +440,7 @@ function Manager:stop_controller(c)
   self.retired = keep
   c.stopped = true
   c.log:info("stopping controller", {})
-  c.queue:shutdown()
-  c.wake:signal()
-  c.tick:signal()
+  c.queue:shutdown() -- its workers' take returns nil
   c.resync_changed:signal()
   self.controllers[c.name] = nil
   c.subs, c.primary = {}, nil -- its caches may go
@@ -487,48 +480,26 @@ function Manager:reconcile_one(c, key)
     c.errors = c.errors + 1
     c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
     c.queue:add_rate_limited(key)
-    c.tick:signal()
   elseif type(res) == "table" and res.requeue_after then
     c.queue:forget(key)
     c.queue:add_after(key, res.requeue_after)
-    c.tick:signal()
   elseif type(res) == "table" and res.requeue then
     c.queue:add_rate_limited(key)
-    c.tick:signal()
   else
     c.queue:forget(key)
   end
   c.queue:done(key)
-  if c.queue:stats().depth > 0 then c.wake:signal() end
 end
 
+-- Takes keys as they become ready: the queue's timer in C moves delayed
+-- keys in when they come due and wakes a waiting worker, so nothing polls.
 local function worker(self, c)
   while not self.stopping and not c.stopped and c.workers <= (c.def.concurrency or 1) do
-    local key = c.queue:get()
-    if key then
-      self:reconcile_one(c, key)
-    else
-      c.wake:wait()
-    end
+    local key = c.queue:take() -- nil: woken to look again
+    if key then self:reconcile_one(c, key) end
   end
   c.workers = c.workers - 1
-  if c.workers > 0 then c.wake:signal() end -- the others look again
-end
-
--- Moves delayed keys into the queue when their time comes.
-local function ticker(self, c)
-  while not self.stopping and not c.stopped do
-    c.queue:tick()
-    if c.queue:stats().depth > 0 then c.wake:signal() end
-    local due = c.queue:next_ready()
-    if due then
-      -- sleep until the next key is due; at most 0.25 s, in case an earlier
-      -- delay is added meanwhile
-      luaop.sleep(math.min(math.max(due - luaop.now(), 0), 0.25))
-    else
-      c.tick:wait()
-    end
-  end
+  c.queue:wake() -- the others look again
 end
 
 -- `resync = seconds`: every object of the controller is queued again that
@@ -539,9 +510,10 @@ local function resyncer(self, c)
     if not period then
       c.resync_changed:wait()
     else
+      -- until the period is over, or a reload changes it (or the stop)
       local due = luaop.now() + period
       while luaop.now() < due and c.def.resync == period and not c.stopped and not self.stopping do
-        luaop.sleep(math.min(due - luaop.now(), 1))
+        c.resync_changed:wait(due - luaop.now())
       end
       if c.def.resync == period and not c.stopped and not self.stopping then requeue_all(c, false) end
     end
@@ -549,7 +521,7 @@ local function resyncer(self, c)
 end
 
 -- As many workers as the definition's concurrency (extra ones end when
--- they next look for work); the ticker and resyncer once.
+-- they next look for work); the resyncer once.
 function Manager:start_workers(c)
   local n = c.def.concurrency or 1
   if not c.running then
@@ -560,14 +532,13 @@ function Manager:start_workers(c)
     end
     c.running = true
     c.log:info("Starting workers", { ["worker count"] = n })
-    luaop.spawn(ticker, self, c)
     luaop.spawn(resyncer, self, c)
   end
   while c.workers < n do
     c.workers = c.workers + 1
     luaop.spawn(worker, self, c)
   end
-  c.wake:signal()
+  c.queue:wake() -- fewer workers wanted: the extra ones end
 end
 
 -- Start the informers, wait for their caches, then the workers.
@@ -603,8 +574,6 @@ function Manager:stop(timeout)
   for _, c in ipairs(self.retired) do all[#all + 1] = c end
   for _, c in ipairs(all) do
     c.queue:shutdown()
-    c.wake:signal()
-    c.tick:signal()
     c.resync_changed:signal()
   end
   local deadline = luaop.now() + (timeout or 30)

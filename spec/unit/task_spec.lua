@@ -37,6 +37,48 @@ describe("tasks", function()
     assert.matches("nobody waiting\t0", out)
   end)
 
+  it("wait on a condition for at most a timeout: false when it came first, true when signalled, no waiter left behind", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local cond = core.task.cond()
+      local t0 = core.task.now()
+      local timed = luaop.spawn(function() return cond:wait(0.1), core.task.now() - t0 end)
+      local signalled = luaop.spawn(function() return cond:wait(5), core.task.now() - t0 end)
+      local forever = luaop.spawn(function() return cond:wait(), core.task.now() - t0 end)
+      local _, r1, at1 = timed:wait()
+      print("timed", r1, at1 >= 0.1 and at1 < 0.5)
+      print("still waiting", cond:signal())
+      local _, r2, at2 = signalled:wait()
+      local _, r3 = forever:wait()
+      print("signalled", r2, at2 < 1, r3)
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("timed\tfalse\ttrue", out)
+    assert.matches("still waiting\t2", out) -- the timed-out one is gone
+    assert.matches("signalled\ttrue\ttrue\ttrue", out)
+  end)
+
+  it("never end a sleep early", function()
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local early, tasks = 0, {}
+      for i = 1, 300 do
+        local d = (i % 37) / 1000 + (i % 3) * 0.0004
+        tasks[i] = luaop.spawn(function()
+          local t0 = core.task.now()
+          luaop.sleep(d)
+          if core.task.now() - t0 < d then early = early + 1 end
+        end)
+      end
+      for _, t in ipairs(tasks) do t:wait() end
+      print("early", early)
+    ]], { kubeconfig = kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("early\t0", out)
+  end)
+
   it("name an error object by its reason and message, or its type, without running its metamethods", function()
     local code, out, err = luaop.run([[
       local luaop = require "luaop"

@@ -211,4 +211,94 @@ describe("luaop.core.workqueue", function()
     assert.has_error(function() q:add() end)
     assert.has_error(function() q:add_after("a", "soon") end)
   end)
+
+  -- take(): the loop's own timer, in C, hands keys to waiting tasks
+  describe("take", function()
+    local support = require "support.luaop"
+    local kubeconfig
+    setup(function() kubeconfig = support.offline_kubeconfig() end)
+    teardown(function() os.remove(kubeconfig) end)
+
+    it("hands a delayed key over when it comes due, never early, woken by the loop's timer and not by polling", function()
+      local code, out, err = support.run([[
+        local core = require "luaop.core"
+        local luaop = require "luaop"
+        local q = core.workqueue.new()
+        local taken = {}
+        local worker = luaop.spawn(function()
+          while true do
+            local k = q:take()
+            if not k then return end
+            taken[#taken + 1] = { key = k, at = core.task.now(), iterations = core.task.iterations() }
+            q:done(k)
+          end
+        end)
+        local t0, i0 = core.task.now(), core.task.iterations()
+        -- added out of order; an earlier one added while a later one is waiting
+        q:add_after("late", 0.6, t0)
+        q:add_after("soon", 0.2, t0)
+        luaop.sleep(0.05)
+        q:add_after("sooner", 0.05, t0 + 0.05)
+        luaop.sleep(0.8)
+        for _, t in ipairs(taken) do
+          print(t.key, ("%.4f"):format(t.at - t0), t.iterations - i0)
+        end
+        print("iterations", core.task.iterations() - i0)
+        q:shutdown()
+        print("worker", worker:wait())
+      ]], { kubeconfig = kubeconfig })
+      assert.are.equal(0, code, err)
+      local due = { sooner = 0.1, soon = 0.2, late = 0.6 }
+      local order = {}
+      for key, at, iterations in out:gmatch("(%a+)\t([%d.]+)\t(%d+)\n") do
+        order[#order + 1] = key
+        at = tonumber(at)
+        assert.is_true(at >= due[key], ("%s taken %.4f s after the start, due at %.1f"):format(key, at, due[key]))
+        assert.is_true(at < due[key] + 0.05, ("%s taken %.4f s late"):format(key, at - due[key]))
+      end
+      assert.are.same({ "sooner", "soon", "late" }, order)
+      -- 0.85 s of waiting: the sleeps' timers, the three hand-overs and their
+      -- tasks; a ticker polling every 0.25 s (or less) would add more
+      local iterations = tonumber(out:match("iterations\t(%d+)"))
+      assert.is_true(iterations <= 8, "the loop woke up " .. iterations .. " times")
+      assert.matches("worker\ttrue", out)
+    end)
+
+    it("returns nil to every waiting task on wake and on shutdown, and serves keys first", function()
+      local code, out, err = support.run([[
+        local core = require "luaop.core"
+        local luaop = require "luaop"
+        local q = core.workqueue.new()
+        local function worker(name)
+          return luaop.spawn(function()
+            local got = {}
+            while true do
+              local k = q:take()
+              got[#got + 1] = tostring(k)
+              if k then q:done(k) elseif q:shutting_down() then return table.concat(got, ",") end
+            end
+          end)
+        end
+        local a, b = worker("a"), worker("b")
+        luaop.sleep(0.01)
+        q:wake()
+        luaop.sleep(0.01)
+        q:add("k1")
+        q:add("k2")
+        q:shutdown()
+        local _, ra = a:wait()
+        local _, rb = b:wait()
+        print("got", ra, rb)
+      ]], { kubeconfig = kubeconfig })
+      assert.are.equal(0, code, err)
+      local ra, rb = out:match("got\t(%S+)\t(%S+)")
+      -- each woken once with nil, the two keys shared out, then nil at shutdown
+      local all = ra .. "," .. rb
+      assert.are.equal(2, select(2, all:gsub("k%d", "")), all)
+      assert.matches("^nil,", ra)
+      assert.matches("^nil,", rb)
+      assert.matches(",nil$", ra)
+      assert.matches(",nil$", rb)
+    end)
+  end)
 end)
