@@ -64,7 +64,7 @@ M.read = fs.read
 
 -- ---- the sandbox ------------------------------------------------------------
 --
--- A script's environment is built from an allowlist (docs/sandbox.md), fresh
+-- A script's environment is built from an allowlist (docs/security.md), fresh
 -- for each script, so globals a script sets stay its own:
 -- - the base functions that touch nothing outside Lua; load reads text
 --   only, into the script's own environment; no loadfile, dofile;

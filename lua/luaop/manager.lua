@@ -1,0 +1,302 @@
+-- luaop.manager - the manager owns the informers and the controllers.
+-- The manager owns the informers and the controllers. Controllers come in
+-- sets, one set per script: Manager:set(script, defs) makes that script's
+-- controllers exactly `defs`, which is how a reload swaps code without
+-- dropping caches:
+--   - informers whose kind, namespace and selector are unchanged are kept
+--     (no LIST); new ones start and must sync first; unused ones stop;
+--   - a controller keeps its work queue across versions (so a key is still
+--     never reconciled twice at once), and reconciles already running finish
+--     on the code they started with; the next one runs the new code;
+--   - every object of a reloaded controller is requeued once through its
+--     rate-limited queue;
+--   - controllers no longer defined stop.
+local core = require "luaop.core"
+local luaop = require "luaop"
+local informer = require "luaop.informer"
+local definition = require "luaop.definition"
+local plan = require "luaop.plan"
+local worker = require "luaop.worker"
+local kind_name = definition.kind_name
+
+local M = {}
+
+local Manager = {}
+Manager.__index = Manager
+
+-- How long a reload waits for the caches of new informers.
+M.SYNC_TIMEOUT = 30
+
+function M.new(opts)
+  opts = opts or {}
+  return setmetatable({
+    client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
+    retired = {}, log = luaop.logger("manager"),
+  }, Manager)
+end
+
+local function informer_id(kind, namespace, selector, fields)
+  return table.concat({ kind, namespace or "", selector or "", fields or "" }, "|")
+end
+
+-- The informer entry for kind + namespace + selector, made (not started)
+-- when there is none. One informer feeds every controller subscribed to it.
+function Manager:entry(kind, opts)
+  opts = opts or {}
+  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector)
+  local e = self.informers[id]
+  if not e then
+    e = {
+      id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
+      field_selector = opts.field_selector, subs = {},
+    }
+    e.inf = informer.new(kind, {
+      namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
+      client = self.client,
+    })
+    local function dispatch(event)
+      return function(a, b)
+        for _, sub in ipairs(e.subs) do
+          local f = sub[event]
+          if f then
+            local ok, err = pcall(f, a, b)
+            if not ok then sub.log:error("event handler failed", { event = event, error = tostring(err) }) end
+          end
+        end
+      end
+    end
+    e.inf:on { add = dispatch("add"), update = dispatch("update"), delete = dispatch("delete") }
+    self.informers[id] = e
+  end
+  return e
+end
+
+-- Compatibility: the informer itself.
+function Manager:informer(kind, opts)
+  return self:entry(kind, opts).inf
+end
+
+function Manager:cache_for(kind, q)
+  for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
+    if (e.kind == kind or not kind:find("/", 1, true))
+      and (e.namespace == nil or e.namespace == q.namespace)
+      and e.label_selector == q.label_selector and e.field_selector == q.field_selector then
+      return e.inf
+    end
+  end
+  return nil
+end
+
+-- The subscriptions definition def needs, enqueueing into controller c.
+function Manager:plan(c, def)
+  return plan.plan(self, c, def)
+end
+
+-- Subscriptions from the controllers as they are now; informers nobody
+-- subscribes to stop.
+function Manager:rewire()
+  for _, e in pairs(self.informers) do e.subs = {} end
+  for _, c in pairs(self.controllers) do
+    for _, sub in ipairs(c.subs) do table.insert(sub.entry.subs, sub) end
+  end
+  self.by_kind = {}
+  for id, e in pairs(self.informers) do
+    if #e.subs == 0 then
+      if e.running then self.log:info("stopping informer", { kind = e.kind }) end
+      e.inf:stop()
+      self.informers[id] = nil
+    else
+      local k = kind_name(e.kind)
+      self.by_kind[k] = self.by_kind[k] or {}
+      table.insert(self.by_kind[k], e)
+    end
+  end
+end
+
+function Manager:new_controller(def, script)
+  local c = {
+    name = def.name, script = script, def = def, queue = core.workqueue.new(),
+    resync_changed = core.task.cond(),
+    log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
+  }
+  function c.enqueue(key) c.queue:add(key) end
+  return c
+end
+
+-- Start the informers that are not running yet; true and how many once
+-- they synced (or were stopped meanwhile), or nil, err when one did not
+-- within `timeout` seconds.
+function Manager:start_informers(timeout)
+  local fresh = {}
+  for _, e in pairs(self.informers) do
+    if not e.running then
+      e.running = true
+      e.inf:start()
+      fresh[#fresh + 1] = e
+    end
+  end
+  local timed_out = false
+  if timeout and #fresh > 0 then
+    luaop.spawn(function()
+      luaop.sleep(timeout)
+      timed_out = true
+      for _, e in ipairs(fresh) do e.inf.synced_cond:signal() end
+    end)
+  end
+  for _, e in ipairs(fresh) do
+    if not timed_out then e.inf:wait_synced() end
+    if not e.inf.synced and not e.inf.stopped then
+      return nil, ("the cache of %s did not sync within %g s"):format(e.kind, timeout)
+    end
+  end
+  return true, #fresh
+end
+
+-- Make `script`'s controllers exactly `defs` (see above). true | nil, err;
+-- on error nothing changed.
+function Manager:set(script, defs)
+  local names = {}
+  for _, d in ipairs(defs) do
+    if names[d.name] then return nil, ("two controllers are named %s"):format(d.name) end
+    local c = self.controllers[d.name]
+    if c and c.script ~= script then
+      return nil, ("controller %s is defined by %s already"):format(d.name, c.script)
+    end
+    names[d.name] = true
+  end
+  local plans = {}
+  for _, d in ipairs(defs) do
+    local c = self.controllers[d.name] or self:new_controller(d, script)
+    local subs, primary = self:plan(c, d)
+    plans[#plans + 1] = { c = c, def = d, subs = subs, primary = primary }
+  end
+  if self.started then
+    local ok, err = self:start_informers(M.SYNC_TIMEOUT)
+    if not ok then
+      self:rewire() -- stops the informers nobody took
+      return nil, err
+    end
+  end
+  for name, c in pairs(self.controllers) do
+    if c.script == script and not names[name] then self:stop_controller(c) end
+  end
+  local changed = {}
+  for _, p in ipairs(plans) do
+    local c = p.c
+    local reloaded = self.controllers[c.name] ~= nil
+    -- set during the first sync on an informer already listing: its adds
+    -- went to the others; start() queues its objects
+    c.missed = not self.started and p.primary.running
+    changed[c] = c.def.resync ~= p.def.resync
+    c.def, c.subs, c.primary = p.def, p.subs, p.primary
+    self.controllers[c.name] = c
+    c.reload = reloaded
+  end
+  self:rewire()
+  if self.started then
+    for _, p in ipairs(plans) do
+      self:start_workers(p.c)
+      if changed[p.c] then p.c.resync_changed:signal() end
+      worker.requeue_all(p.c, p.c.reload)
+    end
+  end
+  return true
+end
+
+function Manager:stop_controller(c)
+  local keep = {}
+  for _, r in ipairs(self.retired) do
+    if r.active > 0 then keep[#keep + 1] = r end
+  end
+  self.retired = keep
+  c.stopped = true
+  c.log:info("stopping controller", {})
+  c.queue:shutdown() -- its workers' take returns nil
+  c.resync_changed:signal()
+  self.controllers[c.name] = nil
+  c.subs, c.primary = {}, nil -- its caches may go
+  self.retired[#self.retired + 1] = c
+end
+
+-- Compatibility: add one definition (to the anonymous script).
+function Manager:add(def)
+  def = definition.is_definition(def) and def or definition.define(def)
+  local defs = {}
+  for _, c in pairs(self.controllers) do
+    if c.script == "" then defs[#defs + 1] = c.def end
+  end
+  defs[#defs + 1] = def
+  local ok, err = self:set("", defs)
+  if not ok then error(err, 2) end
+  return self.controllers[def.name]
+end
+
+-- As many workers as the definition's concurrency; the resyncer once.
+function Manager:start_workers(c)
+  return worker.start_workers(self, c)
+end
+
+-- Start the informers, wait for their caches, then the workers.
+function Manager:start()
+  -- say which caches keep everything waiting (a missing CRD, a Forbidden)
+  luaop.spawn(function()
+    while not self.started do
+      luaop.sleep(30)
+      for _, e in pairs(self.informers) do
+        if e.running and not e.inf.synced and not self.started then
+          self.log:error("still waiting for a cache to sync", { kind = e.kind, namespace = e.namespace })
+        end
+      end
+    end
+  end)
+  -- a reload during the first sync may have added informers: start those too
+  repeat local _, n = self:start_informers() until n == 0
+  self.started = true
+  self.log:info("caches synced", {})
+  for _, c in pairs(self.controllers) do
+    self:start_workers(c)
+    if c.missed then worker.requeue_all(c, false) end
+  end
+end
+
+-- Stop: no new work; in-flight reconciles finish, for at most `timeout`
+-- seconds. Returns whether they all did.
+function Manager:stop(timeout)
+  self.stopping = true
+  for _, e in pairs(self.informers) do e.inf:stop() end
+  local all = {}
+  for _, c in pairs(self.controllers) do all[#all + 1] = c end
+  for _, c in ipairs(self.retired) do all[#all + 1] = c end
+  for _, c in ipairs(all) do
+    c.queue:shutdown()
+    c.resync_changed:signal()
+  end
+  local deadline = luaop.now() + (timeout or 30)
+  while true do
+    local active = 0
+    for _, c in ipairs(all) do active = active + c.active end
+    if active == 0 then return true end
+    if luaop.now() > deadline then
+      self.log:error("reconciles still running at the end of the drain", { active = active })
+      return false
+    end
+    luaop.sleep(0.05)
+  end
+end
+
+-- Run until SIGTERM or SIGINT, then drain for at most `grace` seconds
+-- (30 by default, controller-runtime's GracefulShutdownTimeout). Returns
+-- false when reconciles were still running at the end.
+function Manager:run_until_shutdown(grace)
+  grace = grace or 30
+  local shutdown = core.task.shutdown()
+  if not self.started then self:start() end
+  shutdown:wait()
+  self.log:info("stopping: waiting for running reconciles", { gracePeriod = grace })
+  local drained = self:stop(grace)
+  -- with what containment stopped, for whoever reads a log's last lines
+  self.log:info("stopped", core.counters())
+  return drained
+end
+
+return M

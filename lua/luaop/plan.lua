@@ -1,0 +1,74 @@
+-- luaop.plan - what a controller subscribes to, on the manager's shared
+-- informers: events of its resource enqueue the object, events of owned
+-- kinds their controller owner, events of watched kinds what the watch's
+-- map function names. Keys are "namespace/name", or "name".
+local core = require "luaop.core"
+local luaop = require "luaop"
+local informer = require "luaop.informer"
+local definition = require "luaop.definition"
+local context = require "luaop.context"
+local kind_name = definition.kind_name
+
+local M = {}
+
+local function split_key(k)
+  local ns, name = k:match("^([^/]*)/(.*)$")
+  if ns then return ns, name end
+  return nil, k
+end
+
+local function req_key(namespace, name)
+  return namespace and namespace ~= "" and (namespace .. "/" .. name) or name
+end
+
+M.split_key = split_key
+
+-- The subscriptions a definition needs: {entry, add, update, delete} each,
+-- enqueueing into controller c.
+function M.plan(self, c, def)
+  local function enqueue(key) c.enqueue(key) end
+  local subs = {}
+  local function sub(e, on)
+    on.entry, on.log = e, c.log
+    subs[#subs + 1] = on
+  end
+  local primary = self:entry(def.resource, {
+    namespace = def.namespace, label_selector = def.label_selector, field_selector = def.field_selector,
+  })
+  sub(primary, {
+    primary = true,
+    add = function(o) enqueue(informer.key(o)) end,
+    update = function(_, o) enqueue(informer.key(o)) end,
+    delete = function(o) enqueue(informer.key(o)) end,
+  })
+  -- owned kinds: an event on an object enqueues its controller owner
+  local owner_kind = kind_name(def.resource)
+  local function owner(o)
+    for _, ref in ipairs(o.metadata.ownerReferences or {}) do
+      if ref.controller and ref.kind == owner_kind then enqueue(req_key(o.metadata.namespace, ref.name)) end
+    end
+  end
+  for _, kind in ipairs(def.owns or {}) do
+    sub(self:entry(kind, { namespace = def.namespace }),
+      { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
+  end
+  -- watched kinds: the map function names the requests
+  -- map(obj, ctx) may read the caches through ctx (get, list); it runs in
+  -- the informer's task under the reconcile's instruction budget, so one
+  -- that runs away fails (logged by the informer) instead of stalling
+  -- luaop. It gets copies, as a reconcile does: the informer is shared
+  -- with other controllers, other scripts' among them.
+  local map_ctx = context.new { manager = self, client = self.client, log = c.log, controller = c }
+  for _, w in ipairs(def.watches or {}) do
+    local function map(o)
+      local ok, reqs = core.task.call_limited(definition.budgets(def).instructions, w.map, luaop.copy(o), map_ctx)
+      if not ok then error(("watch map of %s: %s"):format(w[1], tostring(reqs)), 0) end
+      for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
+    end
+    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector, field_selector = w.field_selector }),
+      { add = map, update = function(_, o) map(o) end, delete = map })
+  end
+  return subs, primary
+end
+
+return M

@@ -1,0 +1,103 @@
+-- luaop.worker - a controller's workers and resyncer: workers take keys
+-- from the work queue as they become ready (woken by its timer in C), run
+-- each reconcile in a task of its own under the definition's budgets, and
+-- requeue as it asks (or with backoff when it raised); the resyncer queues
+-- every object again each `resync` period.
+local core = require "luaop.core"
+local luaop = require "luaop"
+local definition = require "luaop.definition"
+local context = require "luaop.context"
+local split_key = require("luaop.plan").split_key
+
+local M = {}
+
+-- Every object of c's primary cache into its queue.
+function M.requeue_all(c, rate_limited)
+  if not c.primary then return end -- stopped
+  for key in pairs(c.primary.inf.store) do
+    if rate_limited then c.queue:add_rate_limited(key) else c.queue:add(key) end
+  end
+end
+
+local function reconcile_one(self, c, key)
+  local def = c.def -- this reconcile runs the code it started with
+  local ns, name = split_key(key)
+  local req = { namespace = ns, name = name }
+  local ctx = context.new {
+    manager = self, client = self.client, controller = c,
+    log = c.log:with { namespace = ns, name = name },
+  }
+  c.reconciles = c.reconciles + 1
+  c.active = c.active + 1
+  -- its own task, with budgets: a runaway loop or allocation fails only
+  -- this reconcile
+  local b = definition.budgets(def)
+  local ok, res = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
+    name = ("reconcile %s %s"):format(def.name, key) }, def.reconcile, ctx, req):wait()
+  c.active = c.active - 1
+  if not ok then
+    c.errors = c.errors + 1
+    c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
+    c.queue:add_rate_limited(key)
+  elseif type(res) == "table" and res.requeue_after then
+    c.queue:forget(key)
+    c.queue:add_after(key, res.requeue_after)
+  elseif type(res) == "table" and res.requeue then
+    c.queue:add_rate_limited(key)
+  else
+    c.queue:forget(key)
+  end
+  c.queue:done(key)
+end
+
+-- Takes keys as they become ready: the queue's timer in C moves delayed
+-- keys in when they come due and wakes a waiting worker, so nothing polls.
+local function worker(self, c)
+  while not self.stopping and not c.stopped and c.workers <= (c.def.concurrency or 1) do
+    local key = c.queue:take() -- nil: woken to look again
+    if key then reconcile_one(self, c, key) end
+  end
+  c.workers = c.workers - 1
+  c.queue:wake() -- the others look again
+end
+
+-- `resync = seconds`: every object of the controller is queued again that
+-- often (controller-runtime's SyncPeriod), whatever happened meanwhile.
+local function resyncer(self, c)
+  while not self.stopping and not c.stopped do
+    local period = c.def.resync
+    if not period then
+      c.resync_changed:wait()
+    else
+      -- until the period is over, or a reload changes it (or the stop)
+      local due = luaop.now() + period
+      while luaop.now() < due and c.def.resync == period and not c.stopped and not self.stopping do
+        c.resync_changed:wait(due - luaop.now())
+      end
+      if c.def.resync == period and not c.stopped and not self.stopping then M.requeue_all(c, false) end
+    end
+  end
+end
+
+-- As many workers as the definition's concurrency (extra ones end when
+-- they next look for work); the resyncer once.
+function M.start_workers(self, c)
+  local n = c.def.concurrency or 1
+  if not c.running then
+    -- a controller of the same name that was stopped may still finish a
+    -- reconcile: none of this one's may overlap it
+    for _, r in ipairs(self.retired) do
+      while r.name == c.name and r.active > 0 do luaop.sleep(0.05) end
+    end
+    c.running = true
+    c.log:info("Starting workers", { ["worker count"] = n })
+    luaop.spawn(resyncer, self, c)
+  end
+  while c.workers < n do
+    c.workers = c.workers + 1
+    luaop.spawn(worker, self, c)
+  end
+  c.queue:wake() -- fewer workers wanted: the extra ones end
+end
+
+return M
