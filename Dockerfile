@@ -11,6 +11,7 @@ COPY hack/deps.sh hack/
 RUN hack/deps.sh build
 COPY Makefile ./
 COPY hack/embed.lua hack/libs.sh hack/
+COPY hack/lua hack/lua/
 COPY src src/
 COPY lua lua/
 # hack/libs.sh builds the lean static libcurl and OpenSSL from Debian's

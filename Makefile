@@ -1,28 +1,41 @@
 # luaop - build, dependencies, tests and the local control plane.
 
 CC      ?= cc
-PKGS    := lua5.4 libuv libcurl yaml-0.1
+PKGS    := libuv libcurl yaml-0.1
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
-CPPFLAGS += $(shell pkg-config --cflags $(PKGS))
-LDLIBS  += $(shell pkg-config --libs $(PKGS))
+CPPFLAGS += -I$(LIBS)/lua $(shell pkg-config --cflags $(PKGS))
+LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -ldl
 # The luaop binary links a lean, static libcurl and OpenSSL (hack/libs.sh
-# builds them once into a cache; build/libs links there), and Debian's static
-# nghttp2, zlib, libuv, Lua and libyaml: an idle luaop maps little but its
-# own code and libc. The ASan build and the specs' module use Debian's shared
-# libraries.
+# builds them once into a cache; build/libs links there), Lua compiled from
+# the source hack/libs.sh fetches (below), and Debian's static nghttp2, zlib,
+# libuv and libyaml: an idle luaop maps little but its own code and libc.
+# The ASan build and the specs' module use Debian's shared libraries but
+# for Lua, which every build compiles from that same source.
 LIBS    := build/libs
 STATIC  := $(LIBS)/lib/libcurl.a $(LIBS)/lib/libssl.a $(LIBS)/lib/libcrypto.a \
-           -Wl,-Bstatic -lnghttp2 -lz -luv_a -llua5.4 -lyaml -Wl,-Bdynamic -lm -ldl -lpthread
+           -Wl,-Bstatic -lnghttp2 -lz -luv_a -lyaml -Wl,-Bdynamic -lm -ldl -lpthread
 BIN_LDFLAGS := -Wl,--gc-sections -Wl,-z,pack-relative-relocs
 # A Lua C module takes Lua's symbols from the interpreter that loads it.
-MODLIBS := $(shell pkg-config --libs $(filter-out lua5.4,$(PKGS)))
+MODLIBS := $(shell pkg-config --libs $(PKGS))
+
+# Lua, from $(LIBS)/lua (hack/libs.sh: Lua 5.4.7 and later fixes): its core
+# and libraries in every build; luaop's string library is lstrpat.c (pattern
+# steps charged to budgets, src/pattern.h), the interpreter's (build/bin/lua,
+# which the specs run on, busted and all) lstrlib.c as Lua has it.
+LUA_NAMES := lapi lcode lctype ldebug ldo ldump lfunc lgc llex lmem lobject lopcodes lparser \
+             lstate lstring ltable ltm lundump lvm lzio lauxlib lbaselib lcorolib ldblib liolib \
+             lmathlib loadlib loslib ltablib lutf8lib linit
+LUA_CFLAGS := -std=gnu99 -DLUA_COMPAT_5_3 -DLUA_USE_LINUX
+LUA_OBJS := $(LUA_NAMES:%=build/obj/lua/%.o)
+ASAN_LUA_OBJS := $(LUA_NAMES:%=build/asan/obj/lua/%.o)
+FUZZ_LUA_OBJS := $(LUA_NAMES:%=build/fuzz/obj/lua/%.o) build/fuzz/obj/lua/lstrpat.o
 
 SRCS    := $(wildcard src/*.c)
 LUA_SRCS := $(sort $(wildcard lua/luaop/*.lua))
 # The binary embeds the Lua half; the module (for specs) finds it on lpath.
-OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o build/obj/lstrlib.o
-ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o build/asan/obj/lstrlib.o
+OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o $(LUA_OBJS) build/obj/lua/lstrpat.o
+ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o $(ASAN_LUA_OBJS) build/asan/obj/lua/lstrpat.o
 PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # `make V=1` shows the commands.
@@ -37,7 +50,7 @@ endif
 .PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
         cluster-bin run image test-image clean distclean fuzz fuzz-build
 
-all: build/luaop build/lua/luaop/core.so
+all: build/luaop build/lua/luaop/core.so build/bin/lua
 
 build/luaop: $(OBJS) build/libs.stamp
 	$(say) LD $@
@@ -56,25 +69,38 @@ build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
 	$(say) GEN $@
 	$(Q)lua5.4 hack/embed.lua $@ $(LUA_SRCS)
 
-# Lua's own string library (hack/libs.sh fetches its source with the Lua
-# luaop links), pattern steps charged to budgets (src/pattern.h). Lua's
-# code, so Lua's flags rather than ours.
-LSTRLIB := $(LIBS)/lua/lstrlib.c
-LSTRLIB_FLAGS := -std=gnu99 -Dluaopen_string=luaop_string_open -include src/pattern.h $(CPPFLAGS)
-
-build/obj/lstrlib.o: src/pattern.h build/libs.stamp | build/obj
+# Lua's code, so Lua's flags rather than ours; rebuilt when the link to
+# its source changes.
+build/obj/lua/%.o: build/libs.stamp | build/obj/lua
 	$(say) CC $@
-	$(Q)$(CC) $(CFLAGS) $(LSTRLIB_FLAGS) -c -o $@ $(LSTRLIB)
+	$(Q)$(CC) $(CFLAGS) $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
 
-build/asan/obj/lstrlib.o: src/pattern.h build/libs.stamp | build/asan/obj
+build/asan/obj/lua/%.o: build/libs.stamp | build/asan/obj/lua
 	$(say) CC $@
-	$(Q)$(CC) -O1 -g $(SANITIZE) -fPIC $(LSTRLIB_FLAGS) -c -o $@ $(LSTRLIB)
+	$(Q)$(CC) -O1 -g $(SANITIZE) -fPIC $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
+
+build/fuzz/obj/lua/%.o: build/libs.stamp | build/fuzz/obj/lua
+	$(say) FUZZCC $@
+	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
+
+build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: src/pattern.h
+build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: LUA_CFLAGS += -include src/pattern.h
+
+# The interpreter the specs run on (busted and its C modules take Lua's
+# symbols from it), from the same Lua as luaop; and its ASan build.
+build/bin/lua: $(LUA_OBJS) build/obj/lua/lstrlib.o build/obj/lua/lua.o | build/bin
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -Wl,-E -o $@ $^ -lm -ldl
+
+build/asan/bin/lua: $(ASAN_LUA_OBJS) build/asan/obj/lua/lstrlib.o build/asan/obj/lua/lua.o | build/asan/bin
+	$(say) LD $@
+	$(Q)$(CC) -O1 -g $(SANITIZE) $(LDFLAGS) -Wl,-E -o $@ $^ -lm -ldl
 
 build/obj/luaembed.o: build/gen/luaembed.c | build/obj build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) $(CFLAGS) -I$(LIBS)/include $(CPPFLAGS) -Isrc -c -o $@ $<
 
-build/asan/obj/luaembed.o: build/gen/luaembed.c | build/asan/obj
+build/asan/obj/luaembed.o: build/gen/luaembed.c | build/asan/obj build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -Isrc -c -o $@ $<
 
@@ -83,23 +109,23 @@ build/lua/luaop/core.so: $(PIC_OBJS) | build/lua/luaop
 	$(say) LD $@
 	$(Q)$(CC) -shared $(CFLAGS) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
-build/pic/%.o: src/%.c | build/pic
+build/pic/%.o: src/%.c | build/pic build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) $(CFLAGS) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
 # AddressSanitizer + UBSan build of the same sources: build/asan/luaop, and
 # build/asan/lua/luaop/core.so (load it with libasan preloaded).
-asan: build/asan/luaop build/asan/lua/luaop/core.so
+asan: build/asan/luaop build/asan/lua/luaop/core.so build/asan/bin/lua
 
 build/asan/luaop: $(ASAN_OBJS)
 	$(say) LD $@
 	$(Q)$(CC) -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-build/asan/obj/%.o: src/%.c | build/asan/obj
+build/asan/obj/%.o: src/%.c | build/asan/obj build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/luaembed.o build/asan/obj/lstrlib.o,$(ASAN_OBJS)) | build/asan/lua/luaop
+build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o,$(SRCS:src/%.c=build/asan/obj/%.o)) | build/asan/lua/luaop
 	$(say) LD $@
 	$(Q)$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
@@ -111,7 +137,8 @@ FUZZERS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 300
 FUZZ_SAN := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_OBJS := $(filter-out build/fuzz/obj/main.o,$(SRCS:src/%.c=build/fuzz/obj/%.o)) build/fuzz/obj/luaembed.o
+FUZZ_OBJS := $(filter-out build/fuzz/obj/main.o,$(SRCS:src/%.c=build/fuzz/obj/%.o)) build/fuzz/obj/luaembed.o \
+             $(FUZZ_LUA_OBJS)
 
 fuzz-build: $(FUZZERS:%=build/fuzz/%)
 .SECONDARY: $(FUZZ_OBJS)
@@ -123,11 +150,11 @@ fuzz: fuzz-build
 	    -artifact_prefix=build/fuzz/$$f- build/fuzz/corpus/$$f fuzz/corpus/$$f || exit 1; \
 	done
 
-build/fuzz/obj/%.o: src/%.c | build/fuzz/obj
+build/fuzz/obj/%.o: src/%.c | build/fuzz/obj build/libs.stamp
 	$(say) FUZZCC $@
 	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/fuzz/obj/luaembed.o: build/gen/luaembed.c | build/fuzz/obj
+build/fuzz/obj/luaembed.o: build/gen/luaembed.c | build/fuzz/obj build/libs.stamp
 	$(say) FUZZCC $@
 	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS) -Isrc -c -o $@ $<
 
@@ -138,10 +165,13 @@ build/fuzz/%: fuzz/%.c $(FUZZ_OBJS) | build/fuzz/obj
 	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer $(CPPFLAGS) -o $@ $< \
 	  $(filter-out $(FUZZ_SKIP),$(FUZZ_OBJS)) $(LDLIBS) -lm -lpthread
 
-build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop build/fuzz/obj:
+build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop build/fuzz/obj \
+  build/obj/lua build/asan/obj/lua build/fuzz/obj/lua build/bin build/asan/bin:
 	mkdir -p $@
 
--include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(PIC_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d)
+# (dependency files of our sources only: Lua's objects have none)
+-include $(SRCS:src/%.c=build/obj/%.d) $(SRCS:src/%.c=build/asan/obj/%.d) $(PIC_OBJS:.o=.d) \
+  $(SRCS:src/%.c=build/fuzz/obj/%.d)
 
 # Debian packages: the build, the tests, the control plane, images and
 # benchmarks (hack/deps.sh SET... installs only some of them).

@@ -22,7 +22,7 @@ log() { printf 'deps: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 declare -A set_pkgs=(
-  [build]="build-essential pkg-config ca-certificates lua5.4 liblua5.4-dev libyaml-dev libuv1-dev
+  [build]="build-essential pkg-config ca-certificates lua5.4 libyaml-dev libuv1-dev
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
   [test]="lua-busted valgrind python3 openssl curl clang libclang-rt-14-dev"
   [cluster]="curl procps"

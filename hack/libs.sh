@@ -12,16 +12,21 @@
 #   OpenSSL   static, TLS 1.2 and 1.3 only, without legacy, deprecated and
 #             unused algorithms, engines, modules and config autoloading;
 #   libcurl   static, HTTP and HTTPS only, with OpenSSL, nghttp2 and zlib;
-#   lua/      the string library of the Lua luaop links (lstrlib.c, the
-#             version of liblua5.4-dev), with one line added to its pattern
-#             matcher, LUAOP_MATCH_STEP, so that matching is charged to the
-#             budget of the task that runs it (src/pattern.h).
+#   lua/      Lua's sources, which make compiles into luaop and into the
+#             interpreter the specs run on: Lua 5.4.7 from Debian's next
+#             stable suite (LUA_SUITE: bookworm's 5.4.4 has bugs a script
+#             can crash it with, docs/security.md), with the later
+#             upstream fixes in hack/lua/*.patch (each a commit of Lua's own
+#             repository, after 5.4.7); and lstrpat.c, lstrlib.c
+#             with one line added to its pattern matcher, LUAOP_MATCH_STEP,
+#             so that matching is charged to the budget of the task that
+#             runs it (src/pattern.h).
 # Both go to a cache outside the repository, keyed by the source versions
 # apt offers and by this script: ${LUAOP_CACHE:-${XDG_CACHE_HOME:-~/.cache}/luaop}/libs-KEY/
 # (VERSIONS there names what was built), so a warm machine only makes the link.
 # The source packages come through a private apt configuration in the same
 # cache (apt/: source entries derived from the machine's deb entries, its own
-# lists, refreshed weekly); /etc/apt and the system's lists are left as they
+# lists, refreshed weekly; apt-lua/: the same for LUA_SUITE, Lua only); /etc/apt and the system's lists are left as they
 # are, and neither root nor sudo is needed. A cold build takes about two
 # minutes on two cores.
 set -euo pipefail
@@ -39,22 +44,37 @@ command -v apt-get >/dev/null && command -v dpkg-source >/dev/null ||
 # the cache: source entries derived from the machine's own binary ones, and
 # lists and caches of their own. /etc/apt and the system's package lists are
 # not touched, and no root is needed.
+# apt_conf DIR: a private apt configuration in DIR
+apt_conf() {
+  mkdir -p "$1/sources.list.d" "$1/lists/partial" "$1/cache/archives/partial" ||
+    die "could not create $1 (set LUAOP_CACHE to a writable directory)"
+  {
+    echo "Dir::Etc::SourceList \"$1/sources.list\";"
+    echo "Dir::Etc::SourceParts \"$1/sources.list.d\";"
+    echo "Dir::State::Lists \"$1/lists\";"
+    echo "Dir::Cache \"$1/cache\";"
+    # the system's hooks (docker-clean, appstream, packagekit) are for its lists
+    echo "#clear APT::Update::Pre-Invoke;"
+    echo "#clear APT::Update::Post-Invoke;"
+    echo "#clear APT::Update::Post-Invoke-Success;"
+    # as root, apt hands downloads to user _apt, who cannot enter a private cache
+    [ "$(id -u)" != 0 ] || echo "APT::Sandbox::User \"root\";"
+  } >"$1/apt.conf"
+}
 apt="$cache/apt"
-mkdir -p "$apt/sources.list.d" "$apt/lists/partial" "$apt/cache/archives/partial" ||
-  die "could not create $apt (set LUAOP_CACHE to a writable directory)"
-{
-  echo "Dir::Etc::SourceList \"$apt/sources.list\";"
-  echo "Dir::Etc::SourceParts \"$apt/sources.list.d\";"
-  echo "Dir::State::Lists \"$apt/lists\";"
-  echo "Dir::Cache \"$apt/cache\";"
-  # the system's hooks (docker-clean, appstream, packagekit) are for its lists
-  echo "#clear APT::Update::Pre-Invoke;"
-  echo "#clear APT::Update::Post-Invoke;"
-  echo "#clear APT::Update::Post-Invoke-Success;"
-  # as root, apt hands downloads to user _apt, who cannot enter a private cache
-  [ "$(id -u)" != 0 ] || echo "APT::Sandbox::User \"root\";"
-} >"$apt/apt.conf"
+apt_conf "$apt"
 aptc=(-c "$apt/apt.conf")
+
+# Lua's source comes from this suite of the same archive (the machine's
+# entries for its own suite, with LUA_SUITE instead), in a configuration of
+# its own so that nothing else is taken from that suite: LUA_VERSION, the
+# newest Debian revision of it.
+LUA_SUITE=trixie
+LUA_VERSION=5.4.7
+apt_lua="$cache/apt-lua"
+apt_conf "$apt_lua"
+aptl=(-c "$apt_lua/apt.conf")
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 
 # deb-src entries for every deb entry of the machine: deb822 .sources files
 # (Types: deb -> deb-src) and one-line .list files (deb -> deb-src).
@@ -76,8 +96,39 @@ derive_sources() {
   [ "$n" -gt 0 ]
 }
 
+# deb-src entries for LUA_SUITE: each deb822 stanza and one-line entry of
+# the machine whose suites include its own codename, with LUA_SUITE alone.
+derive_lua_sources() {
+  local f
+  [ -n "$codename" ] || return 1
+  rm -f "$apt_lua/sources.list.d/"* && : >"$apt_lua/sources.list"
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v cn="$codename" -v suite="$LUA_SUITE" '
+      function flush() {
+        if (stanza != "" && deb && mine) printf "%s\n", stanza
+        stanza = ""; deb = 0; mine = 0
+      }
+      /^[[:space:]]*$/ { flush(); next }
+      /^Types:/ { deb = ($0 ~ /[[:space:]]deb([[:space:]]|$)/); $0 = "Types: deb-src" }
+      /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == cn) mine = 1; $0 = "Suites: " suite }
+      { stanza = stanza $0 "\n" }
+      END { flush() }' "$f" >"$apt_lua/sources.list.d/$(basename "$f")" || return 1
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    sed -nE "s/^[[:space:]]*deb([[:space:]]+(\[[^]]*\][[:space:]]+)?[^[:space:]]+[[:space:]]+)$codename([[:space:]].*)/deb-src\1$LUA_SUITE\3/p" \
+      "$f" >>"$apt_lua/sources.list" || return 1
+  done
+  cat "$apt_lua/sources.list" "$apt_lua/sources.list.d/"* 2>/dev/null | grep -q .
+}
+
 # The source packages' versions, newest first (none: empty).
 versions() { { apt-cache "${aptc[@]}" showsrc "$1" 2>/dev/null || true; } | awk '/^Version:/ {print $2}' | sort -Vru; }
+lua_versions() {
+  { apt-cache "${aptl[@]}" showsrc lua5.4 2>/dev/null || true; } | awk '/^Version:/ {print $2}' |
+    grep -E "^$LUA_VERSION-" | sort -Vru
+}
 
 # apt-get update of the private lists: false when apt failed or could not
 # fetch an index (it says so only with a warning and exit 0)
@@ -104,16 +155,27 @@ if ! fresh_lists; then
     touch "$apt/updated"
   fi
 fi
+# the same for Lua's suite (its own marker: lists refreshed weekly)
+if ! { compgen -G "$apt_lua/lists/*Sources*" >/dev/null && [ -n "$(find "$apt_lua/updated" -mtime -7 2>/dev/null)" ]; }; then
+  derive_lua_sources ||
+    die "no deb entry for this machine's suite ($codename) in /etc/apt to derive $LUA_SUITE's source entries from"
+  log "reading $LUA_SUITE's source package index, for Lua (private configuration in $apt_lua)"
+  if apt-get "${aptl[@]}" update -q >"$apt_lua/update.log" 2>&1 && ! grep -qE '^(E:|W: Failed|Err:)' "$apt_lua/update.log"; then
+    touch "$apt_lua/updated"
+  else
+    grep -E '^(E|W):' "$apt_lua/update.log" | sed 's/^/  apt: /' >&2 || true
+  fi
+fi
 curl_vs=$(versions curl)
 ssl_vs=$(versions openssl)
-# the Lua source is the version whose headers and library luaop builds with
-lua_v=$(dpkg-query -W -f='${source:Version}' liblua5.4-dev 2>/dev/null) ||
-  die "liblua5.4-dev is not installed: run 'hack/deps.sh build'"
+lua_vs=$(lua_versions)
+[ -n "$lua_vs" ] ||
+  die "apt offers no source package of lua5.4 $LUA_VERSION through $apt_lua/sources.list* ($LUA_SUITE, derived from /etc/apt's deb entries); $apt_lua/update.log has apt's output"
 [ -n "$curl_vs" ] && [ -n "$ssl_vs" ] ||
   die "apt offers no source package of curl or openssl through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
 
 # The key: the machine, the source versions apt offers, and this script.
-key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_v"; cat "$0") | sha256sum | cut -c1-16)
+key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; cat "$0" hack/lua/*.patch) | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 # A build made from an older source than the newest offered (the newest did
@@ -136,13 +198,16 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
   work=$(mktemp -d)
   stage="$dir.tmp.$$"
   trap 'rm -rf "$work" "$stage"' EXIT
-  # fetch NAME VERSIONS: the newest version of source package NAME that downloads
-  # (a security update's source can lag behind its binaries), unpacked with
-  # Debian's patches into $work/NAME
+  # fetch NAME VERSIONS [APT-OPTIONS...]: the newest version of source
+  # package NAME that downloads (a security update's source can lag behind
+  # its binaries), unpacked with Debian's patches into $work/NAME
   fetch() {
-    local v
+    local v name=$1 vs=$2
+    shift 2
+    [ $# -gt 0 ] || set -- "${aptc[@]}"
+    set -- "$name" "$vs" "$@"
     for v in $2; do
-      if (cd "$work" && apt-get "${aptc[@]}" source --download-only -q "$1=$v" >"$work/$1.fetch.log" 2>&1); then
+      if (cd "$work" && apt-get "${@:3}" source --download-only -q "$1=$v" >"$work/$1.fetch.log" 2>&1); then
         (cd "$work" && dpkg-source -x "$1"_*.dsc "$1" >"$work/$1.unpack.log" 2>&1) ||
           { cat "$work/$1.unpack.log" >&2; return 1; }
         echo "$1 $v" >>"$work/VERSIONS"
@@ -155,7 +220,7 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
     log "could not download the source of $1 (any of: $(echo $2)): check the network to the package mirror"
     return 1
   }
-  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_v"; }; then
+  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_vs" "${aptl[@]}"; }; then
     [ -n "$retry" ] || exit 1
     # not yet: keep the older build until the lists are read again
     touch "$dir/VERSIONS"
@@ -195,13 +260,20 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
     make -C lib install >>"$work/curl.log" 2>&1
     make -C include install >>"$work/curl.log" 2>&1
   ) || { tail -n 30 "$work/curl.log" >&2; die "libcurl did not build (its log's end is above)"; }
-  # Lua's pattern matcher, charged per step: the line after the label its
-  # match() loops back to
+  # Lua: the later upstream fixes; then its pattern matcher charged per
+  # step in lstrpat.c (the line after the label its match() loops back
+  # to), lstrlib.c left as it is for the specs' interpreter
+  for p in hack/lua/*.patch; do
+    patch -p1 -d "$work/lua5.4/src" <"$p" >>"$work/lua.log" 2>&1 ||
+      { cat "$work/lua.log" >&2; die "$p does not apply to $(grep lua5.4 "$work/VERSIONS")"; }
+  done
   mkdir -p "$stage/lua"
-  cp "$work/lua5.4/src/lstrlib.c" "$work/lua5.4/src/lprefix.h" "$stage/lua/"
-  sed -i 's|^  init: /\* using goto.s to optimize tail recursion \*/$|&\n  LUAOP_MATCH_STEP(ms->L);|' "$stage/lua/lstrlib.c"
-  [ "$(grep -c 'LUAOP_MATCH_STEP' "$stage/lua/lstrlib.c")" = 1 ] ||
-    die "lstrlib.c of lua5.4 $lua_v has no 'init:' line in match() to charge pattern steps at"
+  cp "$work/lua5.4/src/"*.[ch] "$stage/lua/"
+  rm -f "$stage/lua/luac.c"
+  sed -E 's|^  init: /\* using goto.* to optimize tail recursion \*/$|&\n  LUAOP_MATCH_STEP(ms->L);|' \
+    "$stage/lua/lstrlib.c" >"$stage/lua/lstrpat.c"
+  [ "$(grep -c 'LUAOP_MATCH_STEP' "$stage/lua/lstrpat.c")" = 1 ] ||
+    die "lstrlib.c of $(grep lua5.4 "$work/VERSIONS") has no 'init:' line in match() to charge pattern steps at"
   cp "$work/VERSIONS" "$stage/"
   rm -rf "$dir"
   mv "$stage" "$dir"

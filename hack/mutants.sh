@@ -57,7 +57,7 @@ specs() {
           ;;
       esac
     fi
-    timeout 900 lua5.4 "$busted_bin" --output=TAP "$@"
+    timeout 900 build/bin/lua "$busted_bin" --output=TAP "$@"
   )
 }
 

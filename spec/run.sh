@@ -23,7 +23,10 @@ rm -f "$out"/*.tap
 busted_bin=$(command -v busted) || { echo "spec: busted is missing; run 'make deps'" >&2; exit 1; }
 status=0
 
-# busted's own script starts "lua"; run it under Lua 5.4 whatever that names.
+# busted's own script starts "lua"; it runs on the Lua luaop is built with,
+# build/bin/lua (the same source, hack/libs.sh), not the system's: busted's
+# C modules take Lua's symbols from it. LUA may name another (the ASan build).
+lua=${LUA:-build/bin/lua}
 # run_suite NAME [PATH...]: the specs under PATH (default spec/NAME), TAP in
 # build/test/NAME.tap.
 run_suite() {
@@ -31,7 +34,7 @@ run_suite() {
   shift
   (($#)) || set -- "spec/$suite"
   echo "== $suite: $*${LUAOP_BIN:+ (luaop: $LUAOP_BIN)}"
-  lua5.4 "$busted_bin" --output=TAP "$@" | tee "$out/$suite.tap"
+  "$lua" "$busted_bin" --output=TAP "$@" | tee "$out/$suite.tap"
   if [ "${PIPESTATUS[0]}" != 0 ]; then
     status=1
     # busted failed, yet no spec did (it crashed at exit): count that
@@ -51,7 +54,7 @@ run_memcheck() {
   local name=$1 log="$out/$1.log" rc
   shift
   echo "== spec/unit under $name"
-  "$@" lua5.4 "$busted_bin" --output=TAP spec/unit >"$log" 2>&1
+  "$@" "$busted_bin" --output=TAP spec/unit >"$log" 2>&1
   rc=$?
   if [ "$rc" = 0 ] && ! grep -q '^not ok' "$log"; then
     echo "ok 1 - unit specs run clean under $name" | tee "$out/$name.tap"
@@ -105,10 +108,11 @@ if [ "$mode" = unit ] || [ "$mode" = all ]; then
   run_fuzz
   # the spec runner itself is not checked for leaks (Lua's own exit); the
   # luaop processes it starts are (proc.lua sets their options)
-  run_memcheck asan env LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
-    LUAOP_SPEC_CPATH=./build/asan/lua/?.so LUAOP_BIN=build/asan/luaop
+  # (Lua itself under ASan too: build/asan/bin/lua)
+  run_memcheck asan env ASAN_OPTIONS=detect_leaks=0 \
+    LUAOP_SPEC_CPATH=./build/asan/lua/?.so LUAOP_BIN=build/asan/luaop build/asan/bin/lua
   run_memcheck valgrind valgrind --quiet --error-exitcode=99 --leak-check=full \
-    --errors-for-leak-kinds=definite
+    --errors-for-leak-kinds=definite "$lua"
 fi
 
 # Whether this machine can build and run images; prints why not.

@@ -311,11 +311,13 @@ typedef struct lbind_handle {
 
 static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
 {
-    lua_State *L = co;
+    /* a failed task's stack may be full (it died of that): its error goes
+     * through the main thread's */
+    lua_State *L = ok ? co : sched_main_thread(t);
     int href = (int)(intptr_t)ud;
     lbind_handle *h;
 
-    (void)t;
+    luaL_checkstack(L, 4, "a task's outcome");
     /* The handle lives in the registry until the task ends. */
     lua_rawgeti(L, LUA_REGISTRYINDEX, href);
     h = lua_touserdata(L, -1);

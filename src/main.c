@@ -353,14 +353,7 @@ static int main_script(const main_opts *o)
     }
     *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
     runtime_attach(rt, L);
-    luaL_openlibs(L);
-    /* the string library whose pattern matching budgets bound (pattern.h) */
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    luaop_string_open(L); /* also makes it the strings' metatable's __index */
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, LUA_STRLIBNAME);
-    lua_setglobal(L, LUA_STRLIBNAME);
-    lua_pop(L, 1);
+    luaL_openlibs(L); /* its string library's pattern matching is budgeted (pattern.h) */
     if (!o->program)
         lbind_core_for_scripts();
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);

@@ -1,9 +1,8 @@
 /* pattern.h - Lua's pattern matcher, charged to budgets.
  *
- * luaop's string library is Lua's own lstrlib.c (the source of the
- * liblua5.4-dev it builds with, fetched by hack/libs.sh) compiled with this
- * header forced in and one line added where match() loops back on itself:
- * LUAOP_MATCH_STEP. Matching is C code, where the count hook never fires, so
+ * luaop's string library is Lua's own lstrlib.c (of the Lua it builds,
+ * fetched by hack/libs.sh) with one line added where match() loops back on
+ * itself, LUAOP_MATCH_STEP, compiled with this header forced in (lstrpat.c). Matching is C code, where the count hook never fires, so
  * a backtracking pattern such as ("a"):rep(3000):find(".-.-.-b") would run
  * for hours under any instruction budget; instead every SCHED_MATCH_BATCH
  * steps are charged to the running task's instruction budget (sched.c),
@@ -26,8 +25,5 @@ void sched_match_steps(struct lua_State *L);
         if (--sched_match_countdown == 0)                                                      \
             sched_match_steps(L);                                                              \
     } while (0)
-
-/* The string library built from that lstrlib.c (luaopen_string, renamed). */
-int luaop_string_open(struct lua_State *L);
 
 #endif

@@ -215,7 +215,7 @@ static const char *sched_error_text(lua_State *co)
 {
     const char *reason = NULL, *message = NULL;
 
-    if (!lua_checkstack(co, 4)) /* a dead coroutine's stack may be full */
+    if (!lua_checkstack(co, 4))
         return "(error object not shown: no stack left)";
     if (lua_type(co, -1) == LUA_TSTRING || lua_type(co, -1) == LUA_TNUMBER) {
         lua_pushvalue(co, -1);
@@ -283,18 +283,27 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         sched_breach_message(co, t->acct);
     }
     if (status != LUA_OK) {
-        const char *msg;
-        if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
-                                              lua_type(co, -1) != LUA_TSTRING)) {
-            /* whatever a script made of the breach, it is the reason */
-            sched_note_where(t->acct, co, 0);
-            msg = sched_breach_message(co, t->acct);
+        /* The error's text and traceback are made on the main thread: the
+         * task's stack may be full (it may have died of that). */
+        lua_State *L = t->L;
+        int top = lua_gettop(L);
+        if (!lua_checkstack(L, LUA_MINSTACK)) {
+            t->error = strdup("(error not shown: no stack left)");
         } else {
-            msg = sched_error_text(co);
+            const char *msg;
+            lua_xmove(co, L, 1); /* the error value */
+            if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
+                                                  lua_type(L, -1) != LUA_TSTRING)) {
+                /* whatever a script made of the breach, it is the reason */
+                sched_note_where(t->acct, co, 0);
+                msg = sched_breach_message(L, t->acct);
+            } else {
+                msg = sched_error_text(L);
+            }
+            luaL_traceback(L, co, msg, 0);
+            t->error = strdup(lua_tostring(L, -1));
         }
-        luaL_traceback(co, co, msg, 0);
-        t->error = strdup(lua_tostring(co, -1));
-        lua_pop(co, 1);
+        lua_settop(L, top);
     }
     *sched_slot(co) = NULL;
     sched_live--;
@@ -477,7 +486,12 @@ void sched_resume(sched_task *t, int nres)
 
 const char *sched_error(const sched_task *t)
 {
-    return t->error;
+    return t->error ? t->error : "(error not shown: out of memory)";
+}
+
+lua_State *sched_main_thread(const sched_task *t)
+{
+    return t->L;
 }
 
 int sched_running(void)

@@ -64,6 +64,10 @@ void sched_interrupt(void);
 /* The task's coroutine: push resume values here. */
 lua_State *sched_thread(sched_task *t);
 
+/* The main thread of the task's Lua state (idle whenever a task's
+ * callback runs). */
+lua_State *sched_main_thread(const sched_task *t);
+
 /* Continue a waiting task with the nres values pushed on its thread. */
 void sched_resume(sched_task *t, int nres);
 
