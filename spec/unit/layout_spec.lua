@@ -94,4 +94,22 @@ describe("the source's layout", function()
     assert.are.equal(0, n)
     assert.is_not_nil(graph.main.runtime, "main does not make a runtime")
   end)
+
+  it("names every file of src/ and lua/luaop/ in docs/architecture.md, and no file that is gone", function()
+    local f = assert(io.open("docs/architecture.md"))
+    local doc = f:read("a")
+    f:close()
+    local ls = assert(io.popen("ls src/*.c src/*.h lua/luaop/*.lua"))
+    local files = {}
+    for path in ls:lines() do
+      files[path] = true
+      assert.is_truthy(doc:find("`" .. path .. "`", 1, true), path .. " is not in docs/architecture.md")
+    end
+    ls:close()
+    for path in doc:gmatch("`([%w_/]+%.[chlua]+)`") do
+      if path:match("^src/") or path:match("^lua/luaop/") then
+        assert.is_true(files[path] == true, "docs/architecture.md names " .. path .. ", which is gone")
+      end
+    end
+  end)
 end)
