@@ -9,12 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <lauxlib.h>
-#include <lualib.h>
-
-#include "json.h"
 #include "log.h"
 #include "str.h"
+#include "ytree.h"
 
 extern char **environ;
 
@@ -203,50 +200,54 @@ static void auth_notify(auth *a, const char *bearer, const char *err)
     free(w);
 }
 
-/* Read the ExecCredential the plugin printed. */
+/* Read the ExecCredential the plugin printed: JSON, which is YAML, read
+ * with libyaml (ytree.c) like the kubeconfig. */
 static void auth_exec_parse(auth *a, char *err, size_t errlen)
 {
-    lua_State *L = luaL_newstate();
-    char jerr[160];
+    char yerr[160];
+    ytree *doc;
+    const ytree *status;
+    const char *kind, *version, *token, *expires;
 
-    if (L == NULL) {
-        snprintf(err, errlen, "out of memory");
+    if (a->buf == NULL || a->len == 0) {
+        snprintf(err, errlen, "exec plugin %s printed no ExecCredential JSON (no output)", a->exec->command);
         return;
     }
-    if (!json_decode(L, a->buf ? a->buf : "", a->len, jerr, sizeof jerr) || !lua_istable(L, -1)) {
+    doc = ytree_parse(a->buf, a->len, yerr, sizeof yerr);
+    if (doc == NULL || doc->kind != YTREE_MAP) {
         snprintf(err, errlen, "exec plugin %s printed no ExecCredential JSON (%s)", a->exec->command,
-                 a->buf ? jerr : "no output");
+                 doc ? "not an object" : yerr);
         goto out;
     }
-    lua_getfield(L, -1, "kind");
-    lua_getfield(L, -2, "apiVersion");
-    if (!lua_isstring(L, -2) || strcmp(lua_tostring(L, -2), "ExecCredential") != 0) {
+    kind = ytree_str(ytree_get(doc, "kind"));
+    version = ytree_str(ytree_get(doc, "apiVersion"));
+    if (kind == NULL || strcmp(kind, "ExecCredential") != 0) {
         snprintf(err, errlen, "exec plugin %s printed kind %s, not ExecCredential", a->exec->command,
-                 lua_isstring(L, -2) ? lua_tostring(L, -2) : "(none)");
+                 kind ? kind : "(none)");
         goto out;
     }
-    if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), a->exec->api_version) != 0) {
+    if (version == NULL || strcmp(version, a->exec->api_version) != 0) {
         snprintf(err, errlen, "exec plugin %s printed apiVersion %s, but the kubeconfig asks for %s",
-                 a->exec->command, lua_isstring(L, -1) ? lua_tostring(L, -1) : "(none)",
-                 a->exec->api_version);
+                 a->exec->command, version ? version : "(none)", a->exec->api_version);
         goto out;
     }
-    lua_pop(L, 2);
-    if (lua_getfield(L, -1, "status") != LUA_TTABLE) {
+    status = ytree_get(doc, "status");
+    if (status == NULL || status->kind != YTREE_MAP) {
         snprintf(err, errlen, "exec plugin %s printed an ExecCredential without status", a->exec->command);
         goto out;
     }
-    if (lua_getfield(L, -1, "token") != LUA_TSTRING || lua_rawlen(L, -1) == 0) {
+    token = ytree_str(ytree_get(status, "token"));
+    if (token == NULL || token[0] == '\0' || ytree_is_null(ytree_get(status, "token"))) {
         snprintf(err, errlen, "exec plugin %s printed no status.token (client certificates from plugins "
                  "are not supported yet)", a->exec->command);
         goto out;
     }
     str_free_secret(&a->current);
-    a->current = strdup(lua_tostring(L, -1));
-    lua_pop(L, 1);
+    a->current = strdup(token);
     a->expires = 0;
-    if (lua_getfield(L, -1, "expirationTimestamp") == LUA_TSTRING) {
-        time_t t = auth_parse_time(lua_tostring(L, -1));
+    expires = ytree_str(ytree_get(status, "expirationTimestamp"));
+    if (expires && !ytree_is_null(ytree_get(status, "expirationTimestamp"))) {
+        time_t t = auth_parse_time(expires);
         if (t < 0) {
             snprintf(err, errlen, "exec plugin %s printed a malformed status.expirationTimestamp",
                      a->exec->command);
@@ -258,7 +259,7 @@ static void auth_exec_parse(auth *a, char *err, size_t errlen)
     a->stale = 0;
     a->generation++;
 out:
-    lua_close(L);
+    ytree_free(doc);
 }
 
 static void auth_exec_finish(auth *a)

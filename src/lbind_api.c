@@ -110,9 +110,15 @@ static void lbind_pending_done(const http_response *r, void *ud)
     }
 }
 
+/* The pending at 1 (raises when it is not one). */
+static lbind_pending *lbind_topending(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_PENDING_MT);
+}
+
 static int lbind_pending_wait(lua_State *L)
 {
-    lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
+    lbind_pending *p = lbind_topending(L);
     sched_task *t = lbind_check_task(L, "a request's wait");
     int n;
 
@@ -142,7 +148,7 @@ static void lbind_pending_drop(lbind_pending *p)
 
 static int lbind_pending_cancel(lua_State *L)
 {
-    lbind_pending *p = luaL_checkudata(L, 1, LBIND_PENDING_MT);
+    lbind_pending *p = lbind_topending(L);
 
     if (p->waiter)
         return luaL_error(L, "a task is waiting for this request");
@@ -153,7 +159,7 @@ static int lbind_pending_cancel(lua_State *L)
 /* collected: nobody can wait for it any more (at exit, a waiter too) */
 static int lbind_pending_gc(lua_State *L)
 {
-    lbind_pending_drop(luaL_checkudata(L, 1, LBIND_PENDING_MT));
+    lbind_pending_drop(lbind_topending(L));
     return 0;
 }
 

@@ -274,9 +274,15 @@ static int lbind_fs_watch_wait_k(lua_State *L, int status, lua_KContext ctx)
     return 1; /* the value the waker pushed */
 }
 
+/* The fs watch at 1 (raises when it is not one). */
+static lbind_fs_watch *lbind_tofswatch(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_FS_WATCH_MT);
+}
+
 static int lbind_fs_watch_wait(lua_State *L)
 {
-    lbind_fs_watch *w = luaL_checkudata(L, 1, LBIND_FS_WATCH_MT);
+    lbind_fs_watch *w = lbind_tofswatch(L);
     sched_task *t = lbind_check_task(L, "watcher:wait");
 
     if (w->changed || w->ev == NULL) {
@@ -292,7 +298,7 @@ static int lbind_fs_watch_wait(lua_State *L)
 
 static int lbind_fs_watch_take(lua_State *L)
 {
-    lbind_fs_watch *w = luaL_checkudata(L, 1, LBIND_FS_WATCH_MT);
+    lbind_fs_watch *w = lbind_tofswatch(L);
 
     lua_pushboolean(L, w->changed);
     w->changed = 0;
@@ -309,7 +315,7 @@ static void lbind_fs_watch_stop(lbind_fs_watch *w)
 
 static int lbind_fs_watch_close(lua_State *L)
 {
-    lbind_fs_watch *w = luaL_checkudata(L, 1, LBIND_FS_WATCH_MT);
+    lbind_fs_watch *w = lbind_tofswatch(L);
 
     lbind_fs_watch_stop(w);
     if (w->waiter) {
@@ -324,7 +330,7 @@ static int lbind_fs_watch_close(lua_State *L)
 /* Collected (or the state closing): no task can be waiting any more. */
 static int lbind_fs_watch_gc(lua_State *L)
 {
-    lbind_fs_watch *w = luaL_checkudata(L, 1, LBIND_FS_WATCH_MT);
+    lbind_fs_watch *w = lbind_tofswatch(L);
 
     w->waiter = NULL;
     lbind_fs_watch_stop(w);

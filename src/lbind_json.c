@@ -62,9 +62,15 @@ static int lbind_json_decode_page(lua_State *L)
     return 2;
 }
 
+/* The json buf at 1 (raises when it is not one). */
+static json_buf *lbind_tojsonbuf(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_JSON_BUF);
+}
+
 static int lbind_json_buf_gc(lua_State *L)
 {
-    json_buf_free(luaL_checkudata(L, 1, LBIND_JSON_BUF));
+    json_buf_free(lbind_tojsonbuf(L));
     return 0;
 }
 

@@ -185,10 +185,16 @@ static int lbind_cond_wait_k(lua_State *L, int status, lua_KContext ctx)
     return 1;
 }
 
+/* The cond at 1 (raises when it is not one). */
+static lbind_cond *lbind_tocond(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_COND_MT);
+}
+
 /* cond:wait([timeout]) -> true | false (timed out) */
 static int lbind_cond_wait(lua_State *L)
 {
-    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+    lbind_cond *c = lbind_tocond(L);
     double timeout = luaL_optnumber(L, 2, -1);
     sched_task *t = lbind_check_task(L, "cond:wait");
     lbind_sleep *s = NULL;
@@ -231,7 +237,7 @@ static int lbind_cond_broadcast(lbind_cond *c)
 
 static int lbind_cond_signal(lua_State *L)
 {
-    int n = lbind_cond_broadcast(luaL_checkudata(L, 1, LBIND_COND_MT));
+    int n = lbind_cond_broadcast(lbind_tocond(L));
 
     if (n < 0)
         return luaL_error(L, "not enough memory");
@@ -269,7 +275,7 @@ int lbind_task_stop(runtime *rt)
 
 static int lbind_cond_gc(lua_State *L)
 {
-    lbind_cond *c = luaL_checkudata(L, 1, LBIND_COND_MT);
+    lbind_cond *c = lbind_tocond(L);
 
     free(c->waiting);
     c->waiting = NULL;
@@ -453,9 +459,15 @@ static int lbind_handle_wait_k(lua_State *L, int status, lua_KContext ctx)
     return lbind_handle_results(L);
 }
 
+/* The handle at 1 (raises when it is not one). */
+static lbind_handle *lbind_tohandle(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_TASK_MT);
+}
+
 static int lbind_handle_wait(lua_State *L)
 {
-    lbind_handle *h = luaL_checkudata(L, 1, LBIND_TASK_MT);
+    lbind_handle *h = lbind_tohandle(L);
 
     if (h->ended)
         return lbind_handle_results(L);

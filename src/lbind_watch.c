@@ -259,9 +259,15 @@ static int lbind_watch_next_k(lua_State *L, int status, lua_KContext ctx)
     return lua_gettop(L) - 1;
 }
 
+/* The watch at 1 (raises when it is not one). */
+static lbind_watch *lbind_towatch(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_WATCH_MT);
+}
+
 static int lbind_watch_next(lua_State *L)
 {
-    lbind_watch *w = luaL_checkudata(L, 1, LBIND_WATCH_MT);
+    lbind_watch *w = lbind_towatch(L);
     sched_task *t;
 
     lua_settop(L, 1);
@@ -287,7 +293,7 @@ static void lbind_watch_stop(lbind_watch *w)
 
 static int lbind_watch_close(lua_State *L)
 {
-    lbind_watch *w = luaL_checkudata(L, 1, LBIND_WATCH_MT);
+    lbind_watch *w = lbind_towatch(L);
 
     lbind_watch_stop(w);
     lbind_watch_wake(w);
@@ -297,7 +303,7 @@ static int lbind_watch_close(lua_State *L)
 
 static int lbind_watch_gc(lua_State *L)
 {
-    lbind_watch *w = luaL_checkudata(L, 1, LBIND_WATCH_MT);
+    lbind_watch *w = lbind_towatch(L);
 
     lbind_watch_stop(w);
     if (w->wake) {

@@ -43,9 +43,15 @@ typedef struct lbind_wq {
 
 static void lbind_wq_arm(lbind_wq *w);
 
+/* The wq at 1 (raises when it is not one). */
+static lbind_wq *lbind_towq(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LBIND_WQ_MT);
+}
+
 static workqueue *lbind_wq_check(lua_State *L)
 {
-    lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
+    lbind_wq *w = lbind_towq(L);
 
     if (w->q == NULL)
         luaL_error(L, "the work queue is closed");
@@ -104,7 +110,7 @@ static int lbind_wq_new(lua_State *L)
 /* After a change: hand ready keys to waiting tasks, or time the next. */
 static int lbind_wq_changed(lua_State *L, int rc)
 {
-    lbind_wq_arm(luaL_checkudata(L, 1, LBIND_WQ_MT));
+    lbind_wq_arm(lbind_towq(L));
     return lbind_wq_oom(L, rc);
 }
 
@@ -270,7 +276,7 @@ static int lbind_wq_take_k(lua_State *L, int status, lua_KContext ctx)
 
 static int lbind_wq_take(lua_State *L)
 {
-    lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
+    lbind_wq *w = lbind_towq(L);
     workqueue *q = lbind_wq_check(L);
     sched_task *t = lbind_check_task(L, "workqueue:take");
     const char *key;
@@ -315,7 +321,7 @@ static int lbind_wq_take(lua_State *L)
 
 static int lbind_wq_wake(lua_State *L)
 {
-    lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
+    lbind_wq *w = lbind_towq(L);
 
     lbind_wq_check(L);
     if (w->n > 0) {
@@ -357,7 +363,7 @@ static void lbind_wq_timer_closed(uv_handle_t *h)
 
 static int lbind_wq_gc(lua_State *L)
 {
-    lbind_wq *w = luaL_checkudata(L, 1, LBIND_WQ_MT);
+    lbind_wq *w = lbind_towq(L);
 
     workqueue_free(w->q);
     w->q = NULL;
