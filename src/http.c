@@ -9,6 +9,7 @@
 
 #include <curl/curl.h>
 
+#include "dbuf.h"
 #include "str.h"
 
 typedef enum http_state { HTTP_QUEUED, HTTP_RUNNING, HTTP_WAITING, HTTP_DONE } http_state;
@@ -29,8 +30,7 @@ struct http_request {
     http_done_cb done;
     void *ud;
     /* the response */
-    char *resp;
-    size_t resp_len, resp_cap;
+    dbuf resp;
     char *resp_type;
     double retry_after; /* seconds; < 0 when absent */
     int retries;
@@ -121,7 +121,7 @@ static void http_request_closed(uv_handle_t *h)
     str_free_secret(&r->bearer);
     free(r->username);
     str_free_secret(&r->password);
-    free(r->resp);
+    dbuf_free(&r->resp);
     free(r->resp_type);
     free(r);
     http_client_unref(c);
@@ -152,19 +152,8 @@ static size_t http_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata
         if (status >= 200 && status < 300)
             return r->on_data(ptr, n, r->ud) == 0 ? n : 0;
     }
-    if (r->resp_cap - r->resp_len < n + 1) {
-        size_t cap = r->resp_cap ? r->resp_cap : 4096;
-        while (cap - r->resp_len < n + 1)
-            cap *= 2;
-        char *p = realloc(r->resp, cap);
-        if (p == NULL)
-            return 0;
-        r->resp = p;
-        r->resp_cap = cap;
-    }
-    memcpy(r->resp + r->resp_len, ptr, n);
-    r->resp_len += n;
-    r->resp[r->resp_len] = '\0';
+    if (dbuf_append(&r->resp, ptr, n) != 0)
+        return 0;
     return n;
 }
 
@@ -210,7 +199,7 @@ static int http_setup(http_request *r)
     curl_easy_reset(e);
     curl_slist_free_all(r->headers);
     r->headers = NULL;
-    r->resp_len = 0;
+    dbuf_clear(&r->resp);
     r->retry_after = -1;
     r->errbuf[0] = '\0';
 
@@ -438,8 +427,8 @@ static void http_finish(http_request *r, CURLcode result)
     resp.status = result == CURLE_OK ? status : 0;
     if (result != CURLE_OK)
         resp.error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
-    resp.body = r->resp ? r->resp : "";
-    resp.body_len = r->resp_len;
+    resp.body = r->resp.data ? r->resp.data : "";
+    resp.body_len = r->resp.len;
     resp.content_type = r->resp_type;
     resp.retries = r->retries;
     long version = 0;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "b64.h"
+#include "dbuf.h"
 #include "str.h"
 #include "ytree.h"
 
@@ -56,46 +57,17 @@ static int kc_fail(kc_loader *l, const kc_file *f, const ytree *at, const char *
 
 static char *kc_read(const char *path, size_t *len, int *errnum)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
+    dbuf b = {0};
 
-    if (f == NULL) {
-        *errnum = errno;
+    *errnum = dbuf_read_file(&b, path, KC_MAX_FILE_SIZE);
+    if (*errnum == 0 && dbuf_reserve(&b, 0) != 0) /* an empty file: still a string */
+        *errnum = ENOMEM;
+    if (*errnum) {
+        dbuf_free(&b);
         return NULL;
     }
-    for (;;) {
-        if (cap - n < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            if (cap > KC_MAX_FILE_SIZE) {
-                *errnum = EFBIG;
-                goto err;
-            }
-            char *p = realloc(buf, cap + 1);
-            if (p == NULL) {
-                *errnum = ENOMEM;
-                goto err;
-            }
-            buf = p;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) {
-            if (ferror(f)) {
-                *errnum = errno ? errno : EIO;
-                goto err;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-err:
-    fclose(f);
-    free(buf);
-    return NULL;
+    *len = b.len;
+    return b.data;
 }
 
 static char *kc_dirname(const char *path)

@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "lbind.h"
+#include "dbuf.h"
 #include "runtime.h"
 #include "sched.h"
 #include "str.h"
@@ -42,6 +43,9 @@ static int lbind_fs_fail(lua_State *L, const char *path, int uverr)
 
 typedef enum { LBIND_FS_KIND, LBIND_FS_LIST, LBIND_FS_READ } lbind_fs_op;
 
+/* fs.read reads no file larger than this (a script, a kubeconfig) */
+#define LBIND_FS_MAX_READ ((size_t)256 << 20)
+
 typedef struct lbind_fs_job lbind_fs_job;
 struct lbind_fs_job {
     uv_work_t work;
@@ -50,36 +54,16 @@ struct lbind_fs_job {
     char *path;
     int err;       /* a negated errno, or 0 */
     const char *kind;
-    char *data;    /* READ: the bytes; LIST: the names, each NUL-terminated */
-    size_t len;    /* of data */
+    dbuf data;     /* READ: the bytes; LIST: the names, each NUL-terminated */
     size_t count;  /* LIST: how many names */
     runtime *rt;
     lbind_fs_job *prev, *next; /* every job not yet done: rt->fs_jobs */
 };
 
-/* Append n bytes to the job's data; 0, or -ENOMEM. */
-static int lbind_fs_append(lbind_fs_job *j, const char *s, size_t n, size_t *cap)
-{
-    if (j->len + n > *cap) {
-        size_t c = *cap ? *cap : 4096;
-        while (c < j->len + n)
-            c *= 2;
-        char *d = realloc(j->data, c);
-        if (d == NULL)
-            return -ENOMEM;
-        j->data = d;
-        *cap = c;
-    }
-    memcpy(j->data + j->len, s, n);
-    j->len += n;
-    return 0;
-}
-
 /* On a pool thread: plain blocking calls, no Lua. */
 static void lbind_fs_work(uv_work_t *w)
 {
     lbind_fs_job *j = w->data;
-    size_t cap = 0;
 
     if (j->op == LBIND_FS_KIND) {
         struct stat st;
@@ -97,24 +81,13 @@ static void lbind_fs_work(uv_work_t *w)
         while (j->err == 0 && (e = readdir(d)) != NULL) {
             if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
                 continue;
-            j->err = lbind_fs_append(j, e->d_name, strlen(e->d_name) + 1, &cap);
+            if (dbuf_append(&j->data, e->d_name, strlen(e->d_name) + 1) != 0)
+                j->err = -ENOMEM;
             j->count++;
         }
         closedir(d);
     } else {
-        FILE *f = fopen(j->path, "rb");
-        char buf[8192];
-        size_t n;
-        if (f == NULL) {
-            j->err = -errno;
-            return;
-        }
-        errno = 0;
-        while (j->err == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0)
-            j->err = lbind_fs_append(j, buf, n, &cap);
-        if (j->err == 0 && ferror(f))
-            j->err = errno ? -errno : -EIO; /* EISDIR, say */
-        fclose(f);
+        j->err = -dbuf_read_file(&j->data, j->path, LBIND_FS_MAX_READ);
     }
 }
 
@@ -127,7 +100,7 @@ static void lbind_fs_job_free(lbind_fs_job *j)
     if (j->next)
         j->next->prev = j->prev;
     free(j->path);
-    free(j->data);
+    dbuf_free(&j->data);
     free(j);
 }
 
@@ -149,9 +122,9 @@ static void lbind_fs_done(uv_work_t *w, int status)
     } else if (j->op == LBIND_FS_KIND) {
         lua_pushstring(co, j->kind);
     } else if (j->op == LBIND_FS_READ) {
-        lua_pushlstring(co, j->data ? j->data : "", j->len);
+        lua_pushlstring(co, j->data.data ? j->data.data : "", j->data.len);
     } else {
-        const char *p = j->data;
+        const char *p = j->data.data;
         lua_createtable(co, (int)j->count, 0);
         for (size_t i = 1; i <= j->count; i++) {
             lua_pushstring(co, p);

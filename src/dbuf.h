@@ -1,0 +1,36 @@
+/* dbuf.h - a growable byte buffer, the one every module appends to (response
+ * bodies, a plugin's output, encoded JSON, a watch's partial line, file
+ * contents), and reading a whole file into one.
+ *
+ * A buffer that holds anything is NUL-terminated after its len bytes, so
+ * text can be read as a C string. Zero-initialised is empty. */
+#ifndef LUAOP_DBUF_H
+#define LUAOP_DBUF_H
+
+#include <stddef.h>
+
+typedef struct dbuf {
+    char *data; /* NULL until something is reserved */
+    size_t len;
+    size_t cap; /* bytes allocated, the NUL's included */
+} dbuf;
+
+/* Room for `more` bytes past len (and the NUL): 0, or -1 when out of
+ * memory (b unchanged). Grows by doubling, from 256 bytes. */
+int dbuf_reserve(dbuf *b, size_t more);
+
+/* Append n bytes: 0, or -1 when out of memory (b unchanged). */
+int dbuf_append(dbuf *b, const void *p, size_t n);
+
+/* Forget the contents, keep the memory. */
+void dbuf_clear(dbuf *b);
+
+/* Free the memory; b is empty again. */
+void dbuf_free(dbuf *b);
+
+/* Append the whole file at path, at most max bytes of it: 0, or a positive
+ * errno (ENOENT, EACCES, EISDIR, ...; EFBIG when it is larger than max;
+ * ENOMEM). On error b holds what it held before. */
+int dbuf_read_file(dbuf *b, const char *path, size_t max);
+
+#endif
