@@ -47,7 +47,7 @@ Q := @
 say := @printf '  %-6s %s\n'
 endif
 
-.PHONY: all asan deps test test-unit test-e2e cluster-up cluster-down cluster-status \
+.PHONY: all asan ctest deps test test-unit test-e2e cluster-up cluster-down cluster-status \
         cluster-bin run image test-image clean distclean fuzz fuzz-build
 
 all: build/luaop build/lua/luaop/core.so build/bin/lua
@@ -129,6 +129,18 @@ build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o,$(SRCS:src/%.c=
 	$(say) LD $@
 	$(Q)$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 
+# The C unit tests (spec/c/NAME_test.c, TAP on stdout, run by
+# spec/unit/c_spec.lua), with ASan and UBSan, each linked with the module it
+# tests.
+CTESTS := $(basename $(notdir $(wildcard spec/c/*_test.c)))
+ctest: $(CTESTS:%=build/ctest/%)
+
+build/ctest/%: spec/c/%.c spec/c/tap.h | build/ctest
+	$(say) CC $@
+	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -Isrc -Ispec/c -o $@ $(filter %.c %.o,$^)
+
+build/ctest/dbuf_test: build/asan/obj/dbuf.o
+
 # libFuzzer harnesses (fuzz/*.c), with clang and libclang-rt: `make fuzz`
 # runs each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
 # the checked-in seeds in fuzz/corpus/NAME are read); `make test` replays
@@ -166,7 +178,7 @@ build/fuzz/%: fuzz/%.c $(FUZZ_OBJS) | build/fuzz/obj
 	  $(filter-out $(FUZZ_SKIP),$(FUZZ_OBJS)) $(LDLIBS) -lm -lpthread
 
 build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop build/fuzz/obj \
-  build/obj/lua build/asan/obj/lua build/fuzz/obj/lua build/bin build/asan/bin:
+  build/obj/lua build/asan/obj/lua build/fuzz/obj/lua build/bin build/asan/bin build/ctest:
 	mkdir -p $@
 
 # (dependency files of our sources only: Lua's objects have none)
@@ -183,10 +195,10 @@ deps:
 # then the image built and run as a container against it (as root).
 # Ends with one line "N passed, N failed".
 test: deps
-	$(MAKE) all asan fuzz-build
+	$(MAKE) all asan fuzz-build ctest
 	spec/run.sh all
 
-test-unit: all asan fuzz-build
+test-unit: all asan fuzz-build ctest
 	spec/run.sh unit
 
 test-e2e: all asan

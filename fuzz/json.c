@@ -36,7 +36,7 @@ static int fuzz_body(lua_State *L)
     lua_settop(L, 0);
     top = lua_gettop(L);
     if (json_decode(L, s, size, err, sizeof err)) {
-        json_buf once = {0}, twice = {0};
+        dbuf once = {0}, twice = {0};
         if (!json_encode(L, -1, &once, err, sizeof err))
             fuzz_die("a decoded value does not encode", err);
         lua_pop(L, 1);
@@ -47,8 +47,8 @@ static int fuzz_body(lua_State *L)
         if (once.len != twice.len || memcmp(once.data, twice.data, once.len) != 0)
             fuzz_die("the round trip changed the text", once.data ? once.data : "");
         lua_pop(L, 1);
-        json_buf_free(&once);
-        json_buf_free(&twice);
+        dbuf_free(&once);
+        dbuf_free(&twice);
     }
     if (lua_gettop(L) != top)
         fuzz_die("decode left the stack changed", "");

@@ -34,9 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         pos += len;
     }
-    if (w.plen > 0) { /* the stream ended: its last line */
-        lbind_watch_line(&w, w.partial, w.plen);
-        w.plen = 0;
+    if (w.partial.len > 0) { /* the stream ended: its last line */
+        lbind_watch_line(&w, w.partial.data, w.partial.len);
+        dbuf_clear(&w.partial);
     }
     /* the expected lines, from the whole stream at once */
     lbind_line *l = w.head;
@@ -57,6 +57,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (l != NULL)
         abort(); /* a line too many */
     lbind_watch_clear(&w);
-    free(w.partial);
+    dbuf_free(&w.partial);
     return 0;
 }

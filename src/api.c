@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "list.h"
 #include "auth.h"
 #include "log.h"
 #include "str.h"
@@ -17,7 +18,7 @@ struct api {
     char *server; /* without a trailing slash */
     char *namespace;
     char *username, *password;
-    api_call *live; /* calls not yet done or cancelled */
+    list_node *live; /* calls not yet done or cancelled (api_call.link) */
 };
 
 struct api_call {
@@ -25,7 +26,7 @@ struct api_call {
     http_request *req; /* while the request is in flight */
     int cancelled;
     unsigned generation; /* of the credential the request went with */
-    api_call *prev, *next; /* in api.live */
+    list_node link; /* in api.live */
     int (*on_data)(const char *, size_t, void *);
     char *method, *path, *content_type, *accept, *body;
     size_t body_len;
@@ -118,14 +119,8 @@ fail:
 static void api_call_free(api_call *c)
 {
     /* A cancelled call left the live list already, and its api may be gone. */
-    if (!c->cancelled) {
-        if (c->prev)
-            c->prev->next = c->next;
-        else
-            c->a->live = c->next;
-        if (c->next)
-            c->next->prev = c->prev;
-    }
+    if (!c->cancelled)
+        list_remove(&c->a->live, &c->link);
     free(c->method);
     free(c->path);
     free(c->content_type);
@@ -256,13 +251,7 @@ void api_cancel(api_call *c)
         return;
     c->cancelled = 1;
     /* Off the live list now; freed below, or when its credential comes. */
-    if (c->prev)
-        c->prev->next = c->next;
-    else if (c->a->live == c)
-        c->a->live = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    list_remove(&c->a->live, &c->link);
     if (c->req) {
         http_cancel(c->req);
         api_call_free(c);
@@ -293,10 +282,7 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
         c->body = str_ndup(s->body, s->body_len);
         c->body_len = s->body_len;
     }
-    c->next = a->live;
-    if (a->live)
-        a->live->prev = c;
-    a->live = c;
+    list_push(&a->live, &c->link);
     if (!c->method || !c->path || (s->body && !c->body)) {
         api_call_free(c);
         return NULL;
@@ -332,7 +318,7 @@ void api_free(api *a)
     /* No callback runs after this: calls waiting for a credential are freed
      * when auth_free hands it (or its failure) over. */
     while (a->live)
-        api_cancel(a->live);
+        api_cancel(list_entry(a->live, api_call, link));
     http_client_close(a->http);
     auth_free(a->auth);
     free(a->server);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dbuf.h"
 #include "log.h"
 #include "str.h"
 #include "ytree.h"
@@ -34,8 +35,7 @@ struct auth {
     int running;
     uv_process_t proc;
     uv_pipe_t out;
-    char *buf;
-    size_t len, cap;
+    dbuf output; /* what the plugin printed (a secret: wiped) */
     int64_t exit_status;
     int pipe_open, proc_open, exited;
     uv_timer_t timer; /* the plugin's deadline */
@@ -127,26 +127,30 @@ void auth_invalidate(auth *a, unsigned generation)
 static const char *auth_from_file(auth *a, char *err, size_t errlen)
 {
     time_t now = time(NULL);
-    char buf[16384];
-    size_t n;
-    FILE *f;
+    dbuf b = {0};
+    int e;
 
     if (a->current && !a->stale && now - a->fetched < AUTH_TOKEN_FILE_TTL)
         return a->current;
-    f = fopen(a->token_file, "r");
-    if (f == NULL) {
-        snprintf(err, errlen, "token file %s: %s", a->token_file, strerror(errno));
+    e = dbuf_read_file(&b, a->token_file, AUTH_TOKEN_FILE_MAX);
+    if (e == 0 && dbuf_reserve(&b, 0) != 0)
+        e = ENOMEM;
+    if (e != 0) {
+        if (e == EFBIG)
+            snprintf(err, errlen, "token file %s is larger than %d bytes", a->token_file, AUTH_TOKEN_FILE_MAX);
+        else
+            snprintf(err, errlen, "token file %s: %s", a->token_file, strerror(e));
+        dbuf_free(&b);
         return NULL;
     }
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-        n--;
-    buf[n] = '\0';
+    while (b.len > 0 && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r' || b.data[b.len - 1] == ' '))
+        b.len--;
+    b.data[b.len] = '\0';
     str_free_secret(&a->current);
-    a->current = strdup(buf);
-    memset(buf, 0, sizeof buf);
-    if (a->current == NULL || n == 0) {
+    a->current = b.len ? strdup(b.data) : NULL;
+    memset(b.data, 0, b.cap); /* a secret */
+    dbuf_free(&b);
+    if (a->current == NULL) {
         snprintf(err, errlen, "token file %s is empty", a->token_file);
         return NULL;
     }
@@ -209,11 +213,11 @@ static void auth_exec_parse(auth *a, char *err, size_t errlen)
     const ytree *status;
     const char *kind, *version, *token, *expires;
 
-    if (a->buf == NULL || a->len == 0) {
+    if (a->output.len == 0) {
         snprintf(err, errlen, "exec plugin %s printed no ExecCredential JSON (no output)", a->exec->command);
         return;
     }
-    doc = ytree_parse(a->buf, a->len, yerr, sizeof yerr);
+    doc = ytree_parse(a->output.data, a->output.len, yerr, sizeof yerr);
     if (doc == NULL || doc->kind != YTREE_MAP) {
         snprintf(err, errlen, "exec plugin %s printed no ExecCredential JSON (%s)", a->exec->command,
                  doc ? "not an object" : yerr);
@@ -262,6 +266,14 @@ out:
     ytree_free(doc);
 }
 
+/* Forget the plugin's output, wiped first: it holds a token. */
+static void auth_output_wipe(auth *a)
+{
+    if (a->output.data)
+        memset(a->output.data, 0, a->output.cap);
+    dbuf_free(&a->output);
+}
+
 static void auth_exec_finish(auth *a)
 {
     char err[400] = "";
@@ -271,7 +283,7 @@ static void auth_exec_finish(auth *a)
     a->running = 0;
     if (a->freeing) {
         auth_notify(a, NULL, "shutting down");
-        free(a->buf);
+        auth_output_wipe(a);
         free(a);
         return;
     }
@@ -283,11 +295,7 @@ static void auth_exec_finish(auth *a)
                  (long long)a->exit_status);
     else
         auth_exec_parse(a, err, sizeof err);
-    if (a->buf)
-        memset(a->buf, 0, a->len);
-    free(a->buf);
-    a->buf = NULL;
-    a->len = a->cap = 0;
+    auth_output_wipe(a);
     auth_notify(a, err[0] ? NULL : a->current, err[0] ? err : NULL);
 }
 
@@ -311,21 +319,13 @@ static void auth_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     auth *a = h->data;
 
-    if (a->cap - a->len < suggested) {
-        size_t cap = a->cap ? a->cap : 4096;
-        while (cap - a->len < suggested)
-            cap *= 2;
-        char *p = realloc(a->buf, cap + 1);
-        if (p == NULL) {
-            buf->base = NULL;
-            buf->len = 0;
-            return;
-        }
-        a->buf = p;
-        a->cap = cap;
+    if (dbuf_reserve(&a->output, suggested) != 0) {
+        buf->base = NULL;
+        buf->len = 0;
+        return;
     }
-    buf->base = a->buf + a->len;
-    buf->len = a->cap - a->len;
+    buf->base = a->output.data + a->output.len;
+    buf->len = a->output.cap - a->output.len - 1; /* the NUL's room */
 }
 
 static void auth_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -334,8 +334,8 @@ static void auth_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
     (void)buf;
     if (n > 0) {
-        a->len += (size_t)n;
-        a->buf[a->len] = '\0';
+        a->output.len += (size_t)n;
+        a->output.data[a->output.len] = '\0';
     } else if (n < 0) {
         uv_close((uv_handle_t *)&a->out, auth_pipe_closed);
     }
@@ -532,6 +532,6 @@ void auth_free(auth *a)
         return;
     }
     free(a->waiters);
-    free(a->buf);
+    auth_output_wipe(a);
     free(a);
 }

@@ -13,6 +13,9 @@
 #include "kubeconfig.h"
 
 #define AUTH_TOKEN_FILE_TTL 60
+/* A token file larger than this is refused (a service account token is
+ * about 1 KiB). */
+#define AUTH_TOKEN_FILE_MAX 65536
 /* An exec plugin: luaop logs that it waits on one after AUTH_EXEC_WARN
  * seconds and kills it after AUTH_EXEC_TIMEOUT, failing the requests that
  * wait for a credential with an error naming it. */

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 
 #include "dbuf.h"
+#include "list.h"
 #include "str.h"
 
 typedef enum http_state { HTTP_QUEUED, HTTP_RUNNING, HTTP_WAITING, HTTP_DONE } http_state;
@@ -21,7 +22,7 @@ struct http_request {
     struct curl_slist *headers;
     uv_timer_t retry_timer;
     http_request *next;               /* in the rate limiter's queue */
-    http_request *live_prev, *live_next; /* every request not yet freed */
+    list_node link; /* in http_client.live: every request not yet freed */
     /* the request, copied */
     char *method, *url, *content_type, *accept, *body, *bearer, *username, *password;
     size_t body_len;
@@ -53,7 +54,7 @@ struct http_client {
     int burst;
     uint64_t last_refill; /* uv_now, ms */
     http_request *queue, *queue_tail;
-    http_request *live;
+    list_node *live; /* http_request.link */
     unsigned long started;
     int closing;
     int open_handles;
@@ -132,12 +133,7 @@ static void http_request_free(http_request *r)
     http_client *c = r->c;
 
     r->state = HTTP_DONE;
-    if (r->live_prev)
-        r->live_prev->live_next = r->live_next;
-    else
-        c->live = r->live_next;
-    if (r->live_next)
-        r->live_next->live_prev = r->live_prev;
+    list_remove(&c->live, &r->link);
     uv_close((uv_handle_t *)&r->retry_timer, http_request_closed);
 }
 
@@ -635,10 +631,7 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
     uv_timer_init(c->loop, &r->retry_timer);
     r->retry_timer.data = r;
     c->open_handles++;
-    r->live_next = c->live;
-    if (c->live)
-        c->live->live_prev = r;
-    c->live = r;
+    list_push(&c->live, &r->link);
     if (!r->method || !r->url || (s->body && !r->body) || (s->bearer && !r->bearer) ||
         (s->content_type && !r->content_type) || (s->accept && !r->accept) ||
         (s->username && !r->username) || (s->password && !r->password)) {
@@ -698,7 +691,7 @@ void http_client_close(http_client *c)
     }
     /* Requests still around are cancelled; each frees itself. */
     while (c->live)
-        http_cancel(c->live);
+        http_cancel(list_entry(c->live, http_request, link));
     /* Closing cached connections may call http_socket_cb: do it while the
      * client and its loop are alive. */
     curl_multi_cleanup(c->multi);

@@ -14,18 +14,13 @@
 
 #include <lua.h>
 
+#include "dbuf.h"
+
 #define JSON_ARRAY_MT "luaop.json.array"
 #define JSON_MAX_DEPTH 10240
 
 /* The value JSON null decodes to, and encodes from. */
 #define json_null ((void *)0)
-
-/* A growable output buffer. */
-typedef struct json_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-} json_buf;
 
 /* Decode `len` bytes at `s` and push the value. Returns 1 on success; on
  * malformed input pushes nothing, writes a message naming the byte offset to
@@ -52,14 +47,12 @@ int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, c
 /* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
  * a value JSON cannot hold writes a message naming where it is to `err` and
  * returns 0. Raises only on memory errors: keep `b` where a __gc frees it. */
-int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen);
+int json_encode(lua_State *L, int idx, dbuf *b, char *err, size_t errlen);
 
 /* The same, writing "[redacted]" for the value of every object member whose
  * key `redact` says is secret, at any depth (for logs). */
-int json_encode_redacted(lua_State *L, int idx, json_buf *b, char *err, size_t errlen,
+int json_encode_redacted(lua_State *L, int idx, dbuf *b, char *err, size_t errlen,
                          int (*redact)(const char *key));
-
-void json_buf_free(json_buf *b);
 
 /* Push the array metatable (created on first use). */
 void json_push_array_mt(lua_State *L);

@@ -15,33 +15,16 @@
 
 typedef struct json_enc {
     lua_State *L;
-    json_buf *b;
+    dbuf *b;
     char *err;
     size_t errlen;
     int (*redact)(const char *key);
 } json_enc;
 
-void json_buf_free(json_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
 static void json_buf_reserve(json_enc *e, size_t more)
 {
-    json_buf *b = e->b;
-
-    if (b->cap - b->len >= more)
-        return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < more)
-        cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (p == NULL)
+    if (dbuf_reserve(e->b, more) != 0)
         luaL_error(e->L, "not enough memory to encode JSON");
-    b->data = p;
-    b->cap = cap;
 }
 
 static void json_put(json_enc *e, const char *s, size_t n)
@@ -340,14 +323,14 @@ fail:
     return 0;
 }
 
-int json_encode(lua_State *L, int idx, json_buf *b, char *err, size_t errlen)
+int json_encode(lua_State *L, int idx, dbuf *b, char *err, size_t errlen)
 {
     json_enc e = {L, b, err, errlen, NULL};
 
     return json_enc_value(&e, lua_absindex(L, idx));
 }
 
-int json_encode_redacted(lua_State *L, int idx, json_buf *b, char *err, size_t errlen,
+int json_encode_redacted(lua_State *L, int idx, dbuf *b, char *err, size_t errlen,
                          int (*redact)(const char *key))
 {
     json_enc e = {L, b, err, errlen, redact};

@@ -57,7 +57,7 @@ struct lbind_fs_job {
     dbuf data;     /* READ: the bytes; LIST: the names, each NUL-terminated */
     size_t count;  /* LIST: how many names */
     runtime *rt;
-    lbind_fs_job *prev, *next; /* every job not yet done: rt->fs_jobs */
+    list_node link; /* in rt->fs_jobs: every job not yet done */
 };
 
 /* On a pool thread: plain blocking calls, no Lua. */
@@ -93,12 +93,7 @@ static void lbind_fs_work(uv_work_t *w)
 
 static void lbind_fs_job_free(lbind_fs_job *j)
 {
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        j->rt->fs_jobs = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
+    list_remove(&j->rt->fs_jobs, &j->link);
     free(j->path);
     dbuf_free(&j->data);
     free(j);
@@ -158,10 +153,7 @@ static int lbind_fs_start(lua_State *L, lbind_fs_op op, const char *what)
         free(j);
         return lbind_fs_fail(L, path, r);
     }
-    j->next = j->rt->fs_jobs;
-    if (j->rt->fs_jobs)
-        j->rt->fs_jobs->prev = j;
-    j->rt->fs_jobs = j;
+    list_push(&j->rt->fs_jobs, &j->link);
     return lua_yield(L, 0);
 }
 
@@ -182,8 +174,8 @@ static int lbind_fs_read(lua_State *L)
 
 void lbind_fs_shutdown(runtime *rt)
 {
-    for (lbind_fs_job *j = rt->fs_jobs; j; j = j->next)
-        j->t = NULL; /* its task is gone with the Lua state: done only frees it */
+    for (list_node *n = rt->fs_jobs; n; n = n->next)
+        list_entry(n, lbind_fs_job, link)->t = NULL; /* its task is gone with the Lua state: done only frees it */
 }
 
 /* ---- watchers ------------------------------------------------------------- */

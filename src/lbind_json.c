@@ -63,21 +63,21 @@ static int lbind_json_decode_page(lua_State *L)
 }
 
 /* The json buf at 1 (raises when it is not one). */
-static json_buf *lbind_tojsonbuf(lua_State *L)
+static dbuf *lbind_tojsonbuf(lua_State *L)
 {
     return luaL_checkudata(L, 1, LBIND_JSON_BUF);
 }
 
 static int lbind_json_buf_gc(lua_State *L)
 {
-    json_buf_free(lbind_tojsonbuf(L));
+    dbuf_free(lbind_tojsonbuf(L));
     return 0;
 }
 
 static int lbind_json_encode(lua_State *L)
 {
     char err[160];
-    json_buf *b;
+    dbuf *b;
 
     luaL_checkany(L, 1);
     lua_settop(L, 1);
@@ -91,11 +91,11 @@ static int lbind_json_encode(lua_State *L)
     }
     lua_setmetatable(L, -2);
     if (!json_encode(L, 1, b, err, sizeof err)) {
-        json_buf_free(b);
+        dbuf_free(b);
         return luaL_error(L, "%s", err);
     }
     lua_pushlstring(L, b->data ? b->data : "", b->len);
-    json_buf_free(b);
+    dbuf_free(b);
     return 1;
 }
 

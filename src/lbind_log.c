@@ -114,7 +114,7 @@ static int lbind_log_write(lua_State *L)
                 break;
             case LUA_TTABLE: {
                 /* As JSON, or as its tostring when JSON cannot hold it. */
-                json_buf b = {NULL, 0, 0};
+                dbuf b = {0};
                 char err[16];
                 if (json_encode_redacted(L, -1, &b, err, sizeof err, log_is_secret_key)) {
                     f->kind = LOG_RAW;
@@ -124,7 +124,7 @@ static int lbind_log_write(lua_State *L)
                     f->kind = LOG_STR;
                     f->v.str.s = luaL_tolstring(L, -1, &f->v.str.n);
                 }
-                json_buf_free(&b);
+                dbuf_free(&b);
                 lua_rawseti(L, 5, (lua_Integer)n + 1);
                 break;
             }

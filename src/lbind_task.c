@@ -25,6 +25,7 @@
 #include <lauxlib.h>
 #include <uv.h>
 
+#include "list.h"
 #include "runtime.h"
 #include "sched.h"
 
@@ -51,7 +52,7 @@ struct lbind_sleep {
     runtime *rt;
     lbind_cond *cond; /* the timeout of a cond:wait: it ends with false */
     uint64_t due;     /* uv_hrtime() at which it is over */
-    lbind_sleep *prev, *next; /* every sleep not yet over: rt->sleeps */
+    list_node link; /* in rt->sleeps: every sleep not yet over */
 };
 
 static void lbind_cond_timed_out(lbind_cond *c, lbind_sleep *s);
@@ -63,12 +64,7 @@ static void lbind_sleep_closed(uv_handle_t *h)
 
 static void lbind_sleep_end(lbind_sleep *s)
 {
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        s->rt->sleeps = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
+    list_remove(&s->rt->sleeps, &s->link);
     uv_close((uv_handle_t *)&s->timer, lbind_sleep_closed);
 }
 
@@ -96,7 +92,7 @@ static void lbind_sleep_cb(uv_timer_t *timer)
 void lbind_task_shutdown(runtime *rt)
 {
     while (rt->sleeps)
-        lbind_sleep_end(rt->sleeps);
+        lbind_sleep_end(list_entry(rt->sleeps, lbind_sleep, link));
 }
 
 /* Resume task t from rt's loop after secs (0: on the next iteration).
@@ -110,11 +106,7 @@ static lbind_sleep *lbind_wake_after(runtime *rt, sched_task *t, double secs)
     s->t = t;
     s->rt = rt;
     s->cond = NULL;
-    s->prev = NULL;
-    s->next = rt->sleeps;
-    if (rt->sleeps)
-        rt->sleeps->prev = s;
-    rt->sleeps = s;
+    list_push(&rt->sleeps, &s->link);
     uv_timer_init(&rt->loop, &s->timer);
     s->timer.data = s;
     /* never early: counted from now (not the iteration's start), rounded

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "api.h"
+#include "dbuf.h"
 #include "runtime.h"
 #include "sched.h"
 
@@ -36,8 +37,7 @@ typedef struct lbind_watch {
     int ended;
     long status;
     char *error;
-    char *partial; /* an incomplete line */
-    size_t plen, pcap;
+    dbuf partial; /* an incomplete line */
     lua_State *L;  /* the main thread */
     lbind_line *head, *tail; /* lines not yet handed out */
     int self;      /* registry ref keeping the userdata alive while streaming */
@@ -147,41 +147,20 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
     const char *end = data + len, *nl;
 
     while ((nl = memchr(data, '\n', (size_t)(end - data))) != NULL) {
-        if (w->plen > 0) {
+        if (w->partial.len > 0) {
             /* finish the line begun in an earlier chunk */
-            size_t n = (size_t)(nl - data);
-            if (w->pcap - w->plen < n) {
-                char *p = realloc(w->partial, w->plen + n);
-                if (p == NULL)
-                    return 1;
-                w->partial = p;
-                w->pcap = w->plen + n;
-            }
-            memcpy(w->partial + w->plen, data, n);
-            n += w->plen;
-            w->plen = 0;
-            if (lbind_watch_line(w, w->partial, n) != 0)
+            int r = dbuf_append(&w->partial, data, (size_t)(nl - data)) != 0 ||
+                    lbind_watch_line(w, w->partial.data, w->partial.len) != 0;
+            dbuf_clear(&w->partial);
+            if (r)
                 return 1;
         } else if (lbind_watch_line(w, data, (size_t)(nl - data)) != 0) {
             return 1;
         }
         data = nl + 1;
     }
-    if (data < end) {
-        size_t n = (size_t)(end - data);
-        if (w->pcap - w->plen < n) {
-            size_t cap = w->pcap ? w->pcap : 4096;
-            while (cap - w->plen < n)
-                cap *= 2;
-            char *p = realloc(w->partial, cap);
-            if (p == NULL)
-                return 1;
-            w->partial = p;
-            w->pcap = cap;
-        }
-            memcpy(w->partial + w->plen, data, n);
-        w->plen += n;
-    }
+    if (data < end && dbuf_append(&w->partial, data, (size_t)(end - data)) != 0)
+        return 1;
     /* This runs inside a curl callback, where Lua code (which may start or
      * cancel requests) must not run: wake the waiter from the loop. */
     if (w->waiter && w->head)
@@ -196,9 +175,9 @@ static void lbind_watch_done(const http_response *r, void *ud)
     w->call = NULL;
     w->ended = 1;
     w->status = r->status;
-    if (w->plen > 0) {
-        lbind_watch_line(w, w->partial, w->plen); /* a last line without \n */
-        w->plen = 0;
+    if (w->partial.len > 0) {
+        lbind_watch_line(w, w->partial.data, w->partial.len); /* a last line without \n */
+        dbuf_clear(&w->partial);
     }
     if (r->error)
         w->error = strdup(r->error);
@@ -310,9 +289,9 @@ static int lbind_watch_gc(lua_State *L)
         uv_close((uv_handle_t *)w->wake, lbind_watch_wake_closed);
         w->wake = NULL;
     }
-    free(w->partial);
+    dbuf_free(&w->partial);
     free(w->error);
-    w->partial = w->error = NULL;
+    w->error = NULL;
     lbind_watch_clear(w);
     return 0;
 }

@@ -9,9 +9,9 @@
 #include <lua.h>
 #include <uv.h>
 
+#include "list.h"
+
 struct api;
-struct lbind_sleep;
-struct lbind_fs_job;
 
 typedef struct runtime {
     uv_loop_t loop;
@@ -19,11 +19,11 @@ typedef struct runtime {
     unsigned long iterations;
     struct api *api; /* NULL: no API server configured */
     /* lbind_task.c */
-    struct lbind_sleep *sleeps; /* every sleep not yet over */
+    list_node *sleeps; /* every sleep not yet over (lbind_sleep.link) */
     int stopping;               /* asked to stop (a signal) */
     void *shutdown_cond;        /* task.shutdown()'s condition, once made */
     /* lbind_fs.c */
-    struct lbind_fs_job *fs_jobs; /* work still on the thread pool */
+    list_node *fs_jobs; /* work still on the thread pool (lbind_fs_job.link) */
 } runtime;
 
 /* A runtime with a new loop; NULL when out of memory. */

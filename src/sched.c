@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "counters.h"
+#include "list.h"
 #include "pattern.h"
 
 /* What a budget charges: a reconcile's task and every task it spawns
@@ -40,12 +41,12 @@ struct sched_task {
     char *error;
     sched_account *acct;     /* NULL: unbudgeted */
     char name[SCHED_NAME_LEN]; /* what it does (the watchdog's log) */
-    sched_task *prev, *next; /* every task not yet ended */
+    list_node link; /* in sched_all: every task not yet ended */
 };
 
 static int sched_live;
 static void sched_count_hook(lua_State *L, lua_Debug *ar);
-static sched_task *sched_all;
+static list_node *sched_all;
 static sched_task *sched_running_task; /* the task inside lua_resume now */
 
 /* Memory budgets: once a task has one, the state's allocator is wrapped so
@@ -180,12 +181,7 @@ static void sched_wrap_alloc(lua_State *L)
 
 static void sched_unlink(sched_task *t)
 {
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        sched_all = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
+    list_remove(&sched_all, &t->link);
 }
 
 /* A task's thread keeps its task in the thread's extra space. */
@@ -357,10 +353,7 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     *sched_slot(t->co) = t;
     lua_xmove(L, t->co, nargs + 1); /* the function and its arguments */
     sched_live++;
-    t->next = sched_all;
-    if (sched_all)
-        sched_all->prev = t;
-    sched_all = t;
+    list_push(&sched_all, &t->link);
     /* Coroutines the task creates inherit its thread's hook (lua_newthread
      * copies it), and the hook charges whatever task is running. */
     lua_sethook(t->co, t->acct ? sched_count_hook : NULL, t->acct ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
@@ -502,7 +495,7 @@ int sched_running(void)
 void sched_shutdown(void)
 {
     while (sched_all) {
-        sched_task *t = sched_all;
+        sched_task *t = list_entry(sched_all, sched_task, link);
         sched_unlink(t);
         sched_account_unref(t->acct);
         free(t->error);

@@ -9,6 +9,8 @@ local function uses()
   local ls = assert(io.popen("ls build/obj/*.o"))
   for path in ls:lines() do
     local name = path:match("([^/]+)%.o$")
+    local src = io.open("src/" .. name .. ".c")
+    if src then src:close() else goto next end -- (an object left from a file that is gone)
     names[#names + 1] = name
     undefined[name] = {}
     local nm = assert(io.popen("nm " .. proc.quote(path)))
@@ -21,6 +23,7 @@ local function uses()
       end
     end
     nm:close()
+    ::next::
   end
   ls:close()
   assert(#names > 10, "no object files: build first")
