@@ -294,22 +294,15 @@ static void main_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
     }
 }
 
-static int main_script(const main_opts *o)
+/* The API server the kubeconfig names (flag, KUBECONFIG, in-cluster,
+ * ~/.kube/config), on rt's loop; NULL after logging why not. */
+static api *main_connect(const main_opts *o, runtime *rt)
 {
-    runtime *rt = runtime_new();
-    uv_loop_t *loop;
     kubeconfig_opts ko = {0};
     kubeconfig *kc = NULL;
-    api *a = NULL;
-    lua_State *L = NULL;
-    main_run run = {.status = 1};
+    api *a;
     char err[600];
 
-    if (rt == NULL) {
-        log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
-        return 1;
-    }
-    loop = &rt->loop;
     ko.kubeconfig = o->kubeconfig;
     ko.context = o->context;
     ko.namespace = o->namespace;
@@ -321,8 +314,7 @@ static int main_script(const main_opts *o)
     if (kubeconfig_load(&ko, &kc, err, sizeof err) != 0) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
         log_write(LOG_ERROR, "setup", "cannot load the Kubernetes configuration", &f, 1);
-        runtime_free(rt);
-        return 1;
+        return NULL;
     }
     {
         char urlbuf[512];
@@ -335,21 +327,25 @@ static int main_script(const main_opts *o)
         };
         log_write(LOG_DEBUG, "setup", "using Kubernetes configuration", f, 4);
     }
-    a = api_new(loop, kc, o->qps, o->burst, err, sizeof err);
+    a = api_new(&rt->loop, kc, o->qps, o->burst, err, sizeof err);
     kubeconfig_free(kc);
     if (a == NULL) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
         log_write(LOG_ERROR, "setup", "cannot set up the API client", &f, 1);
-        runtime_free(rt);
-        return 1;
     }
-    rt->api = a;
-    run.rt = rt;
+    return a;
+}
 
-    L = luaL_newstate();
+/* A Lua state for rt: the standard libraries (pattern matching budgeted),
+ * luaop.core and the embedded Lua half preloaded, the sandbox for scripts,
+ * and arg as the lua interpreter sets it. NULL after logging why not. */
+static lua_State *main_lua(const main_opts *o, runtime *rt)
+{
+    lua_State *L = luaL_newstate();
+
     if (L == NULL) {
         log_write(LOG_ERROR, "setup", "cannot create a Lua state", NULL, 0);
-        goto out;
+        return NULL;
     }
     *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
     runtime_attach(rt, L);
@@ -363,8 +359,7 @@ static int main_script(const main_opts *o)
     luaembed_preload(L);
     if (!o->program)
         sandbox_apply(L); /* scripts: what no Lua code in this process may do */
-
-    /* arg, as the lua interpreter sets it: arg[0] the script, then its args. */
+    /* arg[0] the script, then its arguments */
     lua_createtable(L, o->script_argc, 1);
     lua_pushstring(L, o->program ? o->program : o->scripts[0]);
     lua_rawseti(L, -2, 0);
@@ -373,18 +368,22 @@ static int main_script(const main_opts *o)
         lua_rawseti(L, -2, i + 1);
     }
     lua_setglobal(L, "arg");
+    return L;
+}
 
-    /* luaop.main loads the scripts (text only, each in its own environment)
-     * and runs them: as a program, or as the controllers they return */
+/* Start luaop.main(options, program arguments...) as a task: it loads the
+ * scripts (text only, each in its own environment) and runs them, as a
+ * program or as the controllers they return. 0, or -1 after logging. */
+static int main_start(lua_State *L, const main_opts *o, main_run *run)
+{
     lua_getglobal(L, "require");
     lua_pushliteral(L, "luaop.main");
     if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
         log_field f = {"error", LOG_STR, .v.str = {msg, strlen(msg)}};
         log_write(LOG_ERROR, "setup", "cannot load luaop.main", &f, 1);
-        goto out;
+        return -1;
     }
-    /* luaop.main(options, script arguments...) */
     lua_createtable(L, 0, 2);
     lua_createtable(L, o->nscripts, 0);
     for (int i = 0; i < o->nscripts; i++) {
@@ -408,12 +407,36 @@ static int main_script(const main_opts *o)
     }
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
-    if (sched_spawn(L, o->script_argc + 1, main_done, &run) == NULL) {
+    if (sched_spawn(L, o->script_argc + 1, main_done, run) == NULL) {
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
-        goto out;
+        return -1;
     }
-    uv_signal_init(loop, &run.sigterm);
-    uv_signal_init(loop, &run.sigint);
+    return 0;
+}
+
+/* Wiring: a runtime, its API server, a Lua state running luaop.main,
+ * the signals and the watchdog; the loop until luaop.main ends; then
+ * everything down again, in order. */
+static int main_script(const main_opts *o)
+{
+    runtime *rt = runtime_new();
+    lua_State *L = NULL;
+    main_run run = {.status = 1, .rt = rt};
+
+    if (rt == NULL) {
+        log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
+        return 1;
+    }
+    rt->api = main_connect(o, rt);
+    if (rt->api == NULL) {
+        runtime_free(rt);
+        return 1;
+    }
+    L = main_lua(o, rt);
+    if (L == NULL || main_start(L, o, &run) != 0)
+        goto out;
+    uv_signal_init(&rt->loop, &run.sigterm);
+    uv_signal_init(&rt->loop, &run.sigint);
     run.sigterm.data = run.sigint.data = &run;
     uv_signal_start(&run.sigterm, main_signal, SIGTERM);
     uv_signal_start(&run.sigint, main_signal, SIGINT);
@@ -422,7 +445,7 @@ static int main_script(const main_opts *o)
     /* scripts are untrusted: a thread watches the loop (watchdog.h) */
     if ((!o->program || o->watchdog) && watchdog_start(o->grace) != 0)
         log_write(LOG_ERROR, "setup", "cannot start the watchdog", NULL, 0);
-    while (!run.ended && uv_run(loop, UV_RUN_ONCE))
+    while (!run.ended && uv_run(&rt->loop, UV_RUN_ONCE))
         ;
     watchdog_stop();
     uv_close((uv_handle_t *)&run.sigterm, NULL);
@@ -440,7 +463,7 @@ out:
     if (L)
         lua_close(L);
     sched_shutdown();
-    api_free(a);
+    api_free(rt->api);
     runtime_free(rt);
     return run.status;
 }
