@@ -137,9 +137,12 @@ ctest: $(CTESTS:%=build/ctest/%)
 
 build/ctest/%: spec/c/%.c spec/c/tap.h | build/ctest
 	$(say) CC $@
-	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -Isrc -Ispec/c -o $@ $(filter %.c %.o,$^)
+	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -Isrc -Ispec/c $(CPPFLAGS) -o $@ $(filter %.c %.o,$^) $(CTEST_LIBS)
 
 build/ctest/dbuf_test: build/asan/obj/dbuf.o
+# two runtimes in one process: the whole core (no main), Lua, the libraries
+build/ctest/runtime_test: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS))
+build/ctest/runtime_test: CTEST_LIBS = $(LDLIBS)
 
 # libFuzzer harnesses (fuzz/*.c), with clang and libclang-rt: `make fuzz`
 # runs each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
