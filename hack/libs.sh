@@ -120,7 +120,8 @@ derive_lua_sources() {
     sed -nE "s/^[[:space:]]*deb([[:space:]]+(\[[^]]*\][[:space:]]+)?[^[:space:]]+[[:space:]]+)$codename([[:space:]].*)/deb-src\1$LUA_SUITE\3/p" \
       "$f" >>"$apt_lua/sources.list" || return 1
   done
-  cat "$apt_lua/sources.list" "$apt_lua/sources.list.d/"* 2>/dev/null | grep -q .
+  # (grep, not cat | grep: a glob that matched nothing must not fail it)
+  grep -qs . "$apt_lua/sources.list" "$apt_lua/sources.list.d/"*
 }
 
 # The source packages' versions, newest first (none: empty).
