@@ -271,6 +271,10 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
   mkdir -p "$stage/lua"
   cp "$work/lua5.4/src/"*.[ch] "$stage/lua/"
   rm -f "$stage/lua/luac.c"
+  # Debian's luaconf.h (its module paths, as the system's lua5.4 has them,
+  # so busted is found) includes a header its build makes
+  printf '#ifndef _LUA_DEB_MULTIARCH_\n#define _LUA_DEB_MULTIARCH_\n#define DEB_HOST_MULTIARCH "%s"\n#endif\n' \
+    "$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)" >"$stage/lua/lua5.4-deb-multiarch.h"
   sed -E 's|^  init: /\* using goto.* to optimize tail recursion \*/$|&\n  LUAOP_MATCH_STEP(ms->L);|' \
     "$stage/lua/lstrlib.c" >"$stage/lua/lstrpat.c"
   [ "$(grep -c 'LUAOP_MATCH_STEP' "$stage/lua/lstrpat.c")" = 1 ] ||
