@@ -107,12 +107,14 @@ local ctl = m:add {
   end,
 }
 local q = ctl.queue
+local function took(k)
+  if k then taken[k] = luaop.now() end
+  return k
+end
+-- (workers take keys with take(), which waits; older builds polled get())
 ctl.queue = setmetatable({
-  get = function()
-    local k = q:get()
-    if k then taken[k] = luaop.now() end
-    return k
-  end,
+  get = function() return took(q:get()) end,
+  take = function() return took(q:take()) end,
 }, { __index = function(_, method) return function(_, ...) return q[method](q, ...) end end })
 m:start()
 local objects = #m:informer("v1/ConfigMap", { namespace = ns }):list()
