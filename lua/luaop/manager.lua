@@ -32,6 +32,7 @@ function M.new(opts)
   return setmetatable({
     client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
     retired = {}, log = luaop.logger("manager"),
+    idle = core.task.cond(), -- signalled when a reconcile ends (the drain and handovers wait on it)
   }, Manager)
 end
 
@@ -276,11 +277,12 @@ function Manager:stop(timeout)
     local active = 0
     for _, c in ipairs(all) do active = active + c.active end
     if active == 0 then return true end
-    if luaop.now() > deadline then
+    local left = deadline - luaop.now()
+    if left <= 0 then
       self.log:error("reconciles still running at the end of the drain", { active = active })
       return false
     end
-    luaop.sleep(0.05)
+    self.idle:wait(left)
   end
 end
 

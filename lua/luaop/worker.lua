@@ -35,6 +35,7 @@ local function reconcile_one(self, c, key)
   local ok, res = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
     name = ("reconcile %s %s"):format(def.name, key) }, def.reconcile, ctx, req):wait()
   c.active = c.active - 1
+  self.idle:signal()
   if not ok then
     c.errors = c.errors + 1
     c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
@@ -87,7 +88,7 @@ function M.start_workers(self, c)
     -- a controller of the same name that was stopped may still finish a
     -- reconcile: none of this one's may overlap it
     for _, r in ipairs(self.retired) do
-      while r.name == c.name and r.active > 0 do luaop.sleep(0.05) end
+      while r.name == c.name and r.active > 0 do self.idle:wait() end
     end
     c.running = true
     c.log:info("Starting workers", { ["worker count"] = n })
