@@ -482,6 +482,9 @@ int main(int argc, char **argv)
 #ifdef M_MMAP_THRESHOLD
     mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 #endif
+    /* stderr buffered: log_write flushes at the end of each line, so a
+     * line is one write, never seen half-written by whoever reads the log */
+    setvbuf(stderr, NULL, _IOFBF, 1 << 16);
     log_setup(o.log_format, o.log_level, NULL);
     return main_script(&o);
 }

@@ -200,7 +200,7 @@ describe("a Lua controller", function()
     kube.wait_for("the reconcile to start", 30, function() return run.stdout():find("started " .. name, 1, true) end)
     run.signal("TERM")
     kube.wait_for("luaop to wait for the running reconcile", 10, function()
-      return run.stderr():find("stopping: waiting for running reconciles", 1, true)
+      return run.stderr():find("stopping: waiting for running reconciles\t{[^\n]*}\n")
     end)
     -- still there, the reconcile unfinished
     assert.is_false(run.exited(), run.stderr())
