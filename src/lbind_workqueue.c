@@ -7,9 +7,11 @@
  *   q:get() -> key | nil                 q:done(key)
  *   q:tick([now])  q:next_ready() -> time | nil
  *   q:take() -> key | nil   (yields) the next key, once one is ready: a
- *     timer of the runtime's loop moves delayed keys in when they come due
- *     and hands them to the waiting tasks, so nobody polls; nil after
- *     q:wake() (the caller looks again) or once shut down and empty
+ *     timer of the runtime's loop moves delayed keys in when they come due,
+ *     and the loop hands ready keys to the waiting tasks, one each per
+ *     iteration (so a worker yields to the loop between any two keys, and
+ *     nobody polls); nil after q:wake() (the caller looks again) or once
+ *     shut down and empty
  *   q:wake()  every task in q:take() returns nil
  *   q:shutdown()  q:shutting_down() -> boolean
  *   q:stats() -> {depth, waiting, processing, adds, retries}
@@ -33,7 +35,8 @@
 
 typedef struct lbind_wq {
     workqueue *q;
-    uv_timer_t *timer; /* once a task took: delays and hand-overs */
+    uv_timer_t *timer; /* once a task took: when the next delayed key is due */
+    uv_idle_t *ready;  /* active while a waiting task can be served */
     sched_task **waiting; /* in q:take(), oldest first */
     int n, cap;
     int ref;           /* pins the userdata while tasks wait */
@@ -204,12 +207,14 @@ static void lbind_wq_unpin(lbind_wq *w)
     }
 }
 
-/* On the loop: move due keys in, hand ready ones to the waiting tasks
- * (oldest first), nil to all of them when woken or shut down and empty. */
-static void lbind_wq_fire(uv_timer_t *timer)
+/* On the loop, once an iteration while active: move due keys in, hand
+ * ready ones to the tasks waiting now (oldest first), nil to all of them
+ * when woken or shut down and empty. A task that takes again waits for the
+ * next iteration, so the loop polls for I/O between any two keys. */
+static void lbind_wq_serve(uv_idle_t *idle)
 {
-    lbind_wq *w = timer->data; /* pinned while tasks wait: alive until unpinned below */
-    int serve = w->n; /* those waiting now: one that waits again meanwhile waits for the next fire */
+    lbind_wq *w = idle->data; /* pinned while tasks wait: alive until unpinned below */
+    int serve = w->n;
     int wake_all = w->wake_all;
 
     if (w->q == NULL)
@@ -234,10 +239,22 @@ static void lbind_wq_fire(uv_timer_t *timer)
     lbind_wq_unpin(w);
 }
 
-/* While tasks wait: fire now when one can be served, else when the next
- * delayed key comes due (never early: rounded up to the loop's
+/* The next delayed key is due: move it in and serve. */
+static void lbind_wq_due(uv_timer_t *timer)
+{
+    lbind_wq *w = timer->data;
+
+    if (w->q == NULL)
+        return;
+    workqueue_tick(w->q, (double)uv_hrtime() / 1e9);
+    lbind_wq_arm(w);
+}
+
+/* While tasks wait: serve on the next iteration when one can be served,
+ * and time the next delayed key (never early: rounded up to the loop's
  * milliseconds; a timer that fires a little early finds nothing due and
- * arms again). */
+ * arms again). Nothing runs while nobody waits: the next take looks
+ * itself (and an armed handle would keep the loop alive for nobody). */
 static void lbind_wq_arm(lbind_wq *w)
 {
     workqueue_stats st;
@@ -246,16 +263,15 @@ static void lbind_wq_arm(lbind_wq *w)
     if (w->timer == NULL || w->q == NULL)
         return;
     if (w->n == 0) {
-        /* nobody waits: the next take looks itself (and an armed timer
-         * would keep the loop alive for nobody) */
+        uv_idle_stop(w->ready);
         uv_timer_stop(w->timer);
         return;
     }
     workqueue_stats_get(w->q, &st);
-    if (st.depth > 0 || w->wake_all || workqueue_shutting_down(w->q)) {
-        uv_timer_start(w->timer, lbind_wq_fire, 0, 0);
-        return;
-    }
+    if (st.depth > 0 || w->wake_all || workqueue_shutting_down(w->q))
+        uv_idle_start(w->ready, lbind_wq_serve);
+    else
+        uv_idle_stop(w->ready);
     due = workqueue_next_ready(w->q);
     if (due < 0) {
         uv_timer_stop(w->timer);
@@ -263,7 +279,7 @@ static void lbind_wq_arm(lbind_wq *w)
     }
     due -= (double)uv_hrtime() / 1e9;
     uv_update_time(w->timer->loop); /* the timer counts from now, not the iteration's start */
-    uv_timer_start(w->timer, lbind_wq_fire, due > 0 ? (uint64_t)ceil(due * 1000.0) : 0, 0);
+    uv_timer_start(w->timer, lbind_wq_due, due > 0 ? (uint64_t)ceil(due * 1000.0) : 0, 0);
 }
 
 static int lbind_wq_take_k(lua_State *L, int status, lua_KContext ctx)
@@ -271,7 +287,7 @@ static int lbind_wq_take_k(lua_State *L, int status, lua_KContext ctx)
     (void)L;
     (void)status;
     (void)ctx;
-    return 1; /* what lbind_wq_fire pushed */
+    return 1; /* what lbind_wq_serve pushed */
 }
 
 static int lbind_wq_take(lua_State *L)
@@ -279,23 +295,26 @@ static int lbind_wq_take(lua_State *L)
     lbind_wq *w = lbind_towq(L);
     workqueue *q = lbind_wq_check(L);
     sched_task *t = lbind_check_task(L, "workqueue:take");
-    const char *key;
+    workqueue_stats st;
 
     if (w->timer == NULL) {
         runtime *rt = runtime_of(L);
         w->timer = malloc(sizeof *w->timer);
-        if (w->timer == NULL)
+        w->ready = malloc(sizeof *w->ready);
+        if (w->timer == NULL || w->ready == NULL) {
+            free(w->timer);
+            free(w->ready);
+            w->timer = NULL;
+            w->ready = NULL;
             return luaL_error(L, "not enough memory");
+        }
         uv_timer_init(&rt->loop, w->timer);
-        w->timer->data = w;
+        uv_idle_init(&rt->loop, w->ready);
+        w->timer->data = w->ready->data = w;
     }
-    workqueue_tick(q, (double)uv_hrtime() / 1e9);
-    key = workqueue_get(q);
-    if (key) {
-        lua_pushstring(L, key);
-        return 1;
-    }
-    if (workqueue_shutting_down(q)) {
+    /* even a key ready now is handed over by the loop: waits first */
+    workqueue_stats_get(q, &st);
+    if (workqueue_shutting_down(q) && st.depth == 0) {
         lua_pushnil(L);
         return 1;
     }
@@ -356,7 +375,7 @@ static int lbind_wq_stats(lua_State *L)
     return 1;
 }
 
-static void lbind_wq_timer_closed(uv_handle_t *h)
+static void lbind_wq_handle_closed(uv_handle_t *h)
 {
     free(h);
 }
@@ -371,8 +390,10 @@ static int lbind_wq_gc(lua_State *L)
     w->waiting = NULL;
     w->n = w->cap = 0;
     if (w->timer) {
-        uv_close((uv_handle_t *)w->timer, lbind_wq_timer_closed);
+        uv_close((uv_handle_t *)w->timer, lbind_wq_handle_closed);
+        uv_close((uv_handle_t *)w->ready, lbind_wq_handle_closed);
         w->timer = NULL;
+        w->ready = NULL;
     }
     return 0;
 }
