@@ -5,7 +5,7 @@
 
 FROM debian:bookworm-slim AS build
 WORKDIR /src
-# the README's install path, nothing of its own: every image build is also a
+# the documented install path (docs/building.md), nothing of its own: every image build is also a
 # fresh-machine test of `hack/deps.sh build`
 COPY hack/deps.sh hack/
 RUN hack/deps.sh build
