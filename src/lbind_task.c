@@ -31,6 +31,9 @@
 
 #define LBIND_TASK_MT "luaop.task"
 
+/* The longest a sleep or a timeout waits at once, in seconds (a year). */
+#define LBIND_SLEEP_MAX (365.0 * 24 * 3600)
+
 sched_task *lbind_check_task(lua_State *L, const char *what)
 {
     sched_task *t = sched_current(L);
@@ -103,6 +106,12 @@ static lbind_sleep *lbind_wake_after(runtime *rt, sched_task *t, double secs)
 
     if (s == NULL)
         return NULL;
+    /* NaN and negatives: now; anything longer than a year: a year (a
+     * double past 2^64 ns does not convert to an integer) */
+    if (!(secs > 0))
+        secs = 0;
+    else if (secs > LBIND_SLEEP_MAX)
+        secs = LBIND_SLEEP_MAX;
     s->t = t;
     s->rt = rt;
     s->cond = NULL;

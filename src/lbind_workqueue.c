@@ -278,6 +278,8 @@ static void lbind_wq_arm(lbind_wq *w)
         return;
     }
     due -= (double)uv_hrtime() / 1e9;
+    if (due > 365.0 * 24 * 3600)
+        due = 365.0 * 24 * 3600; /* requeue_after(math.huge): look again in a year */
     uv_update_time(w->timer->loop); /* the timer counts from now, not the iteration's start */
     uv_timer_start(w->timer, lbind_wq_due, due > 0 ? (uint64_t)ceil(due * 1000.0) : 0, 0);
 }

@@ -59,6 +59,23 @@ describe("tasks", function()
     assert.matches("signalled\ttrue\ttrue\ttrue", out)
   end)
 
+  it("take a sleep of NaN as none, and one of math.huge (or a key delayed by it) as waiting, not as a crash", function()
+    local code, out, err = luaop.run([[
+      local core = require "luaop.core"
+      local luaop = require "luaop"
+      local forever = luaop.spawn(function() luaop.sleep(math.huge) end)
+      local nan = luaop.spawn(function() luaop.sleep(0 / 0) return "woke" end)
+      local q = core.workqueue.new()
+      q:add_after("far", math.huge)
+      q:add("now")
+      local taker = luaop.spawn(function() return q:take() end)
+      print("nan", select(2, nan:wait()), "take", select(2, taker:wait()), "far", q:stats().waiting)
+      os.exit(0)
+    ]], { kubeconfig = kubeconfig, deadline = 20 })
+    assert.are.equal(0, code, err)
+    assert.matches("nan\twoke\ttake\tnow\tfar\t1", out)
+  end)
+
   it("never end a sleep early", function()
     local code, out, err = luaop.run([[
       local luaop = require "luaop"
