@@ -36,6 +36,7 @@ stamp=${2:-}
 cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/luaop}
 case $cache in /*) ;; *) cache="$PWD/$cache" ;; esac
 log() { printf 'libs: %s\n' "$*" >&2; }
+here=$(cd "$(dirname "$0")" && pwd) # hack/: lua/*.patch beside this script
 die() { log "$*"; exit 1; }
 command -v apt-get >/dev/null && command -v dpkg-source >/dev/null ||
   die "building the HTTP and TLS stack needs Debian's apt-get and dpkg-source: run 'hack/deps.sh build'"
@@ -176,7 +177,7 @@ lua_vs=$(lua_versions)
   die "apt offers no source package of curl or openssl through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
 
 # The key: the machine, the source versions apt offers, and this script.
-key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; cat "$0" hack/lua/*.patch) | sha256sum | cut -c1-16)
+key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; cat "$0" "$here"/lua/*.patch) | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 # A build made from an older source than the newest offered (the newest did
@@ -264,7 +265,7 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
   # Lua: the later upstream fixes; then its pattern matcher charged per
   # step in lstrpat.c (the line after the label its match() loops back
   # to), lstrlib.c left as it is for the specs' interpreter
-  for p in hack/lua/*.patch; do
+  for p in "$here"/lua/*.patch; do
     patch -p1 -d "$work/lua5.4/src" <"$p" >>"$work/lua.log" 2>&1 ||
       { cat "$work/lua.log" >&2; die "$p does not apply to $(grep lua5.4 "$work/VERSIONS")"; }
   done
