@@ -13,6 +13,7 @@
 
 struct api {
     uv_loop_t *loop;
+    const log_sink *log;
     http_client *http;
     auth *auth;
     char *server; /* without a trailing slash */
@@ -40,7 +41,8 @@ struct api_call {
     char *fail;
 };
 
-api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char *err, size_t errlen)
+api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, const log_sink *log, char *err,
+             size_t errlen)
 {
     api *a = calloc(1, sizeof *a);
     http_tls tls = {0};
@@ -50,6 +52,7 @@ api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char 
     if (a == NULL)
         goto oom;
     a->loop = loop;
+    a->log = log;
     a->server = str_dup(kc->server);
     a->namespace = str_dup(kc->namespace);
     a->username = str_dup(kc->username);
@@ -104,7 +107,7 @@ api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char 
     connect_to = NULL;
     if (a->http == NULL)
         goto oom;
-    a->auth = auth_new(loop, kc);
+    a->auth = auth_new(loop, kc, log);
     if (a->auth == NULL)
         goto oom;
     return a;
@@ -170,7 +173,7 @@ static void api_done(const http_response *r, void *ud)
         api_send(c);
         return;
     }
-    if (log_enabled(LOG_TRACE)) {
+    if (log_sink_enabled(c->a->log, LOG_TRACE)) {
         /* Method, path, status and time: never headers or bodies. */
         double ms = (double)((uv_hrtime() - c->started) / 1000) / 1000.0; /* to the microsecond */
         log_field f[] = {
@@ -182,7 +185,7 @@ static void api_done(const http_response *r, void *ud)
             {"http", LOG_INT, .v.i = r->http_version},
             {"newConnection", LOG_BOOL, .v.b = r->new_connection},
         };
-        log_write(LOG_TRACE, "client", r->error ? r->error : "response", f, 7);
+        log_sink_write(c->a->log, LOG_TRACE, "client", r->error ? r->error : "response", f, 7);
     }
     c->done(r, c->ud);
     api_call_free(c);

@@ -8,6 +8,7 @@
 
 #include "http.h"
 #include "kubeconfig.h"
+#include "log.h"
 
 typedef struct api api;
 typedef struct api_call api_call;
@@ -24,8 +25,10 @@ typedef struct api_spec {
     int (*on_data)(const char *data, size_t len, void *ud);
 } api_spec;
 
-/* NULL and a message in err on failure. */
-api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, char *err, size_t errlen);
+/* NULL and a message in err on failure. Its lines (and its credential
+ * plugin's) go to log, which must outlive it. */
+api *api_new(uv_loop_t *loop, const kubeconfig *kc, double qps, int burst, const log_sink *log, char *err,
+             size_t errlen);
 
 /* Start a request; done runs on the loop, never before api_request returns,
  * and not at all once the call is cancelled. NULL when it could not be

@@ -23,6 +23,7 @@ typedef struct auth_waiter {
 
 struct auth {
     uv_loop_t *loop;
+    const log_sink *log;
     char *token;       /* static, from the kubeconfig */
     char *token_file;
     char *current;     /* the token in use (from the file or the plugin) */
@@ -85,13 +86,14 @@ static void auth_free_exec(kubeconfig_exec *e)
     free(e);
 }
 
-auth *auth_new(uv_loop_t *loop, const kubeconfig *kc)
+auth *auth_new(uv_loop_t *loop, const kubeconfig *kc, const log_sink *log)
 {
     auth *a = calloc(1, sizeof *a);
 
     if (a == NULL)
         return NULL;
     a->loop = loop;
+    a->log = log;
     a->token = str_dup(kc->token);
     a->token_file = str_dup(kc->token_file);
     if (kc->exec && (a->exec = auth_copy_exec(kc->exec)) == NULL) {
@@ -378,10 +380,10 @@ static void auth_exec_tick(uv_timer_t *t)
     };
 
     if (a->ticks == AUTH_EXEC_WARN)
-        log_write(LOG_INFO, "auth", "waiting for the exec plugin to print a credential", f, 2);
+        log_sink_write(a->log, LOG_INFO, "auth", "waiting for the exec plugin to print a credential", f, 2);
     if (a->ticks < AUTH_EXEC_TIMEOUT)
         return;
-    log_write(LOG_ERROR, "auth", "the exec plugin did not answer in time: killing it", f, 2);
+    log_sink_write(a->log, LOG_ERROR, "auth", "the exec plugin did not answer in time: killing it", f, 2);
     a->timed_out = 1;
     if (a->proc_open && !a->exited)
         uv_process_kill(&a->proc, SIGKILL);

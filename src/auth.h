@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "kubeconfig.h"
+#include "log.h"
 
 #define AUTH_TOKEN_FILE_TTL 60
 /* A token file larger than this is refused (a service account token is
@@ -28,8 +29,8 @@ typedef struct auth auth;
  * certificates, basic auth, anonymous); err is set when getting it failed. */
 typedef void (*auth_cb)(const char *bearer, const char *err, void *ud);
 
-/* NULL when out of memory. */
-auth *auth_new(uv_loop_t *loop, const kubeconfig *kc);
+/* NULL when out of memory. Lines about a slow plugin go to log. */
+auth *auth_new(uv_loop_t *loop, const kubeconfig *kc, const log_sink *log);
 
 /* Call cb with the current bearer token, now or once a plugin has run. */
 void auth_get(auth *a, auth_cb cb, void *ud);

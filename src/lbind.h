@@ -42,11 +42,9 @@ void lbind_watch_add(lua_State *L);
 void lbind_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
                  lua_CFunction close);
 
-/* luaop.core: a table with one field per module (json, ...) and version. */
+/* luaop.core: a table with one field per module (json, ...) and version;
+ * without kubeconfig (it hands out credentials) when the runtime runs
+ * untrusted scripts (runtime.scripts). */
 int luaopen_luaop_core(lua_State *L);
-
-/* From now on luaop.core leaves out what hands out credentials
- * (kubeconfig): the binary calls this, the specs' module does not. */
-void lbind_core_for_scripts(void);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "counters.h"
 #include "runtime.h"
+#include "sched.h"
 #include "version.h"
 
 static const struct {
@@ -25,8 +26,6 @@ static const struct {
     {"workqueue", lbind_workqueue_open, 0},
     {"fs", lbind_fs_open, 0},
 };
-
-static int lbind_core_scripts;
 
 /* core.traceback(msg [, level]): msg and the stack below level, as
  * debug.traceback makes it (scripts have no debug library). */
@@ -44,7 +43,7 @@ static int lbind_core_counters(lua_State *L)
 {
     lua_createtable(L, 0, COUNTER_COUNT);
     for (int i = 0; i < COUNTER_COUNT; i++) {
-        lua_pushinteger(L, (lua_Integer)counter_get((counter_id)i));
+        lua_pushinteger(L, (lua_Integer)counter_get(&runtime_of(L)->counters, (counter_id)i));
         lua_setfield(L, -2, counter_name((counter_id)i));
     }
     return 1;
@@ -59,17 +58,13 @@ static int lbind_core_count(lua_State *L)
     luaL_argcheck(L, n >= 0, 2, "a count is never negative");
     for (int i = 0; i < COUNTER_COUNT; i++) {
         if (strcmp(name, counter_name((counter_id)i)) == 0) {
-            counter_add((counter_id)i, (uint64_t)n);
+            counter_add(&runtime_of(L)->counters, (counter_id)i, (uint64_t)n);
             return 0;
         }
     }
     return luaL_argerror(L, 1, "no such counter");
 }
 
-void lbind_core_for_scripts(void)
-{
-    lbind_core_scripts = 1;
-}
 
 /* The runtime a state gets when it loads luaop.core as a module (busted):
  * freed with the state. */
@@ -77,8 +72,10 @@ static int lbind_core_runtime_gc(lua_State *L)
 {
     runtime **rt = lua_touserdata(L, 1);
 
-    if (*rt)
+    if (*rt) {
+        sched_detach((*rt)->sched); /* the state outlives this finalizer */
         runtime_free(*rt);
+    }
     *rt = NULL;
     return 0;
 }
@@ -95,11 +92,12 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
         lua_setfield(L, -2, "__gc");
         lua_setmetatable(L, -2);
         lua_setfield(L, LUA_REGISTRYINDEX, "luaop.core.runtime");
-        runtime_attach(*rt, L);
+        if (runtime_attach(*rt, L) != 0)
+            return luaL_error(L, "not enough memory");
     }
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {
-        if (lbind_core_scripts && lbind_core_modules[i].credentials)
+        if (runtime_of(L)->scripts && lbind_core_modules[i].credentials)
             continue;
         lbind_core_modules[i].open(L);
         if (lbind_core_modules[i].open == lbind_api_open)

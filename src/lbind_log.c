@@ -1,6 +1,7 @@
 /* lbind_log.c - the Lua face of log.c: luaop.core.log.
  *
  *   log.setup{format = "text"|"json", level = "info"|"debug"|N, path = file}
+ *                                   (this runtime's log; others keep theirs)
  *   log.write(level, logger, msg [, fields])   fields: {key = value, ...}
  *   log.enabled(level) -> boolean
  *
@@ -15,10 +16,17 @@
 
 #include "json.h"
 #include "log.h"
+#include "runtime.h"
 
 #define LBIND_LOG_MAX_FIELDS 64
 
-static FILE *lbind_log_file;
+/* The sink of L's runtime; the process's when L has none. */
+static log_sink *lbind_log_sink(lua_State *L)
+{
+    runtime *rt = runtime_get(L);
+
+    return rt ? &rt->log : log_default();
+}
 
 static int lbind_log_checklevel(lua_State *L, int idx)
 {
@@ -49,17 +57,23 @@ static int lbind_log_setup(lua_State *L)
         if (out == NULL)
             return luaL_fileresult(L, 0, path);
     }
-    if (lbind_log_file)
-        fclose(lbind_log_file);
-    lbind_log_file = out;
-    log_setup(format, level, out);
+    runtime *rt = runtime_get(L);
+    if (rt == NULL) {
+        if (out)
+            fclose(out);
+        return luaL_error(L, "no luaop runtime runs this Lua state");
+    }
+    if (rt->log_file)
+        fclose(rt->log_file);
+    rt->log_file = out;
+    rt->log = (log_sink){format, level, out};
     lua_pushboolean(L, 1);
     return 1;
 }
 
 static int lbind_log_enabled(lua_State *L)
 {
-    lua_pushboolean(L, log_enabled(lbind_log_checklevel(L, 1)));
+    lua_pushboolean(L, log_sink_enabled(lbind_log_sink(L), lbind_log_checklevel(L, 1)));
     return 1;
 }
 
@@ -76,7 +90,7 @@ static int lbind_log_write(lua_State *L)
     log_field fields[LBIND_LOG_MAX_FIELDS];
     size_t n = 0;
 
-    if (!log_enabled(level))
+    if (!log_sink_enabled(lbind_log_sink(L), level))
         return 0;
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
@@ -139,7 +153,7 @@ static int lbind_log_write(lua_State *L)
         }
         qsort(fields, n, sizeof fields[0], lbind_log_keycmp);
     }
-    log_write(level, logger, msg, fields, n);
+    log_sink_write(lbind_log_sink(L), level, logger, msg, fields, n);
     return 0;
 }
 

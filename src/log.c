@@ -8,17 +8,18 @@
 #include <strings.h>
 #include <time.h>
 
-static struct {
-    log_format format;
-    int verbosity;
-    FILE *out;
-} log_state = {LOG_FORMAT_TEXT, LOG_INFO, NULL};
+static log_sink log_process = {LOG_FORMAT_TEXT, LOG_INFO, NULL};
+
+log_sink *log_default(void)
+{
+    return &log_process;
+}
 
 void log_setup(log_format format, int verbosity, FILE *out)
 {
-    log_state.format = format;
-    log_state.verbosity = verbosity;
-    log_state.out = out;
+    log_process.format = format;
+    log_process.verbosity = verbosity;
+    log_process.out = out;
 }
 
 int log_parse_format(const char *s, log_format *out)
@@ -54,9 +55,14 @@ int log_parse_level(const char *s, int *out)
     return 0;
 }
 
+int log_sink_enabled(const log_sink *s, int level)
+{
+    return level <= s->verbosity;
+}
+
 int log_enabled(int level)
 {
-    return level <= log_state.verbosity;
+    return log_sink_enabled(&log_process, level);
 }
 
 int log_is_secret_key(const char *key)
@@ -151,18 +157,18 @@ static void log_timestamp(char *buf, size_t len)
     snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-void log_write(int level, const char *logger, const char *msg, const log_field *fields, size_t n)
+void log_sink_write(const log_sink *s, int level, const char *logger, const char *msg, const log_field *fields, size_t n)
 {
-    FILE *f = log_state.out ? log_state.out : stderr;
+    FILE *f = s->out ? s->out : stderr;
     char ts[40];
 
-    if (!log_enabled(level))
+    if (!log_sink_enabled(s, level))
         return;
     flockfile(f); /* one line at a time: the watchdog's thread logs too */
     log_timestamp(ts, sizeof ts);
     if (msg == NULL)
         msg = "";
-    if (log_state.format == LOG_FORMAT_JSON) {
+    if (s->format == LOG_FORMAT_JSON) {
         fprintf(f, "{\"level\":\"%s\",\"ts\":\"%s\"", log_level_name(level, 0), ts);
         if (level > LOG_DEBUG)
             fprintf(f, ",\"v\":%d", level);
@@ -201,4 +207,9 @@ void log_write(int level, const char *logger, const char *msg, const log_field *
     }
     fflush(f);
     funlockfile(f);
+}
+
+void log_write(int level, const char *logger, const char *msg, const log_field *fields, size_t n)
+{
+    log_sink_write(&log_process, level, logger, msg, fields, n);
 }

@@ -35,7 +35,19 @@ typedef struct log_field {
     } v;
 } log_field;
 
-/* Where and how lines go; out defaults to stderr. */
+/* Where lines go and how: each runtime has one (runtime.h); the process
+ * has one more for what is logged outside any runtime (flag errors, the
+ * watchdog). out NULL is stderr. */
+typedef struct log_sink {
+    log_format format;
+    int verbosity;
+    FILE *out;
+} log_sink;
+
+/* The process's sink (log_write, log_enabled). */
+log_sink *log_default(void);
+
+/* Set the process's sink. */
 void log_setup(log_format format, int verbosity, FILE *out);
 
 /* Parse "text"/"json"; returns 0 and sets *out, or -1. */
@@ -44,9 +56,13 @@ int log_parse_format(const char *s, log_format *out);
 /* Parse a level name (error, info, debug, trace) or a number; -1 if bad. */
 int log_parse_level(const char *s, int *out);
 
-int log_enabled(int level);
+int log_sink_enabled(const log_sink *s, int level);
 
-/* Write one line with n fields. */
+/* Write one line with n fields to s. */
+void log_sink_write(const log_sink *s, int level, const char *logger, const char *msg, const log_field *fields, size_t n);
+
+/* The same, on the process's sink. */
+int log_enabled(int level);
 void log_write(int level, const char *logger, const char *msg, const log_field *fields, size_t n);
 
 /* Whether a key's value is withheld from logs. */

@@ -262,7 +262,7 @@ static void main_signal(uv_signal_t *h, int signum)
     main_run *run = h->data;
 
     log_field f = {"signal", LOG_STR, .v.str = {signum == SIGTERM ? "SIGTERM" : "SIGINT", signum == SIGTERM ? 7 : 6}};
-    log_write(LOG_INFO, "setup", "stopping", &f, 1);
+    log_sink_write(&run->rt->log, LOG_INFO, "setup", "stopping", &f, 1);
     if (run->signum == 0 && lbind_task_stop(run->rt) > 0) {
         run->signum = -1; /* draining */
         return;
@@ -280,7 +280,7 @@ static void main_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
     run->ended = 1;
     if (!ok) {
         log_field f = {"error", LOG_STR, .v.str = {sched_error(t), strlen(sched_error(t))}};
-        log_write(LOG_ERROR, "script", "script failed", &f, 1);
+        log_sink_write(&run->rt->log, LOG_ERROR, "script", "script failed", &f, 1);
         run->status = 1;
         return;
     }
@@ -327,7 +327,7 @@ static api *main_connect(const main_opts *o, runtime *rt)
         };
         log_write(LOG_DEBUG, "setup", "using Kubernetes configuration", f, 4);
     }
-    a = api_new(&rt->loop, kc, o->qps, o->burst, err, sizeof err);
+    a = api_new(&rt->loop, kc, o->qps, o->burst, &rt->log, err, sizeof err);
     kubeconfig_free(kc);
     if (a == NULL) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
@@ -347,11 +347,13 @@ static lua_State *main_lua(const main_opts *o, runtime *rt)
         log_write(LOG_ERROR, "setup", "cannot create a Lua state", NULL, 0);
         return NULL;
     }
-    *(void **)lua_getextraspace(L) = NULL; /* no task: see sched.c */
-    runtime_attach(rt, L);
+    rt->scripts = !o->program;
+    if (runtime_attach(rt, L) != 0) {
+        log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
+        lua_close(L);
+        return NULL;
+    }
     luaL_openlibs(L); /* its string library's pattern matching is budgeted (pattern.h) */
-    if (!o->program)
-        lbind_core_for_scripts();
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);
     lua_setfield(L, -2, "luaop.core");
@@ -443,7 +445,7 @@ static int main_script(const main_opts *o)
     uv_unref((uv_handle_t *)&run.sigterm); /* signals alone keep nothing running */
     uv_unref((uv_handle_t *)&run.sigint);
     /* scripts are untrusted: a thread watches the loop (watchdog.h) */
-    if ((!o->program || o->watchdog) && watchdog_start(o->grace) != 0)
+    if ((!o->program || o->watchdog) && watchdog_start(rt->sched, o->grace) != 0)
         log_write(LOG_ERROR, "setup", "cannot start the watchdog", NULL, 0);
     while (!run.ended && uv_run(&rt->loop, UV_RUN_ONCE))
         ;
@@ -462,7 +464,6 @@ out:
     lbind_fs_shutdown(rt);
     if (L)
         lua_close(L);
-    sched_shutdown();
     api_free(rt->api);
     runtime_free(rt);
     return run.status;

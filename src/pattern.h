@@ -14,7 +14,7 @@ struct lua_State;
 
 #define SCHED_MATCH_BATCH 1024
 
-extern unsigned sched_match_countdown;
+extern _Thread_local unsigned sched_match_countdown; /* per thread: runtimes may run in several */
 
 /* Charge SCHED_MATCH_BATCH steps to the task running now; raises on L when
  * its budget is spent. */

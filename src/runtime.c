@@ -5,6 +5,8 @@
 
 #include <lauxlib.h>
 
+#include "sched.h"
+
 static const char runtime_key = 0; /* its address keys the registry */
 
 static void runtime_count(uv_check_t *h)
@@ -21,6 +23,7 @@ runtime *runtime_new(void)
         return NULL;
     }
     if (rt) {
+        rt->log = *log_default();
         uv_check_init(&rt->loop, &rt->counter);
         rt->counter.data = rt;
         uv_check_start(&rt->counter, runtime_count);
@@ -48,14 +51,21 @@ int runtime_free(runtime *rt)
     uv_walk(&rt->loop, runtime_close_handle, NULL);
     uv_run(&rt->loop, UV_RUN_DEFAULT);
     r = uv_loop_close(&rt->loop);
+    sched_free(rt->sched);
+    if (rt->log_file)
+        fclose(rt->log_file);
     free(rt);
     return r;
 }
 
-void runtime_attach(runtime *rt, lua_State *L)
+int runtime_attach(runtime *rt, lua_State *L)
 {
+    rt->sched = sched_new(L, &rt->counters);
+    if (rt->sched == NULL)
+        return -1;
     lua_pushlightuserdata(L, rt);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &runtime_key);
+    return 0;
 }
 
 runtime *runtime_get(lua_State *L)

@@ -1,5 +1,6 @@
-/* runtime.h - one luaop runtime: its event loop, its API server connection
- * and what the Lua faces of tasks and files keep between calls, reachable
+/* runtime.h - one luaop runtime: its event loop, its API server connection,
+ * the scheduler of its Lua state's tasks, its log, and what the Lua faces
+ * of tasks and files keep between calls, reachable
  * from every thread of the Lua state it runs (runtime_of). Created and
  * destroyed by one pair of functions; each runtime has a loop of its own,
  * so two can run in one process. */
@@ -9,15 +10,23 @@
 #include <lua.h>
 #include <uv.h>
 
+#include "counters.h"
 #include "list.h"
+#include "log.h"
 
 struct api;
+struct sched;
 
 typedef struct runtime {
     uv_loop_t loop;
     uv_check_t counter;        /* counts the loop's iterations (its wake-ups) */
     unsigned long iterations;
     struct api *api; /* NULL: no API server configured */
+    struct sched *sched; /* its Lua state's tasks (runtime_attach) */
+    log_sink log;        /* where its lines go: the process's sink at first */
+    counters counters;   /* what its containment counted */
+    int scripts;         /* it runs untrusted scripts: luaop.core without credentials */
+    FILE *log_file;      /* opened for log.setup{path=}, closed with it */
     /* lbind_task.c */
     list_node *sleeps; /* every sleep not yet over (lbind_sleep.link) */
     int stopping;               /* asked to stop (a signal) */
@@ -29,13 +38,15 @@ typedef struct runtime {
 /* A runtime with a new loop; NULL when out of memory. */
 runtime *runtime_new(void);
 
-/* Run the loop until every handle left is closed, close it and free rt.
- * Close or stop the handles first (lbind_task_shutdown, lbind_fs_shutdown,
- * api_free). Returns uv_loop_close's result. */
+/* Run the loop until every handle left is closed, close it and free rt
+ * with its scheduler. Close or stop the handles first
+ * (lbind_task_shutdown, lbind_fs_shutdown, api_free), and close its Lua
+ * state (or sched_detach). Returns uv_loop_close's result. */
 int runtime_free(runtime *rt);
 
-/* Make rt the runtime of L's state (through its registry). */
-void runtime_attach(runtime *rt, lua_State *L);
+/* Make rt the runtime of L's state (through its registry) and give the
+ * state its scheduler (sched_new). 0, or -1 when out of memory. */
+int runtime_attach(runtime *rt, lua_State *L);
 
 /* The runtime of L's state: runtime_get NULL when none, runtime_of raises. */
 runtime *runtime_get(lua_State *L);

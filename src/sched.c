@@ -32,7 +32,14 @@ typedef struct sched_account {
 
 enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG };
 
+/* What a thread's extra space points to: a task's thread, its task; the
+ * main thread (and so every coroutine a script makes, which copies it),
+ * the scheduler. */
+enum { SCHED_SLOT_SCHED = 1, SCHED_SLOT_TASK };
+
 struct sched_task {
+    int slot;      /* SCHED_SLOT_TASK */
+    sched *s;
     lua_State *L;  /* the main thread: the registry's owner, always alive */
     lua_State *co; /* the task's coroutine */
     int ref;       /* keeps co alive */
@@ -41,25 +48,31 @@ struct sched_task {
     char *error;
     sched_account *acct;     /* NULL: unbudgeted */
     char name[SCHED_NAME_LEN]; /* what it does (the watchdog's log) */
-    list_node link; /* in sched_all: every task not yet ended */
+    list_node link; /* in s->all: every task not yet ended */
 };
 
-static int sched_live;
+/* One Lua state's tasks. */
+struct sched {
+    int slot; /* SCHED_SLOT_SCHED */
+    lua_State *L;
+    counters *counters; /* where breaches are counted */
+    int live;
+    list_node *all;
+    sched_task *running; /* the task inside lua_resume now */
+    /* Memory budgets: the state's allocator is wrapped so that what is
+     * allocated while a task runs is charged to that task (and what is
+     * freed meanwhile credited). A growth past the budget fails; Lua then
+     * collects garbage and tries once more before it raises. */
+    lua_Alloc orig_alloc;
+    void *orig_ud;
+    /* The watchdog's view (watchdog.c, another thread). */
+    _Atomic uint64_t busy_ns;
+    char busy_name[SCHED_NAME_LEN]; /* "" names "task" */
+    _Atomic(sched_task *) interrupt_task;
+    _Atomic(sched_task *) innermost; /* running, for the watchdog */
+};
+
 static void sched_count_hook(lua_State *L, lua_Debug *ar);
-static list_node *sched_all;
-static sched_task *sched_running_task; /* the task inside lua_resume now */
-
-/* Memory budgets: once a task has one, the state's allocator is wrapped so
- * that what is allocated while a task runs is charged to that task (and
- * what is freed meanwhile credited). A growth past the budget fails; Lua
- * then collects garbage and tries once more before it raises. */
-static lua_Alloc sched_orig_alloc;
-static void *sched_orig_ud;
-
-/* The watchdog's view (watchdog.c, another thread). */
-static _Atomic uint64_t sched_busy_ns;
-static char sched_busy_name[SCHED_NAME_LEN]; /* "" names "task" */
-static _Atomic(sched_task *) sched_interrupt_task;
 
 static uint64_t sched_now_ns(void)
 {
@@ -69,48 +82,56 @@ static uint64_t sched_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t sched_busy_since(char *buf, size_t len)
+uint64_t sched_busy_since(sched *s, char *buf, size_t len)
 {
-    uint64_t since = atomic_load(&sched_busy_ns);
+    uint64_t since = atomic_load(&s->busy_ns);
 
     if (since && len)
-        snprintf(buf, len, "%s", sched_busy_name[0] ? sched_busy_name : "task");
+        snprintf(buf, len, "%s", s->busy_name[0] ? s->busy_name : "task");
     return since;
 }
 
-static _Atomic(sched_task *) sched_innermost; /* sched_running_task, for the watchdog */
-
-void sched_interrupt(void)
+void sched_interrupt(sched *s)
 {
-    atomic_store(&sched_interrupt_task, atomic_load(&sched_innermost));
+    atomic_store(&s->interrupt_task, atomic_load(&s->innermost));
 }
 
-static void sched_breach(sched_account *a, int why)
+/* The scheduler of L's state (any of its threads); NULL when none. */
+static sched *sched_of(lua_State *L)
+{
+    int *slot = *(int **)lua_getextraspace(L);
+
+    if (slot == NULL)
+        return NULL;
+    return *slot == SCHED_SLOT_TASK ? ((sched_task *)slot)->s : (sched *)slot;
+}
+
+static void sched_breach(sched *s, sched_account *a, int why)
 {
     if (a->breached == SCHED_BREACH_NONE) {
         a->breached = why;
-        counter_add(COUNTER_BUDGET_BREACHES, 1);
+        counter_add(s->counters, COUNTER_BUDGET_BREACHES, 1);
     }
 }
 
 static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-    sched_task *t = sched_running_task;
+    sched *s = ud;
+    sched_task *t = s->running;
     sched_account *a = t ? t->acct : NULL;
     size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
     void *p;
 
-    (void)ud;
     if (a == NULL || a->mem_budget == 0)
-        return sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
+        return s->orig_alloc(s->orig_ud, ptr, osize, nsize);
     /* after a breach every growth fails, but for the one message that
      * names it (sched_count_hook) */
     if (nsize > old && ((a->breached && !a->announcing) ||
                         a->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)a->mem_budget)) {
-        sched_breach(a, SCHED_BREACH_MEMORY);
+        sched_breach(s, a, SCHED_BREACH_MEMORY);
         return NULL;
     }
-    p = sched_orig_alloc(sched_orig_ud, ptr, osize, nsize);
+    p = s->orig_alloc(s->orig_ud, ptr, osize, nsize);
     if (p || nsize == 0) {
         a->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
         /* what the collector frees of others' garbage is no credit */
@@ -167,32 +188,52 @@ static const char *sched_breach_message(lua_State *L, const sched_account *a)
     return lua_pushfstring(L, "%sinstruction budget of %I exceeded", a->where, (lua_Integer)a->budget);
 }
 
-static void sched_wrap_alloc(lua_State *L)
+sched *sched_new(lua_State *L, counters *c)
+{
+    sched *s = calloc(1, sizeof *s);
+
+    if (s == NULL)
+        return NULL;
+    s->slot = SCHED_SLOT_SCHED;
+    s->counters = c;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    s->L = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    *(sched **)lua_getextraspace(s->L) = s;
+    s->orig_alloc = lua_getallocf(L, &s->orig_ud);
+    lua_setallocf(L, sched_alloc, s);
+    return s;
+}
+
+void sched_detach(sched *s)
 {
     void *ud;
-    lua_Alloc f = lua_getallocf(L, &ud);
 
-    if (f == sched_alloc)
+    if (s == NULL || s->L == NULL)
         return;
-    sched_orig_alloc = f;
-    sched_orig_ud = ud;
-    lua_setallocf(L, sched_alloc, NULL);
+    if (lua_getallocf(s->L, &ud) == sched_alloc && ud == s)
+        lua_setallocf(s->L, s->orig_alloc, s->orig_ud);
+    if (*(sched **)lua_getextraspace(s->L) == s)
+        *(sched **)lua_getextraspace(s->L) = NULL;
+    s->L = NULL;
 }
 
 static void sched_unlink(sched_task *t)
 {
-    list_remove(&sched_all, &t->link);
+    list_remove(&t->s->all, &t->link);
 }
 
 /* A task's thread keeps its task in the thread's extra space. */
-static sched_task **sched_slot(lua_State *co)
+static void sched_set_slot(lua_State *co, sched_task *t)
 {
-    return (sched_task **)lua_getextraspace(co);
+    *(sched_task **)lua_getextraspace(co) = t;
 }
 
 sched_task *sched_current(lua_State *co)
 {
-    return *sched_slot(co);
+    int *slot = *(int **)lua_getextraspace(co);
+
+    return slot && *slot == SCHED_SLOT_TASK ? (sched_task *)slot : NULL;
 }
 
 /* Pushes t[key] of the table at idx, read raw; true when it is a string. */
@@ -241,33 +282,34 @@ static const char *sched_error_text(lua_State *co)
 static void sched_step(sched_task *t, int nargs, lua_State *from)
 {
     lua_State *co = t->co;
+    sched *s = t->s;
     int nres = 0;
-    sched_task *outer = sched_running_task;
+    sched_task *outer = s->running;
     int status;
 
-    sched_running_task = t;
+    s->running = t;
     /* the innermost task running is the one the watchdog names */
-    memcpy(sched_busy_name, t->name, sizeof sched_busy_name); /* every resume: no formatting */
-    atomic_store(&sched_innermost, t);
+    memcpy(s->busy_name, t->name, sizeof s->busy_name); /* every resume: no formatting */
+    atomic_store(&s->innermost, t);
     if (outer == NULL)
-        atomic_store(&sched_busy_ns, sched_now_ns());
+        atomic_store(&s->busy_ns, sched_now_ns());
     status = lua_resume(co, from, nargs, &nres);
     if (outer == NULL) {
-        atomic_store(&sched_busy_ns, 0);
-        atomic_store(&sched_interrupt_task, NULL);
+        atomic_store(&s->busy_ns, 0);
+        atomic_store(&s->interrupt_task, NULL);
     } else {
-        memcpy(sched_busy_name, outer->name, sizeof sched_busy_name);
+        memcpy(s->busy_name, outer->name, sizeof s->busy_name);
     }
-    atomic_store(&sched_innermost, outer);
+    atomic_store(&s->innermost, outer);
     /* What follows is bookkeeping, charged to nobody; the task that
      * started this one (if any) is charged again once we return to it. */
-    sched_running_task = NULL;
+    s->running = NULL;
 
     if (status == LUA_YIELD) {
         /* Waiting for whatever it yielded for; values yielded by a script's
          * own coroutine.yield at the top level are dropped. */
         lua_pop(co, nres);
-        sched_running_task = outer;
+        s->running = outer;
         return;
     }
     if (status == LUA_OK && t->acct && t->acct->breached) {
@@ -301,8 +343,8 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         }
         lua_settop(L, top);
     }
-    *sched_slot(co) = NULL;
-    sched_live--;
+    sched_set_slot(co, NULL);
+    s->live--;
     sched_unlink(t);
     if (t->done)
         t->done(t, co, status == LUA_OK, status == LUA_OK ? nres : 0, t->ud);
@@ -310,7 +352,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
     sched_account_unref(t->acct);
     free(t->error);
     free(t);
-    sched_running_task = outer;
+    s->running = outer;
 }
 
 sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
@@ -320,12 +362,15 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
 
 sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud)
 {
-    sched_task *t = calloc(1, sizeof *t);
+    sched *s = sched_of(L);
+    sched_task *t = s ? calloc(1, sizeof *t) : NULL;
 
     if (t == NULL) {
         lua_pop(L, nargs + 1);
         return NULL;
     }
+    t->slot = SCHED_SLOT_TASK;
+    t->s = s;
     if (b && (b->instructions || b->memory)) {
         t->acct = sched_account_new(b->instructions, b->memory);
         if (t->acct == NULL) {
@@ -333,14 +378,13 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
             lua_pop(L, nargs + 1);
             return NULL;
         }
-        if (b->memory)
-            sched_wrap_alloc(L);
     }
-    if (b && b->name)
-        snprintf(t->name, sizeof t->name, "%s", b->name); else if (sched_running_task && sched_running_task->acct) {
-        snprintf(t->name, sizeof t->name, "%s", sched_running_task->name);
+    if (b && b->name) {
+        snprintf(t->name, sizeof t->name, "%s", b->name);
+    } else if (s->running && s->running->acct) {
+        snprintf(t->name, sizeof t->name, "%s", s->running->name);
         /* spawned from a budgeted task: charged to the same account */
-        t->acct = sched_running_task->acct;
+        t->acct = s->running->acct;
         t->acct->refs++;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -350,10 +394,10 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     t->ud = ud;
     t->co = lua_newthread(L);
     t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    *sched_slot(t->co) = t;
+    sched_set_slot(t->co, t);
     lua_xmove(L, t->co, nargs + 1); /* the function and its arguments */
-    sched_live++;
-    list_push(&sched_all, &t->link);
+    s->live++;
+    list_push(&s->all, &t->link);
     /* Coroutines the task creates inherit its thread's hook (lua_newthread
      * copies it), and the hook charges whatever task is running. */
     lua_sethook(t->co, t->acct ? sched_count_hook : NULL, t->acct ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
@@ -367,14 +411,15 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
  * each time, so no pcall can keep the code going. */
 static void sched_count_hook(lua_State *L, lua_Debug *ar)
 {
-    sched_task *t = sched_running_task;
+    sched *s = sched_of(L);
+    sched_task *t = s ? s->running : NULL;
     sched_account *a = t ? t->acct : NULL;
 
     (void)ar;
     if (a == NULL)
         return;
-    if (!a->breached && atomic_load(&sched_interrupt_task) == t)
-        sched_breach(a, SCHED_BREACH_WATCHDOG);
+    if (!a->breached && atomic_load(&s->interrupt_task) == t)
+        sched_breach(s, a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
         if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
             /* left at every instruction by a breach of another account */
@@ -386,7 +431,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
         a->used += SCHED_BUDGET_STEP;
         if (a->used <= a->budget)
             return;
-        sched_breach(a, SCHED_BREACH_INSTRUCTIONS);
+        sched_breach(s, a, SCHED_BREACH_INSTRUCTIONS);
     }
     if (lua_gethookcount(L) != 1)
         lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
@@ -404,11 +449,12 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     lua_error(L); /* not reached: that allocation fails */
 }
 
-unsigned sched_match_countdown = SCHED_MATCH_BATCH;
+_Thread_local unsigned sched_match_countdown = SCHED_MATCH_BATCH;
 
 void sched_match_steps(lua_State *L)
 {
-    sched_task *t = sched_running_task;
+    sched *s = sched_of(L);
+    sched_task *t = s ? s->running : NULL;
     sched_account *a = t ? t->acct : NULL;
 
     sched_match_countdown = SCHED_MATCH_BATCH;
@@ -420,7 +466,7 @@ void sched_match_steps(lua_State *L)
         a->used += SCHED_MATCH_BATCH;
         if (a->used <= a->budget)
             return;
-        sched_breach(a, SCHED_BREACH_INSTRUCTIONS);
+        sched_breach(s, a, SCHED_BREACH_INSTRUCTIONS);
     }
     /* inside match(): lstrlib.c raises from there itself */
     if (!a->announced) {
@@ -461,7 +507,7 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
     if (outer) {
         outer->used += limited->used;
         if (outer->budget && outer->used > outer->budget)
-            sched_breach(outer, SCHED_BREACH_INSTRUCTIONS);
+            sched_breach(t->s, outer, SCHED_BREACH_INSTRUCTIONS);
     }
     sched_account_unref(limited);
     return status;
@@ -487,19 +533,21 @@ lua_State *sched_main_thread(const sched_task *t)
     return t->L;
 }
 
-int sched_running(void)
+int sched_running(const sched *s)
 {
-    return sched_live;
+    return s->live;
 }
 
-void sched_shutdown(void)
+void sched_free(sched *s)
 {
-    while (sched_all) {
-        sched_task *t = list_entry(sched_all, sched_task, link);
+    if (s == NULL)
+        return;
+    while (s->all) {
+        sched_task *t = list_entry(s->all, sched_task, link);
         sched_unlink(t);
         sched_account_unref(t->acct);
         free(t->error);
         free(t);
     }
-    sched_live = 0;
+    free(s);
 }

@@ -13,7 +13,24 @@
 
 #include <lua.h>
 
+struct counters;
+
+typedef struct sched sched;
 typedef struct sched_task sched_task;
+
+/* The scheduler of L's state: it wraps the state's allocator (to charge
+ * memory budgets) and marks the main thread's extra space, so every thread
+ * of the state finds it; breaches are counted in c. One per Lua state;
+ * NULL when out of memory. */
+sched *sched_new(lua_State *L, struct counters *c);
+
+/* Give the state its allocator back and unmark it, while the state still
+ * lives (when the scheduler goes before the state does). */
+void sched_detach(sched *s);
+
+/* Free s and forget every task still waiting: after lua_close of its
+ * state (or sched_detach), since their threads will never be resumed. */
+void sched_free(sched *s);
 
 /* Called once when the task ends: ok with its nres return values on top of
  * `co`'s stack, or not ok with sched_error(t) telling why. The task is
@@ -21,7 +38,8 @@ typedef struct sched_task sched_task;
 typedef void (*sched_done_cb)(sched_task *t, lua_State *co, int ok, int nres, void *ud);
 
 /* Start the function below `nargs` arguments on top of L's stack as a new
- * task (popping them), and run it until it first waits or ends. */
+ * task (popping them), and run it until it first waits or ends. NULL (all
+ * popped) when out of memory or L's state has no scheduler. */
 sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud);
 
 /* What a task may use: VM instructions (counted in steps of
@@ -55,11 +73,11 @@ sched_task *sched_current(lua_State *co);
 /* For the watchdog (another thread): the monotonic time in ns at which the
  * resume running now began, 0 when the loop is not inside one; the running
  * task's name goes to buf. */
-uint64_t sched_busy_since(char *buf, size_t len);
+uint64_t sched_busy_since(sched *s, char *buf, size_t len);
 
 /* Make the task running now fail at its next count hook, as a breach of its
  * budget (safe from another thread). */
-void sched_interrupt(void);
+void sched_interrupt(sched *s);
 
 /* The task's coroutine: push resume values here. */
 lua_State *sched_thread(sched_task *t);
@@ -76,10 +94,6 @@ void sched_resume(sched_task *t, int nres);
 const char *sched_error(const sched_task *t);
 
 /* Tasks not yet ended. */
-int sched_running(void);
-
-/* Forget every task still waiting, after the Lua state that ran them was
- * closed: they will never be resumed. */
-void sched_shutdown(void);
+int sched_running(const sched *s);
 
 #endif

@@ -18,6 +18,7 @@ static pthread_mutex_t watchdog_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watchdog_wake = PTHREAD_COND_INITIALIZER;
 static int watchdog_running, watchdog_stopping;
 static double watchdog_grace;
+static sched *watchdog_sched; /* the loop's tasks, watched */
 
 /* Signals, as they arrive (set from the handler: only atomics there). */
 static _Atomic uint64_t watchdog_signal_ns; /* the first, monotonic */
@@ -99,13 +100,13 @@ static void *watchdog_main(void *arg)
         if (watchdog_stopping)
             break;
 
-        uint64_t since = sched_busy_since(task, sizeof task);
+        uint64_t since = sched_busy_since(watchdog_sched, task, sizeof task);
         uint64_t now = watchdog_now_ns(); /* after since: never before it */
         double busy = since && now > since ? (double)(now - since) / 1e9 : 0;
         if (since && busy > WATCHDOG_INTERRUPT && interrupted != since) {
             interrupted = since;
             watchdog_log(LOG_ERROR, "a task has run without waiting for too long: interrupting it", task, busy);
-            sched_interrupt();
+            sched_interrupt(watchdog_sched);
         } else if (since && interrupted == since && busy > WATCHDOG_INTERRUPT + WATCHDOG_EXIT) {
             watchdog_log(LOG_ERROR, "the loop did not come back after the interrupt: exiting", task, busy);
             _exit(WATCHDOG_EXIT_STATUS);
@@ -129,10 +130,11 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-int watchdog_start(double grace)
+int watchdog_start(sched *s, double grace)
 {
     sigset_t all, old;
 
+    watchdog_sched = s;
     watchdog_grace = grace;
     watchdog_chain(SIGTERM, &watchdog_prev_term);
     watchdog_chain(SIGINT, &watchdog_prev_int);

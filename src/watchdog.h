@@ -14,13 +14,15 @@
 #ifndef LUAOP_WATCHDOG_H
 #define LUAOP_WATCHDOG_H
 
+struct sched;
+
 #define WATCHDOG_INTERRUPT 5.0
 #define WATCHDOG_EXIT 5.0
 #define WATCHDOG_EXIT_STATUS 70
 
 /* Start the thread; grace: the drain's limit in seconds. Call after the
  * loop's signal handlers are installed (it chains to them). 0, or -1. */
-int watchdog_start(double grace);
+int watchdog_start(struct sched *s, double grace);
 
 /* Stop and join the thread (at exit). */
 void watchdog_stop(void);

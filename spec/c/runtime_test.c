@@ -1,8 +1,9 @@
-/* runtime_test.c - two runtimes in one process: each its own loop and Lua
- * state, tasks sleeping and waking on their own loop only, a work queue's
+/* runtime_test.c - two runtimes in one process: each its own loop, Lua
+ * state, scheduler and log, tasks sleeping and waking on their own loop only, a work queue's
  * timer on its runtime's loop, and both torn down cleanly. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -18,6 +19,7 @@ typedef struct one {
     lua_State *L;
     int ended, ok;
     char error[256];
+    char logpath[128];
 } one;
 
 static void one_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
@@ -40,8 +42,8 @@ static int one_start(one *o, const char *name, const char *code)
     o->L = luaL_newstate();
     if (o->rt == NULL || o->L == NULL)
         return -1;
-    *(void **)lua_getextraspace(o->L) = NULL;
-    runtime_attach(o->rt, o->L);
+    if (runtime_attach(o->rt, o->L) != 0)
+        return -1;
     luaL_openlibs(o->L);
     luaL_getsubtable(o->L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(o->L, luaopen_luaop_core);
@@ -50,6 +52,10 @@ static int one_start(one *o, const char *name, const char *code)
     luaembed_preload(o->L);
     lua_pushstring(o->L, name);
     lua_setglobal(o->L, "name");
+    snprintf(o->logpath, sizeof o->logpath, "build/runtime_test.%s.%ld.log", name, (long)getpid());
+    remove(o->logpath);
+    lua_pushstring(o->L, o->logpath);
+    lua_setglobal(o->L, "logpath");
     if (luaL_loadstring(o->L, code) != LUA_OK)
         return -1;
     return sched_spawn(o->L, 0, one_done, o) ? 0 : -1;
@@ -63,10 +69,27 @@ static const char *global(one *o, const char *name)
     return s ? s : "(nil)";
 }
 
+/* Whether the file at path holds text. */
+static int file_has(const char *path, const char *text)
+{
+    char buf[4096];
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (f == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
 int main(void)
 {
     static const char code[] =
         "local core = require 'luaop.core'\n"
+        "core.log.setup{path = logpath}\n"
+        "core.log.write(0, 'test', 'from ' .. name)\n"
         "local q = core.workqueue.new()\n"
         "local t0 = core.task.now()\n"
         "q:add_after(name, name == 'a' and 0.05 or 0.1)\n"
@@ -77,12 +100,15 @@ int main(void)
 
     TAP_OK(one_start(&a, "a", code) == 0 && one_start(&b, "b", code) == 0, "two runtimes start in one process");
     TAP_OK(&a.rt->loop != &b.rt->loop, "each has a loop of its own");
+    TAP_OK(a.rt->sched && b.rt->sched && a.rt->sched != b.rt->sched, "each has a scheduler of its own");
+    TAP_OK(sched_running(a.rt->sched) == 1 && sched_running(b.rt->sched) == 1, "each scheduler holds its own task");
     /* a's loop alone: only a's tasks move */
     while (!a.ended && uv_run(&a.rt->loop, UV_RUN_ONCE))
         ;
     TAP_OK(a.ended && a.ok, a.ended && !a.ok ? a.error : "a's task ran to its end on a's loop");
     TAP_OK(strcmp(global(&a, "took"), "a after its delay") == 0, "a's delayed key came from a's queue timer");
     TAP_OK(!b.ended && strcmp(global(&b, "took"), "(nil)") == 0, "b's task waits: nothing of b ran on a's loop");
+    TAP_OK(sched_running(a.rt->sched) == 0 && sched_running(b.rt->sched) == 1, "a's task ended in a's scheduler only");
     while (!b.ended && uv_run(&b.rt->loop, UV_RUN_ONCE))
         ;
     TAP_OK(b.ended && b.ok, b.ended && !b.ok ? b.error : "b's task ran to its end on b's loop");
@@ -93,5 +119,9 @@ int main(void)
     lua_close(a.L);
     lua_close(b.L);
     TAP_OK(runtime_free(a.rt) == 0 && runtime_free(b.rt) == 0, "both close their loops with nothing left open");
+    TAP_OK(file_has(a.logpath, "from a") && !file_has(a.logpath, "from b"), "a's log has a's line only");
+    TAP_OK(file_has(b.logpath, "from b") && !file_has(b.logpath, "from a"), "b's log has b's line only");
+    remove(a.logpath);
+    remove(b.logpath);
     return tap_done();
 }
