@@ -21,9 +21,29 @@ local function write_script(source)
   return path
 end
 
+-- The kubeconfig of opts.offline: for programs that never talk to an API
+-- server (its server refuses connections). One file under build/, made on
+-- first use and shared by every spec.
+local offline_path = "build/spec/offline.kubeconfig"
+function M.offline()
+  local f = io.open(offline_path)
+  if f then f:close() return offline_path end
+  assert(os.execute("mkdir -p build/spec"))
+  local tmp = offline_path .. "." .. tostring(system.gettime()) -- then renamed: never seen half-written
+  assert(os.rename(M.offline_kubeconfig(nil, tmp), offline_path))
+  return offline_path
+end
+
+-- The kubeconfig a run uses: opts.kubeconfig, the offline one, or $KUBECONFIG.
+local function kubeconfig_of(opts)
+  if opts.offline then return M.offline() end
+  return opts.kubeconfig or assert(os.getenv("KUBECONFIG"), "no KUBECONFIG: pass opts.kubeconfig or opts.offline")
+end
+
 -- Run `source` as a trusted program (--program; with opts.script, as a
 -- sandboxed --script instead; nil: only what opts.flags name). opts:
--- kubeconfig (default $KUBECONFIG; false for none), flags (list), args
+-- kubeconfig (default $KUBECONFIG; false for none), offline (true: no API
+-- server, M.offline()), flags (list), args
 -- (list), env ({NAME = value|false}), deadline (seconds; see proc.run).
 -- Returns exit code, stdout, stderr.
 function M.run(source, opts)
@@ -32,7 +52,7 @@ function M.run(source, opts)
   local argv = { opts.bin or M.bin }
   if opts.kubeconfig ~= false then
     argv[#argv + 1] = "--kubeconfig"
-    argv[#argv + 1] = opts.kubeconfig or assert(os.getenv("KUBECONFIG"))
+    argv[#argv + 1] = kubeconfig_of(opts)
   end
   if path then
     argv[#argv + 1] = opts.script and "--script" or "--program"
@@ -57,10 +77,10 @@ function M.ok(source, opts)
 end
 
 
--- A kubeconfig for programs that never talk to an API server (its server,
--- by default one that refuses connections). Remove the file when done.
-function M.offline_kubeconfig(server)
-  local path = os.tmpname()
+-- A kubeconfig file of its own (its server, by default one that refuses
+-- connections), at path or a temporary file. Remove the file when done.
+function M.offline_kubeconfig(server, path)
+  path = path or os.tmpname()
   local f = assert(io.open(path, "w"))
   f:write(([[
 current-context: x
@@ -102,7 +122,7 @@ function M.start(source, opts)
   -- records the exit status once luaop ends
   local cmd = ("(%s %s --kubeconfig %s %s %s >%s 2>%s & echo $!; exec >/dev/null 2>&1; wait $!; echo $? >%s) &")
     :format(table.concat(proc.env_words(opts.env), " "), proc.quote(opts.bin or M.bin),
-            proc.quote(opts.kubeconfig or assert(os.getenv("KUBECONFIG"))), scripts, table.concat(flags, " "),
+            proc.quote(kubeconfig_of(opts)), scripts, table.concat(flags, " "),
             proc.quote(out), proc.quote(err), proc.quote(status))
   os.remove(status)
   local p = assert(io.popen(cmd))

@@ -3,17 +3,15 @@
 local luaop = require "support.luaop"
 
 describe("luaop.core.fs", function()
-  local kubeconfig, dir
+  local dir
 
   setup(function()
-    kubeconfig = luaop.offline_kubeconfig()
     dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p '" .. dir .. "/sub' && printf 'a\\0b' > '" .. dir .. "/f.lua' && ln -s f.lua '" .. dir .. "/link'"))
   end)
 
   teardown(function()
-    os.remove(kubeconfig)
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
@@ -32,7 +30,7 @@ describe("luaop.core.fs", function()
       print("read a directory", fs.read(dir))
       -- they wait, so not from a coroutine of the script's own
       print("coroutine", pcall(coroutine.wrap(function() return fs.kind(dir) end)))
-    ]]):format(dir), { kubeconfig = kubeconfig })
+    ]]):format(dir), { offline = true })
     assert.matches("kinds\tdirectory\tdirectory\tfile\tfile", out)
     assert.matches("missing\tnil\t[^\n]*/none: no such file or directory", out)
     assert.matches("names\tf.lua link sub\n", out)

@@ -144,9 +144,8 @@ describe("luaop.core.json", function()
     end)
 
     it("decodes and encodes 10,240 levels on a 64 KiB C stack: no recursion on depth", function()
-      local kubeconfig = luaop.offline_kubeconfig()
       local path = os.tmpname()
-      finally(function() os.remove(kubeconfig) os.remove(path) end)
+      finally(function() os.remove(path) end)
       local f = assert(io.open(path, "w"))
       f:write([[
         local json = require("luaop.core").json
@@ -155,7 +154,7 @@ describe("luaop.core.json", function()
       ]])
       f:close()
       local code, out, err = proc.run { "sh", "-c", ("ulimit -s 64 && exec %s --kubeconfig %s --program %s")
-        :format(proc.quote(luaop.bin), proc.quote(kubeconfig), proc.quote(path)) }
+        :format(proc.quote(luaop.bin), proc.quote(luaop.offline()), proc.quote(path)) }
       assert.are.equal(0, code, err)
       assert.matches("same\ttrue", out)
     end)
@@ -165,8 +164,6 @@ describe("luaop.core.json", function()
       -- that changed the Lua stack under a live luaL_Buffer corrupted the
       -- heap here (found by fuzzing). In a process of its own: a crash is
       -- a failed exit status, not a dead spec runner.
-      local kubeconfig = luaop.offline_kubeconfig()
-      finally(function() os.remove(kubeconfig) end)
       local out = luaop.ok([[
         local json = require("luaop.core").json
         local failed = 0
@@ -182,7 +179,7 @@ describe("luaop.core.json", function()
         end
         print("refused", failed)
         print("still decodes", json.decode('{"k":["a\\n",1]}').k[2])
-      ]], { kubeconfig = kubeconfig })
+      ]], { offline = true })
       assert.matches("refused\t" .. 64 * 21 * 5, out)
       assert.matches("still decodes\t1", out)
     end)

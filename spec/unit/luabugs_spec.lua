@@ -19,19 +19,9 @@
 local luaop = require "support.luaop"
 
 describe("Lua 5.4.4's known bugs", function()
-  local kubeconfig
-
-  setup(function()
-    kubeconfig = luaop.offline_kubeconfig()
-  end)
-
-  teardown(function()
-    os.remove(kubeconfig)
-  end)
-
   -- Run source as a script's top level: exit code, stdout, stderr.
   local function run(source, deadline)
-    return luaop.run(source, { kubeconfig = kubeconfig, script = true, deadline = deadline })
+    return luaop.run(source, { offline = true, script = true, deadline = deadline })
   end
 
   -- luaop exited 1 and its log names one of the messages `endings` (Lua

@@ -170,19 +170,9 @@ local NEVER = { "^_G%.io[ .]", "^_G%.debug[ .]", "^_G%.package[ .]", "^_G%.dofil
   "^_G%.string%.dump ", "%.loadlib ", "^luaop%.core" }
 
 describe("the script sandbox", function()
-  local kubeconfig
-
-  setup(function()
-    kubeconfig = luaop.offline_kubeconfig()
-  end)
-
-  teardown(function()
-    os.remove(kubeconfig)
-  end)
-
   -- Run source as a script's top level, then end it: stdout, stderr.
   local function probe(source)
-    local code, out, err = luaop.run(source .. '\nerror("end of probe", 0)\n', { kubeconfig = kubeconfig, script = true })
+    local code, out, err = luaop.run(source .. '\nerror("end of probe", 0)\n', { offline = true, script = true })
     assert.are.equal(1, code, err)
     return out, err
   end
@@ -301,7 +291,7 @@ describe("the script sandbox", function()
       error("end of probe", 0)
     ]] }
     finally(function() v:remove() end)
-    local code, out, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir } })
+    local code, out, err = luaop.run(nil, { offline = true, flags = { "--script", v.dir } })
     assert.are.equal(1, code, err)
     assert.matches("a tried\tglobal=true _G=true string.upper=false rawset string=false string metatable=false " ..
       "luaop.requeue_after=false luaop.time.parse=false controller defaults=false client=true", out)

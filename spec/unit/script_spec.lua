@@ -24,13 +24,8 @@ return luaop.controller {
 end
 
 describe("scripts", function()
-  local kubeconfig
-
-  setup(function() kubeconfig = luaop.offline_kubeconfig() end)
-  teardown(function() os.remove(kubeconfig) end)
-
   local function start(paths)
-    local run = luaop.start(paths, { kubeconfig = kubeconfig })
+    local run = luaop.start(paths, { offline = true })
     finally(function()
       -- offline, its caches never sync: nothing to drain, SIGTERM ends it at once
       run.stop(143)
@@ -157,7 +152,7 @@ describe("scripts", function()
   it("run a single script file's top level under the load budget, naming file and line when it breaks it", function()
     local v = volume.new { ["spin.lua"] = "local luaop = require 'luaop'\nlocal n = 0\nwhile true do n = n + 1 end\n" }
     finally(function() v:remove() end)
-    local code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir .. "/spin.lua" } })
+    local code, _, err = luaop.run(nil, { offline = true, flags = { "--script", v.dir .. "/spin.lua" } })
     assert.are.equal(1, code)
     assert.matches("cannot load scripts", err)
     assert.matches("spin%.lua:3: instruction budget of 100000000 exceeded", err)
@@ -166,19 +161,19 @@ describe("scripts", function()
   it("refuse to start when a script is broken, naming file and line", function()
     local v = volume.new { ["a.lua"] = script("a", 1), ["b.lua"] = "return {\n" }
     finally(function() v:remove() end)
-    local code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir } })
+    local code, _, err = luaop.run(nil, { offline = true, flags = { "--script", v.dir } })
     assert.are.equal(1, code)
     assert.matches("cannot load scripts", err)
     assert.matches("b%.lua:2: unexpected symbol near <eof>", err)
   end)
 
   it("refuse a missing script, and a program among several scripts", function()
-    local code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", "/nonexistent/x.lua" } })
+    local code, _, err = luaop.run(nil, { offline = true, flags = { "--script", "/nonexistent/x.lua" } })
     assert.are.equal(1, code)
     assert.matches("cannot read script /nonexistent/x%.lua: no such file or directory", err)
     local v = volume.new { ["a.lua"] = script("a", 1), ["p.lua"] = "print('a program')\n" }
     finally(function() v:remove() end)
-    code, _, err = luaop.run(nil, { kubeconfig = kubeconfig, flags = { "--script", v.dir } })
+    code, _, err = luaop.run(nil, { offline = true, flags = { "--script", v.dir } })
     assert.are.equal(1, code)
     assert.matches("p%.lua: the script returns no controller definition", err)
   end)

@@ -54,17 +54,13 @@ return {
   -- script can reach any more: a trusted program's blocking call
   -- (os.execute) under --watchdog stands in for it.
   describe("when the loop is stuck where no hook fires", function()
-    local kubeconfig
-    setup(function() kubeconfig = luaop.offline_kubeconfig() end)
-    teardown(function() os.remove(kubeconfig) end)
-
     local function stuck(flags)
       local run = luaop.start([[
         io.stdout:write("blocking\n")
         io.stdout:flush()
         os.execute("sleep 23.25")
         print("came back")
-      ]], { kubeconfig = kubeconfig, flags = flags, stop_deadline = 5 })
+      ]], { offline = true, flags = flags, stop_deadline = 5 })
       finally(function()
         run.cleanup()
         os.execute("pkill -f 'sleep 23.25'")

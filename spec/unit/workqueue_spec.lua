@@ -215,10 +215,6 @@ describe("luaop.core.workqueue", function()
   -- take(): the loop's own timer, in C, hands keys to waiting tasks
   describe("take", function()
     local support = require "support.luaop"
-    local kubeconfig
-    setup(function() kubeconfig = support.offline_kubeconfig() end)
-    teardown(function() os.remove(kubeconfig) end)
-
     it("hands a delayed key over when it comes due, never early, woken by the loop's timer and not by polling", function()
       local code, out, err = support.run([[
         local core = require "luaop.core"
@@ -246,7 +242,7 @@ describe("luaop.core.workqueue", function()
         print("iterations", core.task.iterations() - i0)
         q:shutdown()
         print("worker", worker:wait())
-      ]], { kubeconfig = kubeconfig })
+      ]], { offline = true })
       assert.are.equal(0, code, err)
       local due = { sooner = 0.1, soon = 0.2, late = 0.6 }
       local order, woke = {}, {}
@@ -290,7 +286,7 @@ describe("luaop.core.workqueue", function()
         local _, ra = a:wait()
         local _, rb = b:wait()
         print("got", ra, rb)
-      ]], { kubeconfig = kubeconfig })
+      ]], { offline = true })
       assert.are.equal(0, code, err)
       local ra, rb = out:match("got\t(%S+)\t(%S+)")
       -- each woken once with nil, the two keys shared out, then nil at shutdown
