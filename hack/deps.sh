@@ -7,7 +7,8 @@
 #            libcurl and OpenSSL that hack/libs.sh builds from source packages
 #   test     what `make test` adds: busted, valgrind, clang and libclang-rt
 #            (the fuzz harnesses), python3 (the fake API
-#            server), openssl (test certificates), curl
+#            server), openssl (test certificates), curl, prometheus (promtool
+#            checks /metrics; its server scrapes luaop in an e2e spec)
 #   cluster  what the local control plane needs: curl, procps; and Go 1.24 or
 #            newer, which Debian bookworm does not ship (checked, not installed)
 #   image    what `make image` and spec/image need: buildah, runc, debootstrap
@@ -24,7 +25,7 @@ die() { log "$*"; exit 1; }
 declare -A set_pkgs=(
   [build]="build-essential pkg-config ca-certificates lua5.4 libyaml-dev libuv1-dev
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
-  [test]="lua-busted valgrind python3 openssl curl clang libclang-rt-14-dev"
+  [test]="lua-busted valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
   [cluster]="curl procps"
   [image]="buildah runc debootstrap"
   [bench]="bc gdb"

@@ -12,6 +12,8 @@
 #   OpenSSL   static, TLS 1.2 and 1.3 only, without legacy, deprecated and
 #             unused algorithms, engines, modules and config autoloading;
 #   libcurl   static, HTTP and HTTPS only, with OpenSSL, nghttp2 and zlib;
+#   libmicrohttpd  static, plain HTTP with epoll: the metrics and health
+#             probe server (src/serve.c);
 #   lua/      Lua's sources, which make compiles into luaop and into the
 #             interpreter the specs run on: Lua 5.4.7 from Debian's next
 #             stable suite (LUA_SUITE: bookworm's 5.4.4 has bugs a script
@@ -21,7 +23,7 @@
 #             with one line added to its pattern matcher, LUAOP_MATCH_STEP,
 #             so that matching is charged to the budget of the task that
 #             runs it (src/pattern.h).
-# Both go to a cache outside the repository, keyed by the source versions
+# All go to a cache outside the repository, keyed by the source versions
 # apt offers and by this script: ${LUAOP_CACHE:-${XDG_CACHE_HOME:-~/.cache}/luaop}/libs-KEY/
 # (VERSIONS there names what was built), so a warm machine only makes the link.
 # The source packages come through a private apt configuration in the same
@@ -171,13 +173,14 @@ fi
 curl_vs=$(versions curl)
 ssl_vs=$(versions openssl)
 lua_vs=$(lua_versions)
+mhd_vs=$(versions libmicrohttpd)
 [ -n "$lua_vs" ] ||
   die "apt offers no source package of lua5.4 $LUA_VERSION through $apt_lua/sources.list* ($LUA_SUITE, derived from /etc/apt's deb entries); $apt_lua/update.log has apt's output"
-[ -n "$curl_vs" ] && [ -n "$ssl_vs" ] ||
-  die "apt offers no source package of curl or openssl through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
+[ -n "$curl_vs" ] && [ -n "$ssl_vs" ] && [ -n "$mhd_vs" ] ||
+  die "apt offers no source package of curl, openssl or libmicrohttpd through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
 
 # The key: the machine, the source versions apt offers, and this script.
-key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; cat "$0" "$here"/lua/*.patch) | sha256sum | cut -c1-16)
+key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; echo "libmicrohttpd $mhd_vs"; cat "$0" "$here"/lua/*.patch) | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 # A build made from an older source than the newest offered (the newest did
@@ -196,7 +199,7 @@ if stale; then
   log "the cached build is of $(paste -sd, "$dir/VERSIONS"); trying the newest sources, openssl $newest_ssl and curl $newest_curl"
 fi
 
-if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
+if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ -n "$retry" ]; then
   work=$(mktemp -d)
   stage="$dir.tmp.$$"
   trap 'rm -rf "$work" "$stage"' EXIT
@@ -222,7 +225,7 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
     log "could not download the source of $1 (any of: $(echo $2)): check the network to the package mirror"
     return 1
   }
-  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_vs" "${aptl[@]}"; }; then
+  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_vs" "${aptl[@]}" && fetch libmicrohttpd "$mhd_vs"; }; then
     [ -n "$retry" ] || exit 1
     # not yet: keep the older build until the lists are read again
     touch "$dir/VERSIONS"
@@ -262,6 +265,19 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ -n "$retry" ]; then
     make -C lib install >>"$work/curl.log" 2>&1
     make -C include install >>"$work/curl.log" 2>&1
   ) || { tail -n 30 "$work/curl.log" >&2; die "libcurl did not build (its log's end is above)"; }
+  # libmicrohttpd: the metrics and probe server, plain HTTP only (no
+  # second TLS stack: its HTTPS is GnuTLS), epoll, no authentication,
+  # form parsing or upgrades (nothing luaop serves uses them)
+  (
+    cd "$work/libmicrohttpd"
+    ./configure --prefix="$stage" --includedir="$stage/mhd" --disable-shared --enable-static --with-pic \
+      --disable-https --without-gnutls --disable-curl --disable-doc --disable-examples \
+      --disable-postprocessor --disable-dauth --disable-bauth --disable-httpupgrade --disable-nls \
+      --enable-epoll --disable-sendfile CFLAGS="$flags" >"$work/libmicrohttpd.log" 2>&1
+    make -j"$jobs" -C src/microhttpd >>"$work/libmicrohttpd.log" 2>&1
+    make -C src/microhttpd install >>"$work/libmicrohttpd.log" 2>&1
+    make -C src/include install >>"$work/libmicrohttpd.log" 2>&1
+  ) || { tail -n 30 "$work/libmicrohttpd.log" >&2; die "libmicrohttpd did not build (its log's end is above)"; }
   # Lua: the later upstream fixes; then its pattern matcher charged per
   # step in lstrpat.c (the line after the label its match() loops back
   # to), lstrlib.c left as it is for the specs' interpreter

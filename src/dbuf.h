@@ -22,6 +22,9 @@ int dbuf_reserve(dbuf *b, size_t more);
 /* Append n bytes: 0, or -1 when out of memory (b unchanged). */
 int dbuf_append(dbuf *b, const void *p, size_t n);
 
+/* Append printf-formatted text. 0, or -1 when out of memory. */
+int dbuf_printf(dbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Forget the contents, keep the memory. */
 void dbuf_clear(dbuf *b);
 

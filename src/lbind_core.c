@@ -25,6 +25,7 @@ static const struct {
     {"task", lbind_task_open, 0},
     {"workqueue", lbind_workqueue_open, 0},
     {"fs", lbind_fs_open, 0},
+    {"metrics", lbind_metrics_open, 0},
 };
 
 /* core.traceback(msg [, level]): msg and the stack below level, as

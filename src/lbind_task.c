@@ -4,7 +4,8 @@
  * spawn_limited. Functions that wait yield the calling task.
  *
  *   task.sleep(seconds)                               (yields)
- *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err
+ *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err, why
+ *     (why: "error", "api" or the budget broken, as sched_failure says)
  *   task.call_limited(instructions, fn, ...) -> true, results... | false, err
  *     fn(...) in this task, stopped past that many VM instructions (for
  *     code that must not wait and must not run away: watch map functions)
@@ -340,7 +341,9 @@ static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, voi
     } else {
         lua_pushstring(L, sched_error(t));
         lua_rawseti(L, -2, 2);
-        lua_pushinteger(L, 2);
+        lua_pushstring(L, sched_failure(t));
+        lua_rawseti(L, -2, 3);
+        lua_pushinteger(L, 3);
     }
     lua_setfield(L, -2, "n");
     lua_pop(L, 2);

@@ -1,7 +1,9 @@
 /* lbind_workqueue.c - the Lua face of workqueue.c: luaop.core.workqueue.
  *
- *   q = workqueue.new({base_delay =, max_delay =, qps =, burst =} [, now])
- *       (defaults: client-go's 0.005, 1000, 10, 100)
+ *   q = workqueue.new({base_delay =, max_delay =, qps =, burst =, name =} [, now])
+ *       (defaults: client-go's 0.005, 1000, 10, 100; with a name, the
+ *       queue keeps client-go's workqueue_* metrics under it in the
+ *       runtime's registry, with name and controller both the name)
  *   q:add(key)  q:add_after(key, seconds [, now])  q:add_rate_limited(key [, now])
  *   q:when(key [, now]) -> seconds       q:forget(key)   q:requeues(key) -> n
  *   q:get() -> key | nil                 q:done(key)
@@ -27,6 +29,7 @@
 #include <lauxlib.h>
 #include <uv.h>
 
+#include "metrics.h"
 #include "runtime.h"
 #include "sched.h"
 #include "workqueue.h"
@@ -42,6 +45,10 @@ typedef struct lbind_wq {
     int ref;           /* pins the userdata while tasks wait */
     lua_State *L;      /* the main thread (for the ref) */
     int wake_all;      /* q:wake() or shutdown: every waiter gets nil */
+    /* its workqueue_* metrics, when named */
+    metrics *m;
+    metrics_series *depth, *adds, *latency, *work, *unfinished, *longest, *retries;
+    unsigned long adds_seen, retries_seen;
 } lbind_wq;
 
 static void lbind_wq_arm(lbind_wq *w);
@@ -73,6 +80,67 @@ static int lbind_wq_oom(lua_State *L, int rc)
     return 0;
 }
 
+/* The series of a named queue (raises when the registry refuses them). */
+static void lbind_wq_metrics(lua_State *L, lbind_wq *w, const char *name)
+{
+    static const char *const families[] = {"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
+                                           "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
+                                           "workqueue_longest_running_processor_seconds", "workqueue_retries_total"};
+    metrics_series **series[] = {&w->depth, &w->adds, &w->latency, &w->work, &w->unfinished, &w->longest, &w->retries};
+    const char *values[] = {name, name, ""}; /* the depth's priority: none */
+    runtime *rt = runtime_of(L);
+    char err[128];
+
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        *series[i] = metrics_get(rt->metrics, families[i], values, i == 0 ? 3 : 2, err, sizeof err);
+        if (*series[i] == NULL)
+            luaL_error(L, "%s", err);
+    }
+    w->m = rt->metrics;
+}
+
+/* After a change: the depth, and the adds and retries counted since. */
+static void lbind_wq_count(lbind_wq *w)
+{
+    workqueue_stats st;
+
+    if (w->m == NULL || w->q == NULL)
+        return;
+    workqueue_stats_get(w->q, &st);
+    metrics_set(w->m, w->depth, (double)st.depth);
+    if (st.adds > w->adds_seen)
+        metrics_add(w->m, w->adds, (double)(st.adds - w->adds_seen));
+    if (st.retries > w->retries_seen)
+        metrics_add(w->m, w->retries, (double)(st.retries - w->retries_seen));
+    w->adds_seen = st.adds;
+    w->retries_seen = st.retries;
+}
+
+/* A key handed out: how long it waited; its work starts. */
+static void lbind_wq_started(lbind_wq *w, const char *key)
+{
+    double queued, started;
+
+    if (w->m == NULL || workqueue_times(w->q, key, &queued, &started) != 0)
+        return;
+    metrics_observe(w->m, w->latency, started - queued);
+    metrics_inflight_start(w->m, w->unfinished, started);
+    metrics_inflight_start(w->m, w->longest, started);
+    lbind_wq_count(w);
+}
+
+/* A key's work is done (before workqueue_done forgets when it started). */
+static void lbind_wq_finished(lbind_wq *w, const char *key)
+{
+    double queued, started;
+
+    if (w->m == NULL || workqueue_times(w->q, key, &queued, &started) != 0)
+        return;
+    metrics_observe(w->m, w->work, metrics_now() - started);
+    metrics_inflight_end(w->m, w->unfinished, started);
+    metrics_inflight_end(w->m, w->longest, started);
+}
+
 static double lbind_wq_field(lua_State *L, const char *key, double def)
 {
     double v = def;
@@ -85,7 +153,7 @@ static double lbind_wq_field(lua_State *L, const char *key, double def)
 
 static int lbind_wq_new(lua_State *L)
 {
-    workqueue_opts o;
+    workqueue_opts o = {0};
     lbind_wq *w;
     double now = lbind_wq_now(L, 2);
 
@@ -104,15 +172,20 @@ static int lbind_wq_new(lua_State *L)
     memset(w, 0, sizeof *w);
     w->ref = LUA_NOREF;
     luaL_setmetatable(L, LBIND_WQ_MT);
+    o.clock = metrics_now;
     w->q = workqueue_new(&o, now);
     if (w->q == NULL)
         return luaL_error(L, "not enough memory");
+    if (lua_getfield(L, 1, "name") != LUA_TNIL)
+        lbind_wq_metrics(L, w, luaL_checkstring(L, -1));
+    lua_pop(L, 1);
     return 1;
 }
 
 /* After a change: hand ready keys to waiting tasks, or time the next. */
 static int lbind_wq_changed(lua_State *L, int rc)
 {
+    lbind_wq_count(lbind_towq(L));
     lbind_wq_arm(lbind_towq(L));
     return lbind_wq_oom(L, rc);
 }
@@ -161,8 +234,10 @@ static int lbind_wq_get(lua_State *L)
 {
     const char *key = workqueue_get(lbind_wq_check(L));
 
-    if (key)
+    if (key) {
+        lbind_wq_started(lbind_towq(L), key);
         lua_pushstring(L, key);
+    }
     else
         lua_pushnil(L);
     return 1;
@@ -170,7 +245,11 @@ static int lbind_wq_get(lua_State *L)
 
 static int lbind_wq_done(lua_State *L)
 {
-    workqueue_done(lbind_wq_check(L), luaL_checkstring(L, 2));
+    workqueue *q = lbind_wq_check(L);
+    const char *key = luaL_checkstring(L, 2);
+
+    lbind_wq_finished(lbind_towq(L), key);
+    workqueue_done(q, key);
     return lbind_wq_changed(L, 0); /* a key added meanwhile is queued again */
 }
 
@@ -228,10 +307,12 @@ static void lbind_wq_serve(uv_idle_t *idle)
         sched_task *t = w->waiting[0];
         memmove(w->waiting, w->waiting + 1, (size_t)(--w->n) * sizeof *w->waiting);
         lua_State *co = sched_thread(t);
-        if (key)
+        if (key) {
+            lbind_wq_started(w, key);
             lua_pushstring(co, key);
-        else
+        } else {
             lua_pushnil(co);
+        }
         sched_resume(t, 1); /* may add, take or wake again: arms anew */
     }
     if (w->q)

@@ -28,6 +28,7 @@
 #include "pattern.h"
 #include "str.h"
 #include "runtime.h"
+#include "serve.h"
 #include "watchdog.h"
 #include "version.h"
 
@@ -61,6 +62,11 @@ static const char *main_usage =
     "      --graceful-shutdown-timeout DURATION\n"
     "                           on SIGTERM, how long running reconciles may take\n"
     "                           to finish before luaop exits 1 (default 30s)\n"
+    "      --metrics-bind-address ADDRESS\n"
+    "                           serve Prometheus metrics at /metrics on ADDRESS\n"
+    "                           (:8080, 127.0.0.1:8080, [::1]:8080); 0 is off (default 0)\n"
+    "      --health-probe-bind-address ADDRESS\n"
+    "                           serve /healthz and /readyz on ADDRESS; 0 is off (default 0)\n"
     "      --log-format FORMAT  text or json (default text)\n"
     "      --log-level LEVEL    error, info, debug, trace, or a number (default info)\n"
     "  -v, --v N                verbosity, as --log-level N\n"
@@ -79,6 +85,7 @@ typedef struct main_opts {
     int burst;
     double grace;
     unsigned long long max_instructions, max_memory;
+    const char *metrics_addr, *probe_addr;
     log_format log_format;
     int log_level;
     int script_argc;
@@ -113,7 +120,7 @@ static int main_parse(int argc, char **argv, main_opts *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
-           OPT_WATCHDOG };
+           OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -128,6 +135,8 @@ static int main_parse(int argc, char **argv, main_opts *o)
         {"graceful-shutdown-timeout", required_argument, NULL, OPT_GRACE},
         {"max-instructions", required_argument, NULL, OPT_MAX_INSTRUCTIONS},
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+        {"metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR},
+        {"health-probe-bind-address", required_argument, NULL, OPT_PROBE_ADDR},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"v", required_argument, NULL, 'v'},
@@ -205,6 +214,18 @@ static int main_parse(int argc, char **argv, main_opts *o)
                 return 3;
             }
             break;
+        case OPT_METRICS_ADDR:
+        case OPT_PROBE_ADDR: {
+            char host[256], port[8], err[200];
+            int off;
+            if (serve_parse_address(optarg, &off, host, sizeof host, port, sizeof port, err, sizeof err) != 0) {
+                fprintf(stderr, "luaop: %s: %s\n", c == OPT_METRICS_ADDR ? "--metrics-bind-address"
+                                                                          : "--health-probe-bind-address", err);
+                return 3;
+            }
+            *(c == OPT_METRICS_ADDR ? &o->metrics_addr : &o->probe_addr) = off ? NULL : optarg;
+            break;
+        }
         case OPT_LOG_FORMAT:
             if (log_parse_format(optarg, &o->log_format) != 0) {
                 fprintf(stderr, "luaop: --log-format must be text or json, not %s\n", optarg);
@@ -416,6 +437,36 @@ static int main_start(lua_State *L, const main_opts *o, main_run *run)
     return 0;
 }
 
+/* The metrics and probe servers the flags ask for, reading rt (serve.h).
+ * 0, or -1 after logging why not (an address in use). */
+static int main_serve(const main_opts *o, runtime *rt, serve **srv)
+{
+    serve_source src = {.metrics = rt->metrics, .sched = rt->sched, .ready = &rt->ready};
+    char err[300];
+
+    if (o->metrics_addr == NULL && o->probe_addr == NULL)
+        return 0;
+    *srv = serve_start(o->metrics_addr, o->probe_addr, &src, err, sizeof err);
+    if (*srv == NULL) {
+        log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
+        log_sink_write(&rt->log, LOG_ERROR, "setup", "cannot start the metrics and probe servers", &f, 1);
+        return -1;
+    }
+    if (o->metrics_addr) {
+        log_field f[] = {{"bindAddress", LOG_STR, .v.str = {o->metrics_addr, strlen(o->metrics_addr)}},
+                         {"port", LOG_INT, .v.i = serve_metrics_port(*srv)},
+                         {"secure", LOG_BOOL, .v.b = 0}};
+        log_sink_write(&rt->log, LOG_INFO, "metrics", "Serving metrics server", f, 3);
+    }
+    if (o->probe_addr) {
+        log_field f[] = {{"name", LOG_STR, .v.str = {"health probe", 12}},
+                         {"addr", LOG_STR, .v.str = {o->probe_addr, strlen(o->probe_addr)}},
+                         {"port", LOG_INT, .v.i = serve_probe_port(*srv)}};
+        log_sink_write(&rt->log, LOG_INFO, "setup", "starting server", f, 3);
+    }
+    return 0;
+}
+
 /* Wiring: a runtime, its API server, a Lua state running luaop.main,
  * the signals and the watchdog; the loop until luaop.main ends; then
  * everything down again, in order. */
@@ -424,6 +475,7 @@ static int main_script(const main_opts *o)
     runtime *rt = runtime_new();
     lua_State *L = NULL;
     main_run run = {.status = 1, .rt = rt};
+    serve *srv = NULL;
 
     if (rt == NULL) {
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
@@ -435,7 +487,7 @@ static int main_script(const main_opts *o)
         return 1;
     }
     L = main_lua(o, rt);
-    if (L == NULL || main_start(L, o, &run) != 0)
+    if (L == NULL || main_serve(o, rt, &srv) != 0 || main_start(L, o, &run) != 0)
         goto out;
     uv_signal_init(&rt->loop, &run.sigterm);
     uv_signal_init(&rt->loop, &run.sigint);
@@ -457,6 +509,7 @@ static int main_script(const main_opts *o)
         run.status = 1;
     }
 out:
+    serve_stop(srv); /* it reads the runtime's registry and scheduler */
     /* Tasks still waiting when the script ends are dropped, as goroutines
      * are when main returns: their timers stop, the Lua state closes (its
      * watches cancel), their requests are cancelled, handles close. */

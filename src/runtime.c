@@ -5,6 +5,7 @@
 
 #include <lauxlib.h>
 
+#include "metrics.h"
 #include "sched.h"
 
 static const char runtime_key = 0; /* its address keys the registry */
@@ -18,7 +19,8 @@ runtime *runtime_new(void)
 {
     runtime *rt = calloc(1, sizeof *rt);
 
-    if (rt && uv_loop_init(&rt->loop) != 0) {
+    if (rt && ((rt->metrics = metrics_new()) == NULL || uv_loop_init(&rt->loop) != 0)) {
+        metrics_free(rt->metrics);
         free(rt);
         return NULL;
     }
@@ -52,6 +54,7 @@ int runtime_free(runtime *rt)
     uv_run(&rt->loop, UV_RUN_DEFAULT);
     r = uv_loop_close(&rt->loop);
     sched_free(rt->sched);
+    metrics_free(rt->metrics);
     if (rt->log_file)
         fclose(rt->log_file);
     free(rt);

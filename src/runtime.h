@@ -7,6 +7,8 @@
 #ifndef LUAOP_RUNTIME_H
 #define LUAOP_RUNTIME_H
 
+#include <stdatomic.h>
+
 #include <lua.h>
 #include <uv.h>
 
@@ -15,6 +17,7 @@
 #include "log.h"
 
 struct api;
+struct metrics;
 struct sched;
 
 typedef struct runtime {
@@ -25,6 +28,8 @@ typedef struct runtime {
     struct sched *sched; /* its Lua state's tasks (runtime_attach) */
     log_sink log;        /* where its lines go: the process's sink at first */
     counters counters;   /* what its containment counted */
+    struct metrics *metrics; /* its Prometheus registry (metrics.h) */
+    atomic_int ready;    /* scripts loaded and caches synced: /readyz */
     int scripts;         /* it runs untrusted scripts: luaop.core without credentials */
     FILE *log_file;      /* opened for log.setup{path=}, closed with it */
     /* lbind_task.c */

@@ -30,7 +30,7 @@ typedef struct sched_account {
 
 #define SCHED_NAME_LEN 96
 
-enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG };
+enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG, SCHED_BREACH_PATTERN };
 
 /* What a thread's extra space points to: a task's thread, its task; the
  * main thread (and so every coroutine a script makes, which copies it),
@@ -46,6 +46,7 @@ struct sched_task {
     sched_done_cb done;
     void *ud;
     char *error;
+    const char *failure;     /* sched_failure */
     sched_account *acct;     /* NULL: unbudgeted */
     char name[SCHED_NAME_LEN]; /* what it does (the watchdog's log) */
     list_node link; /* in s->all: every task not yet ended */
@@ -276,6 +277,22 @@ static const char *sched_error_text(lua_State *co)
     return lua_pushfstring(co, "(error object is a %s value)", luaL_typename(co, -1));
 }
 
+/* Why a task failed, from its account and its error value (on top of L). */
+static const char *sched_failure_of(const sched_account *a, lua_State *L)
+{
+    static const char *const breaches[] = {"error", "instructions", "memory", "watchdog", "pattern"};
+    const char *kind = "error";
+
+    if (a && a->breached)
+        return breaches[a->breached];
+    if (lua_type(L, -1) == LUA_TTABLE) {
+        if (sched_raw_string(L, -1, "reason"))
+            kind = "api";
+        lua_pop(L, 1);
+    }
+    return kind;
+}
+
 /* from: the thread running when the task is started from inside another
  * (so Lua counts the C calls nested so far), NULL when resumed from the
  * loop. */
@@ -330,6 +347,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
         } else {
             const char *msg;
             lua_xmove(co, L, 1); /* the error value */
+            t->failure = sched_failure_of(t->acct, L);
             if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
                                                   lua_type(L, -1) != LUA_TSTRING)) {
                 /* whatever a script made of the breach, it is the reason */
@@ -466,7 +484,7 @@ void sched_match_steps(lua_State *L)
         a->used += SCHED_MATCH_BATCH;
         if (a->used <= a->budget)
             return;
-        sched_breach(s, a, SCHED_BREACH_INSTRUCTIONS);
+        sched_breach(s, a, SCHED_BREACH_PATTERN);
     }
     /* inside match(): lstrlib.c raises from there itself */
     if (!a->announced) {
@@ -521,6 +539,11 @@ lua_State *sched_thread(sched_task *t)
 void sched_resume(sched_task *t, int nres)
 {
     sched_step(t, nres, NULL);
+}
+
+const char *sched_failure(const sched_task *t)
+{
+    return t->failure ? t->failure : "error";
 }
 
 const char *sched_error(const sched_task *t)

@@ -93,6 +93,12 @@ void sched_resume(sched_task *t, int nres);
  * done callback). */
 const char *sched_error(const sched_task *t);
 
+/* Why it failed: "error" (it raised), "api" (it raised a table with a
+ * reason: the client's errors), or the budget it broke: "instructions",
+ * "memory", "pattern" (pattern matching's steps, charged as instructions),
+ * "watchdog". */
+const char *sched_failure(const sched_task *t);
+
 /* Tasks not yet ended. */
 int sched_running(const sched *s);
 

@@ -13,6 +13,8 @@ struct wq_item {
     unsigned processing : 1; /* handed out by get, not yet done */
     int failures;            /* rate-limited adds since the last forget */
     double ready_at;         /* when in the delay heap */
+    double queued_at;        /* when it last entered the queue (o.clock) */
+    double started_at;       /* when get handed it out (o.clock) */
     size_t heap_index;       /* SIZE_MAX when not in the heap */
     wq_item *hnext;          /* hash chain */
 };
@@ -127,6 +129,7 @@ static int wq_push(workqueue *q, wq_item *it)
         q->head = 0;
     }
     q->fifo[(q->head + q->count++) % q->cap] = it;
+    it->queued_at = q->o.clock ? q->o.clock() : 0;
     return 0;
 }
 
@@ -357,8 +360,20 @@ const char *workqueue_get(workqueue *q)
     q->count--;
     it->dirty = 0;
     it->processing = 1;
+    it->started_at = q->o.clock ? q->o.clock() : 0;
     q->processing++;
     return it->key;
+}
+
+int workqueue_times(const workqueue *q, const char *key, double *queued_at, double *started_at)
+{
+    const wq_item *it = wq_find(q, key);
+
+    if (it == NULL || !it->processing)
+        return -1;
+    *queued_at = it->queued_at;
+    *started_at = it->started_at;
+    return 0;
 }
 
 void workqueue_done(workqueue *q, const char *key)

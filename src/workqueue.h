@@ -23,6 +23,7 @@ typedef struct workqueue_opts {
     double max_delay;  /* client-go: 1000 s */
     double qps;        /* overall bucket; client-go: 10/s, burst 100; <= 0 disables */
     int burst;
+    double (*clock)(void); /* NULL, or the clock workqueue_times reads */
 } workqueue_opts;
 
 typedef struct workqueue_stats {
@@ -60,6 +61,10 @@ double workqueue_next_ready(const workqueue *q);
  * or NULL when none is ready. The string stays valid until done. */
 const char *workqueue_get(workqueue *q);
 void workqueue_done(workqueue *q, const char *key);
+
+/* For a key being processed (after get, before done), with o.clock: when
+ * it last entered the queue and when get handed it out. -1 otherwise. */
+int workqueue_times(const workqueue *q, const char *key, double *queued_at, double *started_at);
 
 void workqueue_shutdown(workqueue *q);
 int workqueue_shutting_down(const workqueue *q);

@@ -101,6 +101,7 @@ local function skip_undecodable(kind, text, err, ...)
     fields.namespace = type(name.namespace) == "string" and name.namespace or nil
   end
   core.count("undecodable_objects")
+  core.metrics.series("luaop_decode_errors_total", { kind }):add()
   core.log.write("error", "client", "skipping an object that cannot be decoded", fields)
 end
 

@@ -39,6 +39,9 @@ function M.new(kind, opts)
     log = opts.log or luaop.logger("informer"):with { kind = kind },
     store = {}, count = 0, handlers = {}, synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
+    -- luaop_cache_objects (informers of one kind and namespace with other
+    -- selectors share it: the last to change sets it)
+    objects = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" }),
   }, Informer)
 end
 
@@ -71,6 +74,7 @@ function Informer:upsert(obj)
   self.store[k] = obj
   if old == nil then
     self.count = self.count + 1
+    self.objects:set(self.count)
     self:emit("add", obj)
   elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
     self:emit("update", old, obj)
@@ -83,6 +87,7 @@ function Informer:remove(obj)
   if old ~= nil then
     self.store[k] = nil
     self.count = self.count - 1
+    self.objects:set(self.count)
   end
   self:emit("delete", old or strip(obj))
 end

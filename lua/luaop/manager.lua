@@ -116,7 +116,8 @@ end
 
 function Manager:new_controller(def, script)
   local c = {
-    name = def.name, script = script, def = def, queue = core.workqueue.new(),
+    name = def.name, script = script, def = def, queue = core.workqueue.new { name = def.name },
+    metrics = worker.metrics(def.name),
     resync_changed = core.task.cond(),
     log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
   }
@@ -254,6 +255,7 @@ function Manager:start()
   repeat local _, n = self:start_informers() until n == 0
   self.started = true
   self.log:info("caches synced", {})
+  core.metrics.ready(true) -- /readyz
   for _, c in pairs(self.controllers) do
     self:start_workers(c)
     if c.missed then worker.requeue_all(c, false) end

@@ -262,8 +262,14 @@ function M.reloader(sources, manager)
   }, Reloader)
 end
 
+-- luaop_script_reloads_total{script, result}
+local function count_reload(path, result)
+  core.metrics.series("luaop_script_reloads_total", { path, result }):add()
+end
+
 function Reloader:fail(path, err)
   self.reloads.error = self.reloads.error + 1
+  count_reload(path, "error")
   self.log:error("script reload failed, the running version stays", {
     script = path, error = tostring(err),
   })
@@ -305,6 +311,7 @@ function Reloader:scan(first)
         self.loaded[path] = { text = text, names = names }
         if not first then
           self.reloads.success = self.reloads.success + 1
+          count_reload(path, "success")
           self.log:info(cur and "script reloaded" or "script loaded", {
             script = path, controllers = table.concat(names, ","), ms = math.floor((luaop.now() - t0) * 1000 + 0.5),
           })
@@ -325,6 +332,7 @@ function Reloader:scan(first)
       self.loaded[path] = nil
       self.failed[path] = nil
       self.reloads.success = self.reloads.success + 1
+      count_reload(path, "success")
       self.log:info("script removed, its controllers stopped", { script = path })
     end
   end

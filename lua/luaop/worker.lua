@@ -11,6 +11,31 @@ local split_key = require("luaop.plan").split_key
 
 local M = {}
 
+-- controller-runtime's per-controller metrics (its
+-- pkg/internal/controller/metrics), in the runtime's registry.
+function M.metrics(name)
+  local s = core.metrics.series
+  local m = {
+    time = s("controller_runtime_reconcile_time_seconds", { name }),
+    errors = s("controller_runtime_reconcile_errors_total", { name }),
+    panics = s("controller_runtime_reconcile_panics_total", { name }),
+    workers = s("controller_runtime_max_concurrent_reconciles", { name }),
+    active = s("controller_runtime_active_workers", { name }),
+    result = {},
+  }
+  s("controller_runtime_terminal_reconcile_errors_total", { name }) -- (none: every error is retried)
+  for _, r in ipairs { "success", "error", "requeue", "requeue_after" } do
+    m.result[r] = s("controller_runtime_reconcile_total", { name, r })
+  end
+  m.budget = function(kind)
+    return s("luaop_budget_exceeded_total", { name, kind })
+  end
+  return m
+end
+
+-- Budgets a failure can name (sched_failure): counted as breaches.
+local budgets = { instructions = true, memory = true, pattern = true, watchdog = true }
+
 -- Every object of c's primary cache into its queue.
 function M.requeue_all(c, rate_limited)
   if not c.primary then return end -- stopped
@@ -27,27 +52,42 @@ local function reconcile_one(self, c, key)
     manager = self, client = self.client, controller = c,
     log = c.log:with { namespace = ns, name = name },
   }
+  local m = c.metrics
   c.reconciles = c.reconciles + 1
   c.active = c.active + 1
+  m.active:set(c.active)
   -- its own task, with budgets: a runaway loop or allocation fails only
   -- this reconcile
   local b = definition.budgets(def)
-  local ok, res = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
+  local t0 = core.task.now()
+  local ok, res, why = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
     name = ("reconcile %s %s"):format(def.name, key) }, def.reconcile, ctx, req):wait()
+  m.time:observe(core.task.now() - t0)
   c.active = c.active - 1
+  m.active:set(c.active)
   self.idle:signal()
+  local result = "success"
   if not ok then
+    -- as controller-runtime counts a panic: an error too; an API error
+    -- the reconcile raised is an error only
+    result = "error"
+    m.errors:add()
+    if why ~= "api" then m.panics:add() end
+    if budgets[why] then m.budget(why):add() end
     c.errors = c.errors + 1
     c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
     c.queue:add_rate_limited(key)
   elseif type(res) == "table" and res.requeue_after then
+    result = "requeue_after"
     c.queue:forget(key)
     c.queue:add_after(key, res.requeue_after)
   elseif type(res) == "table" and res.requeue then
+    result = "requeue"
     c.queue:add_rate_limited(key)
   else
     c.queue:forget(key)
   end
+  m.result[result]:add()
   c.queue:done(key)
 end
 
@@ -94,6 +134,7 @@ function M.start_workers(self, c)
     c.log:info("Starting workers", { ["worker count"] = n })
     luaop.spawn(resyncer, self, c)
   end
+  c.metrics.workers:set(n)
   while c.workers < n do
     c.workers = c.workers + 1
     luaop.spawn(worker, self, c)
