@@ -140,9 +140,11 @@ ctest: $(CTESTS:%=build/ctest/%)
 
 build/ctest/%: spec/c/%.c spec/c/tap.h | build/ctest
 	$(say) CC $@
-	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -Isrc -Ispec/c $(CPPFLAGS) -o $@ $(filter %.c %.o,$^) $(CTEST_LIBS)
+	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -iquote src -iquote spec/c $(CPPFLAGS) -o $@ $(filter %.c %.o,$^) $(CTEST_LIBS)
 
 build/ctest/dbuf_test: build/asan/obj/dbuf.o
+build/ctest/metrics_test: build/asan/obj/metrics.o build/asan/obj/dbuf.o
+build/ctest/metrics_test: CTEST_LIBS = -lm -lpthread
 # two runtimes in one process: the whole core (no main), Lua, the libraries
 build/ctest/runtime_test: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS))
 build/ctest/runtime_test: CTEST_LIBS = $(LDLIBS)

@@ -9,11 +9,14 @@
 #include "list.h"
 #include "auth.h"
 #include "log.h"
+#include "metrics.h"
 #include "str.h"
 
 struct api {
     uv_loop_t *loop;
     const log_sink *log;
+    struct metrics *metrics; /* rest_client_requests_total, when set */
+    char host[256];          /* the server's host[:port], its label */
     http_client *http;
     auth *auth;
     char *server; /* without a trailing slash */
@@ -162,11 +165,42 @@ static void api_fail(api_call *c, const char *msg)
 
 static void api_send(api_call *c);
 
+/* rest_client_requests_total{code, method, host}, as client-go counts a
+ * request: by its status, "<error>" when there was none. */
+static void api_count(api *a, const char *method, long status)
+{
+    char code[24], err[64];
+    const char *values[3] = {code, method, a->host};
+    metrics_series *s;
+
+    if (a->metrics == NULL)
+        return;
+    if (status > 0)
+        snprintf(code, sizeof code, "%ld", status);
+    else
+        snprintf(code, sizeof code, "<error>");
+    s = metrics_get(a->metrics, "rest_client_requests_total", values, 3, err, sizeof err);
+    if (s)
+        metrics_add(a->metrics, s, 1);
+}
+
+void api_set_metrics(api *a, struct metrics *m)
+{
+    const char *p = strstr(a->server, "://");
+    size_t n;
+
+    a->metrics = m;
+    p = p ? p + 3 : a->server;
+    n = strcspn(p, "/");
+    snprintf(a->host, sizeof a->host, "%.*s", (int)(n < sizeof a->host ? n : sizeof a->host - 1), p);
+}
+
 static void api_done(const http_response *r, void *ud)
 {
     api_call *c = ud;
 
     c->req = NULL;
+    api_count(c->a, c->method, r->status);
     if (r->status == 401 && !c->refreshed && auth_refreshable(c->a->auth)) {
         c->refreshed = 1;
         auth_invalidate(c->a->auth, c->generation);

@@ -43,6 +43,10 @@ const char *api_namespace(const api *a);
 unsigned long api_requests_total(const api *a);
 unsigned api_exec_runs(const api *a);
 
+/* Count every response in m's rest_client_requests_total (m outlives a). */
+struct metrics;
+void api_set_metrics(api *a, struct metrics *m);
+
 void api_free(api *a);
 
 #endif

@@ -486,6 +486,7 @@ static int main_script(const main_opts *o)
         runtime_free(rt);
         return 1;
     }
+    api_set_metrics(rt->api, rt->metrics);
     L = main_lua(o, rt);
     if (L == NULL || main_serve(o, rt, &srv) != 0 || main_start(L, o, &run) != 0)
         goto out;

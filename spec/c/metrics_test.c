@@ -1,0 +1,152 @@
+/* metrics_test.c - src/metrics.c: numbers as Go's Prometheus client writes
+ * them, label values escaped, histograms cumulative with +Inf, in-flight
+ * gauges, refusals (unknown family, wrong label count, too many series),
+ * and a registry updated by one thread while another writes it. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "tap.h"
+
+static metrics *m;
+
+/* Whether the registry's text holds line (a whole line). */
+static int has(const char *line)
+{
+    dbuf b = {0};
+    char want[512];
+    int found;
+
+    metrics_write(m, 100.0, &b);
+    snprintf(want, sizeof want, "\n%s\n", line);
+    found = b.data && strstr(b.data, want) != NULL;
+    dbuf_free(&b);
+    return found;
+}
+
+static metrics_series *get(const char *name, const char *a, const char *b, const char *c)
+{
+    const char *v[3] = {a, b, c};
+    char err[128];
+    size_t n = c ? 3 : b ? 2 : 1;
+
+    metrics_series *s = metrics_get(m, name, v, n, err, sizeof err);
+
+    if (s == NULL)
+        printf("# %s: %s\n", name, err);
+    return s;
+}
+
+static void *writer(void *arg)
+{
+    metrics_series *s = arg;
+
+    for (int i = 0; i < 100000; i++)
+        metrics_add(m, s, 1);
+    return NULL;
+}
+
+int main(void)
+{
+    metrics_series *s, *h;
+    char err[128];
+    const char *one[1] = {"x"};
+
+    setvbuf(stdout, NULL, _IOLBF, 0); /* every line out before a sanitizer stops it */
+    m = metrics_new();
+    TAP_OK(m != NULL, "a registry");
+    s = get("controller_runtime_reconcile_total", "c", "success", NULL);
+    metrics_add(m, s, 1);
+    TAP_OK(has("controller_runtime_reconcile_total{controller=\"c\",result=\"success\"} 1"), "a counter");
+    TAP_OK(get("controller_runtime_reconcile_total", "c", "success", NULL) == s, "the same labels, the same series");
+    metrics_add(m, s, 1234566);
+    TAP_OK(has("controller_runtime_reconcile_total{controller=\"c\",result=\"success\"} 1.234567e+06"),
+           "a million as Go writes it: 1.234567e+06");
+    s = get("controller_runtime_max_concurrent_reconciles", "c", NULL, NULL);
+    metrics_set(m, s, 0.1);
+    TAP_OK(has("controller_runtime_max_concurrent_reconciles{controller=\"c\"} 0.1"), "0.1, not 0.10000000000000001");
+    metrics_set(m, s, 123456);
+    TAP_OK(has("controller_runtime_max_concurrent_reconciles{controller=\"c\"} 123456"), "123456 in full");
+    metrics_set(m, s, 0.00001);
+    TAP_OK(has("controller_runtime_max_concurrent_reconciles{controller=\"c\"} 1e-05"), "1e-05");
+    metrics_set(m, s, -1);
+    TAP_OK(has("controller_runtime_max_concurrent_reconciles{controller=\"c\"} -1"), "-1");
+    s = get("luaop_cache_objects", "v1/Secret", "a\"b\\c\nd", NULL);
+    metrics_set(m, s, 2);
+    TAP_OK(has("luaop_cache_objects{resource=\"v1/Secret\",namespace=\"a\\\"b\\\\c\\nd\"} 2"),
+           "label values with \", \\ and a newline escaped");
+
+    h = get("controller_runtime_reconcile_time_seconds", "c", NULL, NULL);
+    metrics_observe(m, h, 0.005);  /* le 0.005: a bucket's bound is inclusive */
+    metrics_observe(m, h, 0.3);
+    metrics_observe(m, h, 100);    /* past the last bucket */
+    TAP_OK(has("controller_runtime_reconcile_time_seconds_bucket{controller=\"c\",le=\"0.005\"} 1"), "le is inclusive");
+    TAP_OK(has("controller_runtime_reconcile_time_seconds_bucket{controller=\"c\",le=\"0.25\"} 1") &&
+               has("controller_runtime_reconcile_time_seconds_bucket{controller=\"c\",le=\"0.3\"} 2"),
+           "buckets are cumulative");
+    TAP_OK(has("controller_runtime_reconcile_time_seconds_bucket{controller=\"c\",le=\"60\"} 2") &&
+               has("controller_runtime_reconcile_time_seconds_bucket{controller=\"c\",le=\"+Inf\"} 3"),
+           "+Inf counts everything");
+    TAP_OK(has("controller_runtime_reconcile_time_seconds_sum{controller=\"c\"} 100.305") &&
+               has("controller_runtime_reconcile_time_seconds_count{controller=\"c\"} 3"),
+           "sum and count");
+    h = get("workqueue_queue_duration_seconds", "q", "q", NULL);
+    metrics_observe(m, h, 1e-9);
+    TAP_OK(has("workqueue_queue_duration_seconds_bucket{name=\"q\",controller=\"q\",le=\"1e-08\"} 1") &&
+               has("workqueue_queue_duration_seconds_bucket{name=\"q\",controller=\"q\",le=\"1000\"} 1"),
+           "client-go's exponential buckets, 1e-08 to 1000");
+
+    s = get("workqueue_unfinished_work_seconds", "q", "q", NULL);
+    h = get("workqueue_longest_running_processor_seconds", "q", "q", NULL);
+    metrics_inflight_start(m, s, 90);
+    metrics_inflight_start(m, s, 95);
+    metrics_inflight_start(m, h, 90);
+    metrics_inflight_start(m, h, 95);
+    TAP_OK(has("workqueue_unfinished_work_seconds{name=\"q\",controller=\"q\"} 15") &&
+               has("workqueue_longest_running_processor_seconds{name=\"q\",controller=\"q\"} 10"),
+           "in flight at 100: 10 s and 5 s make 15 s of unfinished work, the longest 10 s");
+    metrics_inflight_end(m, s, 90);
+    metrics_inflight_end(m, h, 90);
+    TAP_OK(has("workqueue_unfinished_work_seconds{name=\"q\",controller=\"q\"} 5") &&
+               has("workqueue_longest_running_processor_seconds{name=\"q\",controller=\"q\"} 5"),
+           "the work that ended no longer counts");
+
+    TAP_OK(metrics_get(m, "no_such_metric", one, 1, err, sizeof err) == NULL && strstr(err, "no metric named"),
+           "an unknown family is refused");
+    TAP_OK(metrics_get(m, "controller_runtime_reconcile_total", one, 1, err, sizeof err) == NULL &&
+               strstr(err, "has 2 labels, not 1"),
+           "the wrong number of label values is refused");
+    {
+        pthread_t t[2];
+        s = get("controller_runtime_reconcile_errors_total", "threads", NULL, NULL);
+        pthread_create(&t[0], NULL, writer, s);
+        pthread_create(&t[1], NULL, writer, s);
+        for (int i = 0; i < 50; i++) {
+            dbuf b = {0};
+            metrics_write(m, 0, &b);
+            dbuf_free(&b);
+        }
+        pthread_join(t[0], NULL);
+        pthread_join(t[1], NULL);
+        TAP_OK(metrics_value(m, s) == 200000, "two threads adding while a third writes lose nothing");
+    }
+    {
+        char name[32];
+        int made = 0;
+        const char *v[1] = {name};
+        for (int i = 0; i < METRICS_MAX_SERIES + 10; i++) {
+            snprintf(name, sizeof name, "r%d", i);
+            made += metrics_get(m, "luaop_decode_errors_total", v, 1, err, sizeof err) != NULL;
+        }
+        TAP_OK(made < METRICS_MAX_SERIES && strstr(err, "too many metric series"), "the series are bounded in number");
+    }
+    {
+        dbuf b = {0};
+        metrics_names(&b);
+        TAP_OK(b.data && strstr(b.data, "workqueue_depth name,controller,priority\n"), "names with their labels");
+        dbuf_free(&b);
+    }
+    metrics_free(m);
+    return tap_done();
+}
