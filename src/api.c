@@ -17,6 +17,11 @@ struct api {
     const log_sink *log;
     struct metrics *metrics; /* rest_client_requests_total, when set */
     char host[256];          /* the server's host[:port], its label */
+    /* fencing (api_fence): writes leave only before write_until, but to
+     * the lease itself */
+    int fenced;
+    uint64_t write_until; /* uv_hrtime */
+    char *lease_path;     /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
     http_client *http;
     auth *auth;
     char *server; /* without a trailing slash */
@@ -195,11 +200,58 @@ void api_set_metrics(api *a, struct metrics *m)
     snprintf(a->host, sizeof a->host, "%.*s", (int)(n < sizeof a->host ? n : sizeof a->host - 1), p);
 }
 
+void api_fence(api *a, const char *lease_path)
+{
+    free(a->lease_path);
+    a->lease_path = str_dup(lease_path);
+    a->fenced = 1;
+    a->write_until = 0;
+}
+
+void api_fence_until(api *a, uint64_t until)
+{
+    a->write_until = until;
+}
+
+/* Whether path (its query aside) is the lease, or its collection for a
+ * create. */
+static int api_is_lease(const api *a, const char *method, const char *path)
+{
+    size_t n = strcspn(path, "?"), ln = strlen(a->lease_path);
+    const char *slash = strrchr(a->lease_path, '/');
+
+    if (n == ln && strncmp(path, a->lease_path, n) == 0)
+        return 1;
+    return strcmp(method, "POST") == 0 && slash && n == (size_t)(slash - a->lease_path) &&
+           strncmp(path, a->lease_path, n) == 0;
+}
+
+/* http's may_send: checked the moment before a request leaves. */
+static int api_may_send(void *ud)
+{
+    api_call *c = ud;
+    api *a = c->a;
+
+    if (!a->fenced || strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0)
+        return 1;
+    if (a->lease_path && api_is_lease(a, c->method, c->path))
+        return 1;
+    return uv_hrtime() < a->write_until;
+}
+
 static void api_done(const http_response *r, void *ud)
 {
     api_call *c = ud;
+    http_response fenced;
 
     c->req = NULL;
+    if (r->refused) {
+        fenced = *r;
+        fenced.status = 0;
+        fenced.error = "not sent: this process does not hold the leader election lease (fenced), so no write "
+                       "leaves it";
+        r = &fenced;
+    }
     api_count(c->a, c->method, r->status);
     if (r->status == 401 && !c->refreshed && auth_refreshable(c->a->auth)) {
         c->refreshed = 1;
@@ -265,6 +317,7 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
     s.body_len = c->body_len;
     s.timeout_ms = c->timeout_ms;
     s.on_data = c->on_data ? api_on_data : NULL;
+    s.may_send = api_may_send;
     c->generation = auth_generation(a->auth);
     s.bearer = bearer;
     if (!bearer && a->username) {
@@ -359,6 +412,7 @@ void api_free(api *a)
     http_client_close(a->http);
     auth_free(a->auth);
     free(a->server);
+    free(a->lease_path);
     free(a->namespace);
     free(a->username);
     str_free_secret(&a->password);

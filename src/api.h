@@ -4,6 +4,8 @@
 #ifndef LUAOP_API_H
 #define LUAOP_API_H
 
+#include <stdint.h>
+
 #include <uv.h>
 
 #include "http.h"
@@ -42,6 +44,14 @@ const char *api_server(const api *a);
 const char *api_namespace(const api *a);
 unsigned long api_requests_total(const api *a);
 unsigned api_exec_runs(const api *a);
+
+/* Fencing, for leader election: from now on a write (any method but GET
+ * and HEAD) leaves only until api_fence_until's time (uv_hrtime), checked
+ * the moment before it is sent (http_spec.may_send), except to the lease
+ * at lease_path itself (and its collection, to create it). A write held
+ * back fails with a transport error saying so. */
+void api_fence(api *a, const char *lease_path);
+void api_fence_until(api *a, uint64_t until);
 
 /* Count every response in m's rest_client_requests_total (m outlives a). */
 struct metrics;

@@ -28,6 +28,8 @@ struct http_request {
     size_t body_len;
     uint64_t deadline; /* loop ms that timeout_ms ends at, retries included; 0: none */
     int (*on_data)(const char *, size_t, void *);
+    int (*may_send)(void *);
+    int refused; /* may_send said no */
     http_done_cb done;
     void *ud;
     /* the response */
@@ -38,6 +40,8 @@ struct http_request {
     const char *fail; /* set when it could not start; reported from the loop */
     char errbuf[CURL_ERROR_SIZE];
 };
+
+static int http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port);
 
 typedef struct http_sock {
     uv_poll_t poll;
@@ -207,6 +211,10 @@ static int http_setup(http_request *r)
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, http_header_cb);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (r->may_send) {
+        curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, http_prereq_cb);
+        curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
+    }
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
@@ -289,7 +297,7 @@ static int http_setup(http_request *r)
 static void http_fail_cb(uv_timer_t *t)
 {
     http_request *r = t->data;
-    http_response resp = {0, r->fail, "", 0, NULL, r->retries, 0, 0};
+    http_response resp = {0, r->fail, "", 0, NULL, r->retries, 0, 0, 0};
 
     r->state = HTTP_DONE;
     r->done(&resp, r->ud);
@@ -397,6 +405,21 @@ static void http_retry_cb(uv_timer_t *t)
     http_enqueue(r);
 }
 
+/* Right before a request leaves (CURLOPT_PREREQFUNCTION): its may_send. */
+static int http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    http_request *r = ud;
+
+    (void)primary_ip;
+    (void)local_ip;
+    (void)primary_port;
+    (void)local_port;
+    if (r->may_send(r->ud))
+        return CURL_PREREQFUNC_OK;
+    r->refused = 1;
+    return CURL_PREREQFUNC_ABORT;
+}
+
 static void http_finish(http_request *r, CURLcode result)
 {
     http_response resp = {0};
@@ -423,6 +446,7 @@ static void http_finish(http_request *r, CURLcode result)
     resp.status = result == CURLE_OK ? status : 0;
     if (result != CURLE_OK)
         resp.error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
+    resp.refused = r->refused;
     resp.body = r->resp.data ? r->resp.data : "";
     resp.body_len = r->resp.len;
     resp.content_type = r->resp_type;
@@ -614,6 +638,7 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
     r->done = done;
     r->ud = ud;
     r->on_data = s->on_data;
+    r->may_send = s->may_send;
     r->deadline = s->timeout_ms > 0 ? uv_now(c->loop) + (uint64_t)s->timeout_ms : 0;
     r->retry_after = -1;
     r->method = str_dup(s->method ? s->method : "GET");

@@ -52,6 +52,11 @@ typedef struct http_spec {
      * callback then gets only what was not delivered. Return 0 to go on,
      * non-zero to abort the transfer. */
     int (*on_data)(const char *data, size_t len, void *ud);
+    /* Asked (with the request's ud) the moment before the request leaves,
+     * after its connection is ready, at each try: non-zero sends it, 0
+     * stops it, and it fails with http_response.refused set. NULL: always
+     * sent. */
+    int (*may_send)(void *ud);
 } http_spec;
 
 typedef struct http_response {
@@ -63,6 +68,7 @@ typedef struct http_response {
     int retries; /* how often 429/5xx made it wait and retry */
     int http_version; /* 1 (HTTP/1.x) or 2; 0 when no response came */
     int new_connection; /* it opened a connection rather than reusing one */
+    int refused; /* may_send said no: nothing was sent */
 } http_response;
 
 typedef void (*http_done_cb)(const http_response *r, void *ud);

@@ -9,7 +9,9 @@
  *     drops it, as does collecting it unanswered
  *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
- *   api.requests() -> requests started so far (retries included) */
+ *   api.requests() -> requests started so far (retries included)
+ *   api.fence(lease_path)  api.fence_until(seconds on task.now's clock):
+ *     leader election's fence on writes (api.h) */
 #include "lbind.h"
 
 #include <stdio.h>
@@ -231,6 +233,22 @@ static int lbind_api_info(lua_State *L)
     return 1;
 }
 
+/* api.fence(lease_path): writes leave only while the lease is ours (api.h) */
+static int lbind_api_fence(lua_State *L)
+{
+    api_fence(lbind_api_of(L), luaL_checkstring(L, 1));
+    return 0;
+}
+
+/* api.fence_until(seconds): writes may leave until then (task.now's clock) */
+static int lbind_api_fence_until(lua_State *L)
+{
+    double t = luaL_checknumber(L, 1);
+
+    api_fence_until(lbind_api_of(L), t > 0 && t < 1e10 ? (uint64_t)(t * 1e9) : 0);
+    return 0;
+}
+
 static int lbind_api_requests(lua_State *L)
 {
     api *a = runtime_of(L)->api;
@@ -251,6 +269,8 @@ static const luaL_Reg lbind_api_funcs[] = {
     {"request", lbind_api_request},
     {"start", lbind_api_start},
     {"info", lbind_api_info},
+    {"fence", lbind_api_fence},
+    {"fence_until", lbind_api_fence_until},
     {"requests", lbind_api_requests},
     {"exec_runs", lbind_api_exec_runs},
     {NULL, NULL},

@@ -67,6 +67,16 @@ static const char *main_usage =
     "                           (:8080, 127.0.0.1:8080, [::1]:8080); 0 is off (default 0)\n"
     "      --health-probe-bind-address ADDRESS\n"
     "                           serve /healthz and /readyz on ADDRESS; 0 is off (default 0)\n"
+    "      --leader-elect       run only while holding a Lease (others wait warm:\n"
+    "                           caches synced, no reconcile)\n"
+    "      --leader-election-id NAME\n"
+    "                           the Lease's name (--leader-elect-resource-name)\n"
+    "      --leader-election-namespace NAME\n"
+    "                           the Lease's namespace (default: the Pod's, in a\n"
+    "                           cluster; --leader-elect-resource-namespace)\n"
+    "      --leader-elect-lease-duration DURATION   (default 15s)\n"
+    "      --leader-elect-renew-deadline DURATION   (default 10s)\n"
+    "      --leader-elect-retry-period DURATION     (default 2s)\n"
     "      --log-format FORMAT  text or json (default text)\n"
     "      --log-level LEVEL    error, info, debug, trace, or a number (default info)\n"
     "  -v, --v N                verbosity, as --log-level N\n"
@@ -86,6 +96,9 @@ typedef struct main_opts {
     double grace;
     unsigned long long max_instructions, max_memory;
     const char *metrics_addr, *probe_addr;
+    int leader_elect;
+    const char *le_id, *le_namespace;
+    double le_lease, le_renew, le_retry;
     log_format log_format;
     int log_level;
     int script_argc;
@@ -115,12 +128,33 @@ static int main_number(const char *flag, const char *s, double *out)
     return 0;
 }
 
+/* The leader election flags agree (client-go's rules): 0, or -1 said. */
+static int main_check_leader(const main_opts *o)
+{
+    if (o->le_id == NULL || o->le_id[0] == '\0') {
+        fprintf(stderr, "luaop: --leader-elect needs --leader-election-id, the name of the Lease to hold\n");
+        return -1;
+    }
+    if (o->le_lease <= o->le_renew) {
+        fprintf(stderr, "luaop: --leader-elect-lease-duration (%gs) must be longer than --leader-elect-renew-deadline (%gs)\n",
+                o->le_lease, o->le_renew);
+        return -1;
+    }
+    if (o->le_renew <= o->le_retry * 1.2) {
+        fprintf(stderr, "luaop: --leader-elect-renew-deadline (%gs) must be longer than 1.2 times "
+                        "--leader-elect-retry-period (%gs)\n", o->le_renew, o->le_retry);
+        return -1;
+    }
+    return 0;
+}
+
 /* 0 to run, or an exit status (+1) to return now. */
 static int main_parse(int argc, char **argv, main_opts *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
-           OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR };
+           OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
+           OPT_LE_RENEW, OPT_LE_RETRY };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -137,6 +171,14 @@ static int main_parse(int argc, char **argv, main_opts *o)
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR},
         {"health-probe-bind-address", required_argument, NULL, OPT_PROBE_ADDR},
+        {"leader-elect", optional_argument, NULL, OPT_LE},
+        {"leader-election-id", required_argument, NULL, OPT_LE_ID},
+        {"leader-elect-resource-name", required_argument, NULL, OPT_LE_ID},
+        {"leader-election-namespace", required_argument, NULL, OPT_LE_NS},
+        {"leader-elect-resource-namespace", required_argument, NULL, OPT_LE_NS},
+        {"leader-elect-lease-duration", required_argument, NULL, OPT_LE_LEASE},
+        {"leader-elect-renew-deadline", required_argument, NULL, OPT_LE_RENEW},
+        {"leader-elect-retry-period", required_argument, NULL, OPT_LE_RETRY},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"v", required_argument, NULL, 'v'},
@@ -226,6 +268,33 @@ static int main_parse(int argc, char **argv, main_opts *o)
             *(c == OPT_METRICS_ADDR ? &o->metrics_addr : &o->probe_addr) = off ? NULL : optarg;
             break;
         }
+        case OPT_LE:
+            if (optarg == NULL || strcmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0) {
+                o->leader_elect = 1;
+            } else if (strcmp(optarg, "false") == 0 || strcmp(optarg, "0") == 0) {
+                o->leader_elect = 0;
+            } else {
+                fprintf(stderr, "luaop: --leader-elect is true or false, not %s\n", optarg);
+                return 3;
+            }
+            break;
+        case OPT_LE_ID:
+            o->le_id = optarg;
+            break;
+        case OPT_LE_NS:
+            o->le_namespace = optarg;
+            break;
+        case OPT_LE_LEASE:
+        case OPT_LE_RENEW:
+        case OPT_LE_RETRY: {
+            double *dur = c == OPT_LE_LEASE ? &o->le_lease : c == OPT_LE_RENEW ? &o->le_renew : &o->le_retry;
+            if (str_parse_duration(optarg, dur) != 0 || *dur <= 0) {
+                fprintf(stderr, "luaop: %s wants a duration above 0 such as 15s or 500ms, not %s\n",
+                        argv[optind - 1], optarg);
+                return 3;
+            }
+            break;
+        }
         case OPT_LOG_FORMAT:
             if (log_parse_format(optarg, &o->log_format) != 0) {
                 fprintf(stderr, "luaop: --log-format must be text or json, not %s\n", optarg);
@@ -251,6 +320,8 @@ static int main_parse(int argc, char **argv, main_opts *o)
     /* Arguments after the flags (or after --) are the program's. */
     o->script_argc = argc - optind;
     o->script_argv = argv + optind;
+    if (o->leader_elect && main_check_leader(o) != 0)
+        return 3;
     if (o->program && o->nscripts > 0) {
         fprintf(stderr, "luaop: --program runs one trusted file: not with --script\n");
         return 3;
@@ -317,7 +388,7 @@ static void main_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
 
 /* The API server the kubeconfig names (flag, KUBECONFIG, in-cluster,
  * ~/.kube/config), on rt's loop; NULL after logging why not. */
-static api *main_connect(const main_opts *o, runtime *rt)
+static api *main_connect(const main_opts *o, runtime *rt, int *in_cluster)
 {
     kubeconfig_opts ko = {0};
     kubeconfig *kc = NULL;
@@ -348,6 +419,7 @@ static api *main_connect(const main_opts *o, runtime *rt)
         };
         log_write(LOG_DEBUG, "setup", "using Kubernetes configuration", f, 4);
     }
+    *in_cluster = strcmp(kc->source, "in-cluster") == 0;
     a = api_new(&rt->loop, kc, o->qps, o->burst, &rt->log, err, sizeof err);
     kubeconfig_free(kc);
     if (a == NULL) {
@@ -394,6 +466,42 @@ static lua_State *main_lua(const main_opts *o, runtime *rt)
     return L;
 }
 
+/* Push options.leader: the Lease (namespace: the flag's, else the
+ * in-cluster one) and an identity unique to this process, as
+ * controller-runtime makes it: the host name, "_", a random suffix. */
+static int main_leader(lua_State *L, const main_opts *o)
+{
+    char host[256] = "luaop", id[300];
+    size_t hostlen = sizeof host;
+    unsigned char rnd[8];
+    size_t n;
+
+    if (uv_os_gethostname(host, &hostlen) != 0)
+        snprintf(host, sizeof host, "luaop");
+    if (uv_random(NULL, NULL, rnd, sizeof rnd, 0, NULL) != 0) {
+        log_write(LOG_ERROR, "setup", "cannot make a leader election identity: no randomness", NULL, 0);
+        return -1;
+    }
+    n = (size_t)snprintf(id, sizeof id, "%s_", host);
+    for (size_t i = 0; i < sizeof rnd && n + 2 < sizeof id; i++, n += 2)
+        snprintf(id + n, sizeof id - n, "%02x", rnd[i]);
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, o->le_namespace ? o->le_namespace : api_namespace(runtime_of(L)->api));
+    lua_setfield(L, -2, "namespace");
+    lua_pushstring(L, o->le_id);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, id);
+    lua_setfield(L, -2, "identity");
+    lua_pushnumber(L, o->le_lease);
+    lua_setfield(L, -2, "lease_duration");
+    lua_pushnumber(L, o->le_renew);
+    lua_setfield(L, -2, "renew_deadline");
+    lua_pushnumber(L, o->le_retry);
+    lua_setfield(L, -2, "retry_period");
+    lua_setfield(L, -2, "leader");
+    return 0;
+}
+
 /* Start luaop.main(options, program arguments...) as a task: it loads the
  * scripts (text only, each in its own environment) and runs them, as a
  * program or as the controllers they return. 0, or -1 after logging. */
@@ -420,6 +528,8 @@ static int main_start(lua_State *L, const main_opts *o, main_run *run)
     }
     lua_pushnumber(L, o->grace);
     lua_setfield(L, -2, "graceful_shutdown_timeout");
+    if (o->leader_elect && main_leader(L, o) != 0)
+        return -1;
     if (o->max_instructions) {
         lua_pushinteger(L, (lua_Integer)o->max_instructions);
         lua_setfield(L, -2, "max_instructions");
@@ -476,13 +586,20 @@ static int main_script(const main_opts *o)
     lua_State *L = NULL;
     main_run run = {.status = 1, .rt = rt};
     serve *srv = NULL;
+    int in_cluster = 0;
 
     if (rt == NULL) {
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
         return 1;
     }
-    rt->api = main_connect(o, rt);
+    rt->api = main_connect(o, rt, &in_cluster);
     if (rt->api == NULL) {
+        runtime_free(rt);
+        return 1;
+    }
+    if (o->leader_elect && !o->le_namespace && !in_cluster) {
+        log_write(LOG_ERROR, "setup", "--leader-elect needs --leader-election-namespace outside a cluster", NULL, 0);
+        api_free(rt->api);
         runtime_free(rt);
         return 1;
     }
@@ -525,7 +642,8 @@ out:
 
 int main(int argc, char **argv)
 {
-    main_opts o = {.qps = 20, .burst = 30, .grace = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO};
+    main_opts o = {.qps = 20, .burst = 30, .grace = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO,
+                   .le_lease = 15, .le_renew = 10, .le_retry = 2};
     int r = main_parse(argc, argv, &o);
 
     if (r != 0)

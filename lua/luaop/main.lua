@@ -31,12 +31,14 @@ local function run_program(path, ...)
   return true, defs
 end
 
--- options: scripts (the --script paths) or program, and
--- graceful_shutdown_timeout (seconds).
+-- options: scripts (the --script paths) or program,
+-- graceful_shutdown_timeout (seconds), and leader (leader election:
+-- namespace, name, identity, lease_duration, renew_deadline, retry_period).
 return function(options, ...)
   controller.MAX_INSTRUCTIONS = options.max_instructions or controller.MAX_INSTRUCTIONS
   controller.MAX_MEMORY = options.max_memory or controller.MAX_MEMORY
   local manager = controller.manager()
+  if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
   local reloader
   if options.program then
     local controllers, defs = run_program(options.program, ...)
@@ -54,7 +56,7 @@ return function(options, ...)
     end
     reloader:watch()
   end
-  local drained = manager:run_until_shutdown(options.graceful_shutdown_timeout)
+  local drained, status = manager:run_until_shutdown(options.graceful_shutdown_timeout)
   if reloader then reloader:stop() end
-  if not drained then return 1 end
+  if not drained then return status or 1 end
 end

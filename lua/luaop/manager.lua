@@ -195,7 +195,7 @@ function Manager:set(script, defs)
     c.reload = reloaded
   end
   self:rewire()
-  if self.started then
+  if self.started and self:leading() then
     for _, p in ipairs(plans) do
       self:start_workers(p.c)
       if changed[p.c] then p.c.resync_changed:signal() end
@@ -255,10 +255,25 @@ function Manager:start()
   repeat local _, n = self:start_informers() until n == 0
   self.started = true
   self.log:info("caches synced", {})
-  core.metrics.ready(true) -- /readyz
+  core.metrics.ready(true) -- /readyz: a warm standby is ready too
+  if self:leading() then self:start_leading() end
+end
+
+-- Whether this process may reconcile: always, but under leader election
+-- only while it holds the lease.
+function Manager:leading()
+  return self.elector == nil or self.elector.leading
+end
+
+-- The workers of every controller, their queues already filled by caches
+-- that synced meanwhile: the first reconcile waits for no LIST.
+function Manager:start_leading()
   for _, c in pairs(self.controllers) do
     self:start_workers(c)
-    if c.missed then worker.requeue_all(c, false) end
+    if c.missed then
+      worker.requeue_all(c, false)
+      c.missed = false
+    end
   end
 end
 
@@ -294,10 +309,28 @@ end
 function Manager:run_until_shutdown(grace)
   grace = grace or 30
   local shutdown = core.task.shutdown()
+  local e = self.elector
+  if e then
+    -- SIGTERM, or the lease lost: whichever comes first ends the wait
+    local ended = core.task.cond()
+    luaop.spawn(function() shutdown:wait() ended:signal() end)
+    luaop.spawn(function()
+      e:run(function() if self.started then self:start_leading() end end, function() ended:signal() end)
+    end)
+    shutdown = ended
+  end
   if not self.started then self:start() end
   shutdown:wait()
+  if e and e.lost then
+    -- as controller-runtime: no drain (no write would leave anyway), exit 1
+    self.log:error("stopping: the leader lease was lost", {})
+    self.log:info("stopped", core.counters())
+    return false, 1
+  end
   self.log:info("stopping: waiting for running reconciles", { gracePeriod = grace })
   local drained = self:stop(grace)
+  -- then the lease goes, so that a standby takes over at once
+  if e then e:release() end
   -- with what containment stopped, for whoever reads a log's last lines
   self.log:info("stopped", core.counters())
   return drained

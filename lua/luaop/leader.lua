@@ -1,0 +1,190 @@
+-- luaop.leader - leader election on a coordination.k8s.io/v1 Lease, as
+-- client-go's leaderelection does it (LeaseLock, the record in the Lease's
+-- spec): every retry period a candidate reads the Lease; it takes it when
+-- nobody holds it, or when the holder has not changed the record for a
+-- lease duration; the leader renews it every retry period, and has lost it
+-- once a renew deadline passes without a successful renew. Every update
+-- carries the resourceVersion it read (optimistic concurrency: a Conflict
+-- is a failed try).
+--
+-- Expiry is judged by this process's monotonic clock from the moment it
+-- last saw the record change, never by the Lease's timestamps (clocks in a
+-- cluster disagree). And the core fences writes (core.api.fence): from the
+-- start, no write but to the Lease leaves the process unless it holds the
+-- lease, until the renew deadline counted from the sending of its last
+-- successful renew, checked the moment a request is sent.
+local core = require "luaop.core"
+local luaop = require "luaop"
+
+local json, api = core.json, core.api
+
+local M = {}
+local Elector = {}
+Elector.__index = Elector
+
+-- opts: namespace, name, identity, lease_duration, renew_deadline,
+-- retry_period (seconds).
+function M.new(opts)
+  local e = setmetatable({
+    o = opts,
+    collection = ("/apis/coordination.k8s.io/v1/namespaces/%s/leases"):format(opts.namespace),
+    log = luaop.logger("leader"):with { lease = opts.namespace .. "/" .. opts.name, identity = opts.identity },
+    leading = false, lost = false, stopped = false,
+    elected = core.task.cond(), -- signalled on acquiring, and on losing
+    wake = core.task.cond(),    -- ends a wait between tries early (stop)
+    status = core.metrics.series("leader_election_master_status", { opts.name }),
+  }, Elector)
+  e.path = e.collection .. "/" .. opts.name
+  core.metrics.series("leader_election_slowpath_total", { opts.name })
+  e.status:set(0)
+  api.fence(e.path)
+  return e
+end
+
+-- A MicroTime, as the API server writes one: RFC 3339, UTC, microseconds.
+local function micro_time(t)
+  local s = math.floor(t)
+  return os.date("!%Y-%m-%dT%H:%M:%S", s) .. (".%06dZ"):format(math.floor((t - s) * 1e6))
+end
+
+local fields = { "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions" }
+
+local function same(a, b)
+  for _, f in ipairs(fields) do
+    if a[f] ~= b[f] then return false end
+  end
+  return true
+end
+
+function Elector:request(method, path, body)
+  local status, text = api.request { method = method, path = path, timeout = self.o.renew_deadline,
+    body = body and json.encode(body), content_type = body and "application/json" }
+  local obj = status and text and text ~= "" and json.decode(text) or nil
+  return status, obj, text
+end
+
+-- Note the record as seen now: a change restarts its lease duration.
+function Elector:observe(spec, now)
+  if not self.observed or not same(self.observed, spec) then
+    local copy = {}
+    for _, f in ipairs(fields) do copy[f] = spec[f] end
+    self.observed, self.observed_at = copy, now
+  end
+end
+
+-- One try to acquire or renew: true and when it was sent (task.now's
+-- clock) when the lease is ours after it.
+function Elector:try()
+  local o = self.o
+  local sent = core.task.now()
+  local status, lease, text = self:request("GET", self.path)
+  local wall = micro_time(core.task.wall())
+  local record = {
+    holderIdentity = o.identity, leaseDurationSeconds = math.ceil(o.lease_duration),
+    acquireTime = wall, renewTime = wall, leaseTransitions = 0,
+  }
+  if status == 404 then
+    status, lease, text = self:request("POST", self.collection, {
+      apiVersion = "coordination.k8s.io/v1", kind = "Lease",
+      metadata = { name = o.name, namespace = o.namespace }, spec = record,
+    })
+    if status ~= 201 then
+      self.log:debug("could not create the lease", { status = status, error = text })
+      return false
+    end
+    self:observe(record, sent)
+    return true, sent
+  end
+  if status ~= 200 or type(lease) ~= "table" then
+    self.log:debug("could not read the lease", { status = status, error = text })
+    return false
+  end
+  local spec = lease.spec or {}
+  self:observe(spec, sent)
+  local holder = spec.holderIdentity or ""
+  if holder ~= "" and holder ~= o.identity and self.observed_at + o.lease_duration > core.task.now() then
+    return false -- another's, and not expired by this process's clock
+  end
+  if holder == o.identity then
+    record.acquireTime = spec.acquireTime or wall
+    record.leaseTransitions = spec.leaseTransitions or 0
+  else
+    record.leaseTransitions = (spec.leaseTransitions or 0) + 1
+  end
+  lease.spec = record -- with the resourceVersion it read
+  status, lease, text = self:request("PUT", self.path, lease)
+  if status ~= 200 then
+    self.log:debug("could not update the lease", { status = status, error = text })
+    return false
+  end
+  self:observe(record, sent)
+  return true, sent
+end
+
+function Elector:pause(seconds)
+  if not self.stopped then self.wake:wait(seconds) end
+end
+
+-- Run until stopped or lost: acquire, call on_lead(), renew; on_lost()
+-- once a renew deadline passes without a successful renew.
+function Elector:run(on_lead, on_lost)
+  local o = self.o
+  self.log:info("attempting to acquire leader lease", {})
+  local ok, sent
+  while not self.stopped do
+    ok, sent = self:try()
+    if ok then break end
+    self:pause(o.retry_period)
+  end
+  if self.stopped then return end
+  api.fence_until(sent + o.renew_deadline)
+  self.leading, self.acquired_at = true, core.task.now()
+  self.status:set(1)
+  self.log:info("successfully acquired lease", {})
+  self.elected:signal()
+  on_lead()
+  local last = sent
+  while not self.stopped do
+    self:pause(o.retry_period)
+    if self.stopped then break end
+    ok, sent = self:try()
+    if ok then
+      last = sent
+      api.fence_until(sent + o.renew_deadline)
+    elseif core.task.now() > last + o.renew_deadline then
+      self.leading, self.lost = false, true
+      self.status:set(0)
+      api.fence_until(0)
+      self.log:error("leader election lost", { renewDeadline = o.renew_deadline })
+      self.elected:signal()
+      on_lost()
+      return
+    end
+  end
+end
+
+-- Stop trying; when leading, give the lease up (client-go's
+-- ReleaseOnCancel): holder "", a lease of 1 s, so that a standby takes
+-- over at its next try.
+function Elector:release()
+  self.stopped = true
+  self.wake:signal()
+  if not self.leading then return end
+  self.leading = false
+  self.status:set(0)
+  local status, lease = self:request("GET", self.path)
+  if status == 200 and type(lease) == "table" and lease.spec and lease.spec.holderIdentity == self.o.identity then
+    local wall = micro_time(core.task.wall())
+    lease.spec = { holderIdentity = "", leaseDurationSeconds = 1, acquireTime = wall, renewTime = wall,
+      leaseTransitions = lease.spec.leaseTransitions or 0 }
+    status = self:request("PUT", self.path, lease)
+  end
+  api.fence_until(0)
+  if status == 200 then
+    self.log:info("released the leader lease", {})
+  else
+    self.log:error("could not release the leader lease: it expires on its own", { status = status })
+  end
+end
+
+return M
