@@ -42,16 +42,28 @@ describe("the example operators, as " .. as .. ",", function()
     kube.must { "apply", "-k", "manifests/crds" }
     kube.must { "wait", "--for", "condition=Established", "crd", "--all", "--timeout=30s" }
     ns = kube.new_namespace("e2e-ops")
-    if as ~= "the cluster admin" then kubeconfig = service_account_kubeconfig() end
-    run = luaop.start({ "operators" }, { kubeconfig = kubeconfig })
+    local flags
+    if as ~= "the cluster admin" then
+      kubeconfig = service_account_kubeconfig()
+      -- as the Deployment runs it: leader election on (its Lease in
+      -- luaop-system, which the ServiceAccount's Role covers)
+      flags = { "--leader-elect", "--leader-election-id", "luaop", "--leader-election-namespace", "luaop-system",
+        "--leader-elect-retry-period", "0.5s" }
+    end
+    run = luaop.start({ "operators" }, { kubeconfig = kubeconfig, flags = flags })
     kube.wait_for("caches synced", 30, function() return run.stderr():find("caches synced", 1, true) end)
+    if flags then
+      -- a Lease left by an earlier run expires within its 15 s
+      kube.wait_for("the lease", 30, function() return run.stderr():find("successfully acquired lease", 1, true) end)
+    end
   end)
 
   teardown(function()
     if run then
-      local err = run.stderr()
       run.stop()
+      local err = run.stderr()
       run.cleanup()
+      if as ~= "the cluster admin" then assert.matches("released the leader lease", err) end
       -- nothing was refused
       assert.is_nil(err:find("Forbidden", 1, true), err:match("[^\n]*Forbidden[^\n]*"))
     end
