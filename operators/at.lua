@@ -44,21 +44,6 @@ local function set_phase(ctx, at, phase, message)
   if err then error(err) end
 end
 
--- A Warning Event on the At, as kubectl describe and kubectl events show.
-local function warn(ctx, at, reason, message)
-  local now = luaop.time.format(luaop.time.now())
-  local _, err = ctx:create {
-    apiVersion = "v1", kind = "Event",
-    metadata = { generateName = at.metadata.name .. ".", namespace = at.metadata.namespace },
-    involvedObject = { apiVersion = at.apiVersion, kind = at.kind, name = at.metadata.name,
-                       namespace = at.metadata.namespace, uid = at.metadata.uid },
-    type = "Warning", reason = reason, message = message,
-    source = { component = "luaop-at" }, reportingComponent = "luaop-at",
-    firstTimestamp = now, lastTimestamp = now, count = 1,
-  }
-  if err then ctx.log:error("cannot record an Event", { reason = reason, error = tostring(err) }) end
-end
-
 return luaop.controller {
   name = "at",
   resource = "cnat.programming-kubernetes.info/v1alpha1/At",
@@ -71,13 +56,14 @@ return luaop.controller {
 
     if phase == "" then
       set_phase(ctx, at, "PENDING")
+      ctx:event(at, "Normal", "Scheduled", "runs " .. at.spec.command .. " at " .. at.spec.schedule)
       return -- the status update brings us back
 
     elseif phase == "PENDING" then
       local when, bad = luaop.time.parse(at.spec.schedule)
       if not when then
         -- retrying cannot fix it: say so once, and stop
-        warn(ctx, at, "InvalidSchedule", "spec.schedule: " .. bad)
+        ctx:event(at, "Warning", "InvalidSchedule", "spec.schedule: " .. bad)
         set_phase(ctx, at, "FAILED", "spec.schedule: " .. bad)
         return
       end
@@ -90,6 +76,7 @@ return luaop.controller {
       if not pod then
         local _, err = ctx:create(pod_for(at))
         if err and err.reason ~= "AlreadyExists" then error(err) end
+        if not err then ctx:event(at, "Normal", "PodCreated", "created pod " .. req.name .. "-pod") end
         return -- the Pod's events bring us back
       end
       local owner = (pod.metadata.ownerReferences or {})[1]
@@ -100,6 +87,7 @@ return luaop.controller {
       local p = pod.status and pod.status.phase
       if p == "Succeeded" or p == "Failed" then
         set_phase(ctx, at, "DONE")
+        ctx:event(at, "Normal", "Done", "pod " .. pod.metadata.name .. " " .. p)
       end
     end
   end,

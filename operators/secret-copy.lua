@@ -71,6 +71,7 @@ return luaop.controller {
       for _, copy in ipairs(copies_of(ctx, req.name)) do
         ctx.log:info("deleting copy", { copy = copy.metadata.namespace .. "/" .. copy.metadata.name })
         check(select(2, ctx:delete("Secret", { namespace = copy.metadata.namespace, name = copy.metadata.name })))
+        if src then ctx:event(src, "Normal", "CopyRemoved", "removed the copy in " .. copy.metadata.namespace, "Delete") end
       end
       if src and has_finalizer(src) then
         local keep = luaop.array()
@@ -101,6 +102,7 @@ return luaop.controller {
           ctx.log:info("creating copy", { copy = name .. "/" .. req.name })
           local _, err = ctx:create(want)
           if err and err.reason ~= "AlreadyExists" then error(err) end
+          if not err then ctx:event(src, "Normal", "CopyCreated", "copied into " .. name, "Create") end
         elseif copy.type ~= want.type then -- the type cannot change: replace it
           check(select(2, ctx:delete("Secret", { namespace = name, name = req.name })))
           return luaop.requeue()
@@ -109,6 +111,7 @@ return luaop.controller {
           copy.data = want.data
           local _, err = ctx:update(copy) -- Conflict: retried from fresh state
           if err then error(err) end
+          ctx:event(src, "Normal", "CopyUpdated", "updated the copy in " .. name, "Update")
         end
       end
     end

@@ -95,6 +95,7 @@ return luaop.controller {
       check(err)
       created[sw.metadata.namespace .. "/" .. sw.metadata.name] = { switch = sw, expires = luaop.now() + EXPECT }
       switches[#switches + 1] = sw -- counted in positions now, not on the next pass
+      ctx:event(machine, "Normal", "SwitchCreated", "created switch " .. sw.metadata.name, "Create")
     end
     while #switches > want do
       local sw = table.remove(switches)
@@ -127,6 +128,7 @@ return luaop.controller {
               { status = { seenAt = luaop.null } }, { status = true })))
             last_flip[machine.metadata.uid] = now
             sw.spec.position = "down"
+            ctx:event(machine, "Normal", "SwitchFlipped", "flipped switch " .. sw.metadata.name .. " down", "Flip")
           else
             due_in(ready - now)
           end

@@ -466,10 +466,12 @@ static lua_State *main_lua(const main_opts *o, runtime *rt)
     return L;
 }
 
-/* Push options.leader: the Lease (namespace: the flag's, else the
- * in-cluster one) and an identity unique to this process, as
- * controller-runtime makes it: the host name, "_", a random suffix. */
-static int main_leader(lua_State *L, const main_opts *o)
+/* Push options.identity, this process's name as the leader election's
+ * holder and its Events' reportingInstance, as controller-runtime makes
+ * it: the host name, "_", a random suffix; and, with --leader-elect,
+ * options.leader: the Lease (namespace: the flag's, else the in-cluster
+ * one) and its durations. */
+static int main_identity(lua_State *L, const main_opts *o)
 {
     char host[256] = "luaop", id[300];
     size_t hostlen = sizeof host;
@@ -479,12 +481,16 @@ static int main_leader(lua_State *L, const main_opts *o)
     if (uv_os_gethostname(host, &hostlen) != 0)
         snprintf(host, sizeof host, "luaop");
     if (uv_random(NULL, NULL, rnd, sizeof rnd, 0, NULL) != 0) {
-        log_write(LOG_ERROR, "setup", "cannot make a leader election identity: no randomness", NULL, 0);
+        log_write(LOG_ERROR, "setup", "cannot make an identity for this process: no randomness", NULL, 0);
         return -1;
     }
     n = (size_t)snprintf(id, sizeof id, "%s_", host);
     for (size_t i = 0; i < sizeof rnd && n + 2 < sizeof id; i++, n += 2)
         snprintf(id + n, sizeof id - n, "%02x", rnd[i]);
+    lua_pushstring(L, id);
+    lua_setfield(L, -2, "identity");
+    if (!o->leader_elect)
+        return 0;
     lua_createtable(L, 0, 6);
     lua_pushstring(L, o->le_namespace ? o->le_namespace : api_namespace(runtime_of(L)->api));
     lua_setfield(L, -2, "namespace");
@@ -528,7 +534,7 @@ static int main_start(lua_State *L, const main_opts *o, main_run *run)
     }
     lua_pushnumber(L, o->grace);
     lua_setfield(L, -2, "graceful_shutdown_timeout");
-    if (o->leader_elect && main_leader(L, o) != 0)
+    if (main_identity(L, o) != 0)
         return -1;
     if (o->max_instructions) {
         lua_pushinteger(L, (lua_Integer)o->max_instructions);

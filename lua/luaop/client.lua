@@ -102,6 +102,15 @@ local function skip_undecodable(kind, text, err, ...)
   end
   core.count("undecodable_objects")
   core.metrics.series("luaop_decode_errors_total", { kind }):add()
+  -- a Warning Event on it, when its name could be read
+  local gv, k = tostring(kind):match("^(.*)/([^/]+)$")
+  if fields.name and gv then
+    require("luaop.events").record {
+      regarding = { apiVersion = gv, kind = k, metadata = { name = fields.name, namespace = fields.namespace } },
+      type = "Warning", reason = "UndecodableObject", action = "Decode", controller = "informer",
+      note = "left out of the cache: " .. tostring(err),
+    }
+  end
   core.log.write("error", "client", "skipping an object that cannot be decoded", fields)
 end
 

@@ -2,6 +2,7 @@
 -- so what a reconcile changes is not the cache's until written), the
 -- client's writes, and a logger naming the object.
 local luaop = require "luaop"
+local events = require "luaop.events"
 local kind_name = require("luaop.definition").kind_name
 
 local M = {}
@@ -70,6 +71,17 @@ end
 
 for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "delete" } do
   Ctx[verb] = function(self, ...) return self.client[verb](self.client, ...) end
+end
+
+-- event(obj, type, reason, note [, action]): an events.k8s.io/v1 Event
+-- about obj, as `kubectl events` shows it: type "Normal" or "Warning", an
+-- UpperCamelCase reason (and action, default "Reconcile"), a note of up to
+-- 1 KiB. Repeats merge into a series and a flood is cut down
+-- (luaop.events); never waits. Raises when the Event is not valid.
+function Ctx:event(obj, type_, reason, note, action)
+  local ok, err = events.record { regarding = obj, type = type_, reason = reason, note = note, action = action,
+    controller = self.controller and self.controller.name }
+  if not ok then error(err, 2) end
 end
 
 -- A context: fields manager, client, controller, log.

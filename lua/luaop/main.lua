@@ -39,6 +39,7 @@ return function(options, ...)
   controller.MAX_MEMORY = options.max_memory or controller.MAX_MEMORY
   local manager = controller.manager()
   if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
+  require("luaop.events").set_identity(options.identity)
   local reloader
   if options.program then
     local controllers, defs = run_program(options.program, ...)

@@ -329,7 +329,9 @@ function Manager:run_until_shutdown(grace)
   end
   self.log:info("stopping: waiting for running reconciles", { gracePeriod = grace })
   local drained = self:stop(grace)
-  -- then the lease goes, so that a standby takes over at once
+  -- the Events' series not yet written, then the lease goes, so that a
+  -- standby takes over at once
+  require("luaop.events").flush(5)
   if e then e:release() end
   -- with what containment stopped, for whoever reads a log's last lines
   self.log:info("stopped", core.counters())

@@ -267,9 +267,22 @@ local function count_reload(path, result)
   core.metrics.series("luaop_script_reloads_total", { path, result }):add()
 end
 
+-- In a Pod (POD_NAME and POD_NAMESPACE from the downward API, as the
+-- manifests set them): a Warning Event on the Pod, for `kubectl events`.
+local function warn_pod(path, err)
+  local pod, ns = os.getenv("POD_NAME"), os.getenv("POD_NAMESPACE")
+  if not pod or not ns then return end
+  require("luaop.events").record {
+    regarding = { apiVersion = "v1", kind = "Pod", metadata = { name = pod, namespace = ns } },
+    type = "Warning", reason = "ScriptLoadFailed", action = "Load", controller = "scripts",
+    note = path .. ": " .. tostring(err):match("^[^\n]*"),
+  }
+end
+
 function Reloader:fail(path, err)
   self.reloads.error = self.reloads.error + 1
   count_reload(path, "error")
+  warn_pod(path, err)
   self.log:error("script reload failed, the running version stays", {
     script = path, error = tostring(err),
   })

@@ -8,6 +8,7 @@ local luaop = require "luaop"
 local definition = require "luaop.definition"
 local context = require "luaop.context"
 local split_key = require("luaop.plan").split_key
+local events = require "luaop.events"
 
 local M = {}
 
@@ -76,6 +77,13 @@ local function reconcile_one(self, c, key)
     if budgets[why] then m.budget(why):add() end
     c.errors = c.errors + 1
     c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
+    -- and a Warning Event on the object, when it is still there
+    local obj = c.primary and c.primary.inf:get(ns and ns .. "/" .. name or name)
+    if obj then
+      events.record { regarding = obj, type = "Warning", controller = c.name,
+        reason = budgets[why] and "BudgetExceeded" or "ReconcileError",
+        note = tostring(res):match("^[^\n]*") }
+    end
     c.queue:add_rate_limited(key)
   elseif type(res) == "table" and res.requeue_after then
     result = "requeue_after"

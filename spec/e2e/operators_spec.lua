@@ -30,6 +30,21 @@ end
 
 local time = require("luaop").time
 
+-- Wait until the events.k8s.io/v1 Events about object `name` in namespace
+-- ns include every reason of `reasons` (written by tasks of their own).
+local function wait_events(ns, name, reasons)
+  kube.wait_for(table.concat(reasons, ", ") .. " Events on " .. name, 30, function()
+    local seen = {}
+    for _, e in ipairs(kube.list("events.v1.events.k8s.io", ns)) do
+      if e.regarding and e.regarding.name == name then seen[e.reason] = e end
+    end
+    for _, r in ipairs(reasons) do
+      if not seen[r] then return false end
+    end
+    return seen
+  end)
+end
+
 local function utc(offset)
   return time.format(os.time() + offset)
 end
@@ -111,6 +126,8 @@ spec: {schedule: "%s", command: "echo YAY"}
       assert.is_true(pod.metadata.ownerReferences[1].controller)
       local seen = table.concat(phases.lines(), ",")
       assert.matches("past PENDING.*past RUNNING.*past DONE", seen)
+      -- what kubectl events says of it
+      wait_events(ns, "past", { "Scheduled", "PodCreated", "Done" })
     end)
 
     it("keeps an At in the future PENDING until its time", function()
@@ -229,6 +246,7 @@ spec: {switches: 3}
       end
       assert.are.equal(2, #flips)
       assert.is_true(flips[2] - flips[1] >= 4.9, ("flips %.2f s apart"):format(flips[2] - flips[1]))
+      wait_events(ns, "m1", { "SwitchCreated", "SwitchFlipped" })
 
       -- scale down: the extra switches go
       kube.must { "patch", "machine", "m1", "-n", ns, "--type=merge", "-p", '{"spec":{"switches":1}}' }
@@ -308,6 +326,7 @@ spec: {position: sideways}
         for _, s in pairs(copies()) do if s.data.password ~= "dHdv" then return false end end
         return true
       end)
+      wait_events("secretsync", source, { "CopyCreated", "CopyUpdated" })
       -- a copy drifts: it is put back
       kube.must { "patch", "secret", source, "-n", ns, "--type=merge", "-p", '{"data":{"password":"ZHJpZnQ="}}' }
       kube.wait_for("drift reverted", 30, function()
@@ -322,6 +341,7 @@ spec: {position: sideways}
       -- the source goes: so do the copies
       kube.must { "delete", "secret", source, "-n", "secretsync", "--timeout=30s" }
       kube.wait_for("copies removed", 30, function() return next(copies()) == nil end)
+      wait_events("secretsync", source, { "CopyRemoved" })
     end)
   end)
 
