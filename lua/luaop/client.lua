@@ -93,7 +93,7 @@ end
 -- decoder goes, a number out of range) is left out, logged by name when
 -- that much can be read, and counted (core.counters().undecodable_objects),
 -- so one such object never stops the rest of its kind from syncing.
-local function skip_undecodable(kind, text, err, ...)
+local function skip_undecodable(gv, kind, text, err, ...)
   local name = json.peek(text, ...) -- the object's metadata, if that decodes
   local fields = { kind = kind, error = err }
   if type(name) == "table" then
@@ -101,12 +101,11 @@ local function skip_undecodable(kind, text, err, ...)
     fields.namespace = type(name.namespace) == "string" and name.namespace or nil
   end
   core.count("undecodable_objects")
-  core.metrics.series("luaop_decode_errors_total", { kind }):add()
+  core.metrics.series("luaop_decode_errors_total", { gv .. "/" .. kind }):add()
   -- a Warning Event on it, when its name could be read
-  local gv, k = tostring(kind):match("^(.*)/([^/]+)$")
-  if fields.name and gv then
+  if fields.name then
     require("luaop.events").record {
-      regarding = { apiVersion = gv, kind = k, metadata = { name = fields.name, namespace = fields.namespace } },
+      regarding = { apiVersion = gv, kind = kind, metadata = { name = fields.name, namespace = fields.namespace } },
       type = "Warning", reason = "UndecodableObject", action = "Decode", controller = "informer",
       note = "left out of the cache: " .. tostring(err),
     }
@@ -312,7 +311,7 @@ function client:list(kind, opts)
         local skipped
         page, skipped = json.decode_page(text)
         for _, s in ipairs(page and skipped or {}) do
-          skip_undecodable(r.kind, s.text, s.error, "metadata")
+          skip_undecodable(r.gv, r.kind, s.text, s.error, "metadata")
         end
         if page then derr = nil end
       end
@@ -449,7 +448,7 @@ function Watch:next()
     local typ = json.peek(line, "type")
     if type(typ) == "string" and json.peek(line, "object") == nil then
       -- an event whose object does not decode: skipped, the watch goes on
-      skip_undecodable(self.kind, line, derr, "object", "metadata")
+      skip_undecodable(self.gv, self.kind, line, derr, "object", "metadata")
       return self:next()
     end
     self.err = api_error(0, "malformed watch event: " .. tostring(derr))
@@ -487,7 +486,7 @@ function client:watch(kind, opts)
     resourceVersion = opts.resource_version, timeoutSeconds = opts.timeout,
     allowWatchBookmarks = opts.bookmarks ~= false,
   }
-  return setmetatable({ raw = api.watch { path = path }, kind = r.kind }, Watch)
+  return setmetatable({ raw = api.watch { path = path }, gv = r.gv, kind = r.kind }, Watch)
 end
 
 -- ---- the client --------------------------------------------------------------------

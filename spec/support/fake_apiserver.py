@@ -110,6 +110,24 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                           "reason": reason, "message": message, "code": code}, headers)
 
+    # Writes: logged like GETs; Events (luaop's Warnings) are taken, any
+    # other write is refused.
+    def do_POST(self):
+        self.write_request()
+
+    def do_PATCH(self):
+        self.write_request()
+
+    def write_request(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b"{}"
+        with lock:
+            with open(sys.argv[2], "a") as f:
+                f.write("%s %s %s\n" % (self.command, self.path, "write"))
+        if self.path.startswith("/apis/events.k8s.io/v1/"):
+            return self.raw(201 if self.command == "POST" else 200, body)
+        return self.status(405, "MethodNotAllowed", "the fake API server takes no writes")
+
     def do_GET(self):
         auth = self.headers.get("Authorization")
         basic = "Basic " + base64.b64encode(b"alice:s3cr3t-pw").decode()

@@ -47,7 +47,7 @@ describe("luaop.informer", function()
     assert.is_not_nil(next(timeouts, next(timeouts)), "three watches asked for the same timeout")
   end)
 
-  it("leaves out an object that does not decode, in a LIST and in a watch, logging its name and counting it, and syncs the rest", function()
+  it("leaves out an object that does not decode, in a LIST and in a watch, logging its name, counting it and recording a Warning Event, and syncs the rest", function()
     local server = fake.start()
     finally(server.stop)
     local code, out, err = luaop.run([[
@@ -62,6 +62,7 @@ describe("luaop.informer", function()
       print("watched", inf:get("default", "watch-after") ~= nil, inf:get("default", "watch-deep") ~= nil)
       inf:stop()
       print("counted", core.counters().undecodable_objects >= 2)
+      require("luaop.events").flush(5) -- the Warnings' writes
     ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
     assert.are.equal(0, code, err)
     assert.matches("listed\ttrue\tfalse\ttrue", out)
@@ -69,6 +70,12 @@ describe("luaop.informer", function()
     assert.matches("counted\ttrue", out)
     assert.matches('skipping an object that cannot be decoded\t{"error": "nesting deeper than 10240 at byte %d+", ' ..
       '"kind": "ConfigMap", "name": "cm%-deep", "namespace": "default"}', err)
+    -- a Warning Event for each (the fake server takes any POST)
+    local posts = 0
+    for _, line in ipairs(server.requests()) do
+      if line:match("^POST /apis/events%.k8s%.io/v1/namespaces/default/events ") then posts = posts + 1 end
+    end
+    assert.is_true(posts >= 2, table.concat(server.requests(), "\n"))
     assert.matches('skipping an object that cannot be decoded\t{[^\n]*"name": "watch%-deep"', err)
     assert.is_nil(err:find("list/watch failed", 1, true), err)
   end)
