@@ -81,10 +81,10 @@ describe("leader election", function()
     end
     return top
   end
+  local function lease() return kube.get("lease", "stamper", ns) end
   local function holder()
-    local ok, out = proc.sh(("%s --kubeconfig %s get lease stamper -n %s -o jsonpath='{.spec.holderIdentity}'")
-      :format(proc.quote(os.getenv("KUBECTL")), proc.quote(os.getenv("KUBECONFIG")), ns))
-    return ok and out or nil
+    local l = lease()
+    return l and l.spec.holderIdentity
   end
   local function identity(run) return run.stderr():match('"identity": "([^"]+)"') end
   -- Wait until one of the runs leads; returns its name.
@@ -126,6 +126,11 @@ describe("leader election", function()
     assert.are.equal(0, a.stop())
     assert.matches("released the leader lease", a.stderr())
     assert.is_true(took < 2, ("B led %.2f s after SIGTERM"):format(took))
+    -- client-go's record: created by A (0 transitions), taken by B (1)
+    local l = lease()
+    assert.are.equal(1, l.spec.leaseTransitions)
+    assert.are.equal(LEASE, l.spec.leaseDurationSeconds)
+    assert.matches("%.%d%d%d%d%d%dZ$", l.spec.renewTime)
     -- B's caches are warm: its first write follows at once
     kube.wait_for("B's writes", 5, function() return writes("B") >= 1 end)
     assert.are.equal(identity(b), holder())
