@@ -290,7 +290,10 @@ static int main_parse(int argc, char **argv, main_opts *o)
             double *dur = c == OPT_LE_LEASE ? &o->le_lease : c == OPT_LE_RENEW ? &o->le_renew : &o->le_retry;
             if (str_parse_duration(optarg, dur) != 0 || *dur <= 0) {
                 fprintf(stderr, "luaop: %s wants a duration above 0 such as 15s or 500ms, not %s\n",
-                        argv[optind - 1], optarg);
+                        c == OPT_LE_LEASE   ? "--leader-elect-lease-duration"
+                        : c == OPT_LE_RENEW ? "--leader-elect-renew-deadline"
+                                            : "--leader-elect-retry-period",
+                        optarg);
                 return 3;
             }
             break;

@@ -75,6 +75,37 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       end
     end)
 
+    it("takes controller-runtime's and component-base's leader election flags, and refuses what client-go would", function()
+      local luaop = require "support.luaop"
+      local function run(...)
+        return proc.run { bin, "--kubeconfig", luaop.offline(), "--script", "x.lua", ... }
+      end
+      local code, _, err = run("--leader-elect")
+      assert.are.equal(2, code)
+      assert.matches("%-%-leader%-elect needs %-%-leader%-election%-id, the name of the Lease to hold", err)
+      code, _, err = run("--leader-elect", "--leader-election-id", "x", "--leader-elect-lease-duration", "10s")
+      assert.are.equal(2, code)
+      assert.matches("%-%-leader%-elect%-lease%-duration %(10s%) must be longer than %-%-leader%-elect%-renew%-deadline %(10s%)", err)
+      code, _, err = run("--leader-elect", "--leader-election-id", "x", "--leader-elect-renew-deadline", "2s")
+      assert.are.equal(2, code)
+      assert.matches("must be longer than 1%.2 times %-%-leader%-elect%-retry%-period %(2s%)", err)
+      code, _, err = run("--leader-elect=maybe")
+      assert.are.equal(2, code)
+      assert.matches("%-%-leader%-elect is true or false, not maybe", err)
+      code, _, err = run("--leader-elect-retry-period", "0s")
+      assert.are.equal(2, code)
+      assert.matches("%-%-leader%-elect%-retry%-period wants a duration above 0", err)
+      -- component-base's name for the Lease: accepted; outside a cluster
+      -- the namespace must be given
+      code, _, err = run("--leader-elect", "--leader-elect-resource-name", "x")
+      assert.are.equal(1, code)
+      assert.matches("%-%-leader%-elect needs %-%-leader%-election%-namespace outside a cluster", err)
+      -- off, whatever else is given
+      code, _, err = proc.run { bin, "--kubeconfig", luaop.offline(), "--program", "/dev/null", "--leader-elect=false",
+        "--leader-election-id", "x" }
+      assert.are.equal(0, code, err)
+    end)
+
     it("explains a kubeconfig it cannot use, naming the file", function()
       local code, _, err = proc.run { bin, "--kubeconfig", "/nonexistent/config", "--script", "x.lua" }
       assert.are.equal(1, code)
