@@ -1,0 +1,36 @@
+/* flags.h - luaop's command line, as controller-runtime users know it
+ * (--kubeconfig, --metrics-bind-address, --leader-elect, ...), parsed into
+ * one struct; `luaop --help` lists every flag. */
+#ifndef LUAOP_FLAGS_H
+#define LUAOP_FLAGS_H
+
+#include "log.h"
+
+#define FLAGS_MAX_SCRIPTS 64
+
+typedef struct flags {
+    const char *scripts[FLAGS_MAX_SCRIPTS];
+    int nscripts;
+    const char *program;
+    int watchdog; /* --watchdog (scripts: always) */
+    const char *kubeconfig, *context, *namespace;
+    double qps;
+    int burst;
+    double grace;
+    unsigned long long max_instructions, max_memory;
+    const char *metrics_addr, *probe_addr;
+    int leader_elect;
+    const char *le_id, *le_namespace;
+    double le_lease, le_renew, le_retry;
+    log_format log_format;
+    int log_level;
+    int script_argc;
+    char **script_argv;
+} flags;
+
+/* Parse argv into *o, defaults first. 0 to run; otherwise the exit status
+ * plus one, to return at once (--help and --version: 1; a bad flag, said
+ * on stderr: 3). */
+int flags_parse(int argc, char **argv, flags *o);
+
+#endif
