@@ -32,6 +32,8 @@ function M.new(opts)
     leading = false, lost = false, stopped = false,
     elected = core.task.cond(), -- signalled on acquiring, and on losing
     wake = core.task.cond(),    -- ends a wait between tries early (stop)
+    tried = core.task.cond(),   -- signalled after each try (release waits for one under way)
+    trying = false,
     status = core.metrics.series("leader_election_master_status", { opts.name }),
   }, Elector)
   e.path = e.collection .. "/" .. opts.name
@@ -75,6 +77,14 @@ end
 -- One try to acquire or renew: true and when it was sent (task.now's
 -- clock) when the lease is ours after it.
 function Elector:try()
+  self.trying = true
+  local ok, sent = self:try_once()
+  self.trying = false
+  self.tried:signal()
+  return ok, sent
+end
+
+function Elector:try_once()
   local o = self.o
   local sent = core.task.now()
   local status, lease, text = self:request("GET", self.path)
@@ -172,12 +182,20 @@ function Elector:release()
   if not self.leading then return end
   self.leading = false
   self.status:set(0)
-  local status, lease = self:request("GET", self.path)
-  if status == 200 and type(lease) == "table" and lease.spec and lease.spec.holderIdentity == self.o.identity then
+  -- a renew under way would make the update below a Conflict: let it end
+  if self.trying then self.tried:wait(self.o.renew_deadline) end
+  local status
+  for _ = 1, 3 do -- a Conflict: read it again
+    local lease
+    status, lease = self:request("GET", self.path)
+    if status ~= 200 or type(lease) ~= "table" or not lease.spec or lease.spec.holderIdentity ~= self.o.identity then
+      break
+    end
     local wall = micro_time(core.task.wall())
     lease.spec = { holderIdentity = "", leaseDurationSeconds = 1, acquireTime = wall, renewTime = wall,
       leaseTransitions = lease.spec.leaseTransitions or 0 }
     status = self:request("PUT", self.path, lease)
+    if status ~= 409 then break end
   end
   api.fence_until(0)
   if status == 200 then
