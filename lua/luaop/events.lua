@@ -21,20 +21,18 @@ local M = {
   SERIES_WINDOW = 6 * 60,  -- client-go's finishTime: a key ends after 6 idle minutes
   REFRESH = 30 * 60,       -- client-go's refreshTime: a series is written again every 30 minutes
   BURST = 25, REFILL = 5 * 60, -- EventSourceObjectSpamFilter: 25, then one per 5 minutes
+  CONTROLLER_BURST = 100, CONTROLLER_REFILL = 1, -- every object of a controller together: 100, then 1/s
   NOTE_MAX = 1024,         -- the API server's limit on note
 }
 
 local log = luaop.logger("events")
 local keys = {}    -- key -> {event, count, last (task.now), written (task.now), path}
-local buckets = {} -- regarding uid (or kind/ns/name) -> {tokens, at}
+local buckets = {} -- regarding uid (or kind/ns/name), and "controller\0" .. name -> {tokens, at}
 local identity     -- reportingInstance
 local pending = 0  -- writes under way
 local idle = core.task.cond()
 
-local function micro_time(t)
-  local s = math.floor(t)
-  return os.date("!%Y-%m-%dT%H:%M:%S", s) .. (".%06dZ"):format(math.floor((t - s) * 1e6))
-end
+local micro_time = luaop.time.format_micro
 
 -- This process, as the reportingInstance of its Events (the identity leader
 -- election uses, when given).
@@ -58,19 +56,27 @@ local function reference(obj)
     uid = md.uid, resourceVersion = md.resourceVersion }
 end
 
--- The spam filter: whether the regarding object may start a new key now.
-local function allow(ref, now)
-  local id = ref.uid or (ref.kind .. "/" .. (ref.namespace or "") .. "/" .. ref.name)
+-- A token bucket: whether id may take a token now.
+local function take(id, burst, refill, now)
   local b = buckets[id]
   if not b then
-    b = { tokens = M.BURST, at = now }
+    b = { tokens = burst, at = now }
     buckets[id] = b
   end
-  b.tokens = math.min(M.BURST, b.tokens + (now - b.at) / M.REFILL)
+  b.tokens = math.min(burst, b.tokens + (now - b.at) / refill)
   b.at = now
   if b.tokens < 1 then return false end
   b.tokens = b.tokens - 1
   return true
+end
+
+-- The spam filter: whether the regarding object may start a new key now;
+-- and, since a script chooses what an Event regards, its controller too
+-- (CONTROLLER_BURST, then one every CONTROLLER_REFILL seconds).
+local function allow(ref, controller, now)
+  local id = ref.uid or (ref.kind .. "/" .. (ref.namespace or "") .. "/" .. ref.name)
+  if not take("controller\0" .. controller, M.CONTROLLER_BURST, M.CONTROLLER_REFILL, now) then return false end
+  return take(id, M.BURST, M.REFILL, now)
 end
 
 -- Write (in a task of its own): create the Event, or patch its series.
@@ -107,6 +113,10 @@ local function sweep(now)
     end
     if now - k.last >= M.SERIES_WINDOW then keys[key] = nil end
   end
+  -- a bucket that would be full again is as good as none
+  for id, b in pairs(buckets) do
+    if now - b.at >= M.BURST * M.REFILL then buckets[id] = nil end
+  end
 end
 
 -- record{regarding = obj, type = "Normal"|"Warning", reason = "UpperCamel",
@@ -142,7 +152,7 @@ function M.record(e)
     end
     return true
   end
-  if not allow(ref, now) then return true end
+  if not allow(ref, controller, now) then return true end
   local ns = ref.namespace or "default"
   local event = {
     apiVersion = "events.k8s.io/v1", kind = "Event",

@@ -126,6 +126,15 @@ function time.format(t)
   return ("%04d-%02d-%02dT%02d:%02d:%02dZ"):format(y, m, d, secs // 3600, secs % 3600 // 60, secs % 60)
 end
 
+-- A MicroTime as the API server writes one (Leases, Events): RFC 3339, UTC,
+-- microseconds.
+function time.format_micro(t)
+  local s = math.floor(t)
+  local text, err = time.format(s)
+  if not text then return nil, err end
+  return text:sub(1, -2) .. (".%06dZ"):format(math.floor((t - s) * 1e6))
+end
+
 function time.now()
   return core.task.wall()
 end

@@ -44,10 +44,7 @@ function M.new(opts)
 end
 
 -- A MicroTime, as the API server writes one: RFC 3339, UTC, microseconds.
-local function micro_time(t)
-  local s = math.floor(t)
-  return os.date("!%Y-%m-%dT%H:%M:%S", s) .. (".%06dZ"):format(math.floor((t - s) * 1e6))
-end
+local micro_time = luaop.time.format_micro
 
 local fields = { "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions" }
 

@@ -110,6 +110,19 @@ return luaop.controller {
     assert.are.equal(25, n)
   end)
 
+  it("cut a flood down across objects too: one controller starts at most 100 Events at once", function()
+    local run = start [[
+      for i = 1, 130 do
+        local fake = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "fake-" .. i, namespace = cm.metadata.namespace } }
+        ctx:event(fake, "Warning", "Spread", "number " .. i)
+      end
+      ctx.log:info("spread")
+    ]]
+    kube.wait_for("the flood", 15, function() return run.stderr():find("spread", 1, true) end)
+    run.stop()
+    assert.are.equal(100, #with_reason(ns, "Spread"))
+  end)
+
   it("are recorded by the core for a failed reconcile and a broken budget, as Warnings", function()
     kube.must { "create", "configmap", "spin", "-n", ns, "--from-literal=k=v" }
     local vol = volume.new { ["failing.lua"] = ([[
