@@ -158,6 +158,7 @@ luaop.sleep function
 luaop.spawn function
 luaop.time table
 luaop.time.format function
+luaop.time.format_micro function
 luaop.time.now function
 luaop.time.parse function
 luaop.time<metatable> boolean
