@@ -3,7 +3,9 @@
 #
 #   hack/cluster.sh bin     build (or find cached) the pinned binaries
 #   hack/cluster.sh up      start etcd, kube-apiserver, kube-controller-manager,
-#                           kube-scheduler and kwok with one Ready fake node;
+#                           kube-scheduler and kwok with one Ready fake node,
+#                           and a real node (hack/node.sh: kubelet, kube-proxy,
+#                           containerd; LUAOP_NODE=0 leaves it out);
 #                           admin kubeconfig in build/cluster/kubeconfig
 #   hack/cluster.sh down    stop them all and remove the cluster's state
 #   hack/cluster.sh status  exit 0 when the API server answers /readyz
@@ -81,6 +83,8 @@ build_k8s() {
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
       k8s.io/kubernetes/cmd/kubectl \
+      k8s.io/kubernetes/cmd/kubelet \
+      k8s.io/kubernetes/cmd/kube-proxy \
       go.etcd.io/etcd/server/v3) ||
     die "building Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION failed (go's output above): check the network to the Go module proxy (GOPROXY) and the free space in $cache"
   mv "$tmp/v3" "$tmp/etcd" 2>/dev/null || mv "$tmp/server" "$tmp/etcd"
@@ -103,10 +107,36 @@ build_kwok() {
   log "built kwok in $((SECONDS - start)) s"
 }
 
+# The real node's kubelet and kube-proxy, built with the rest above; this
+# adds them to a cache made before they were (the same module, flags and Go
+# caches, so little is compiled anew).
+build_node() {
+  [ -x "$k8s_bin/kubelet" ] && [ -x "$k8s_bin/kube-proxy" ] && return 0
+  local go tmp v ldflags start=$SECONDS
+  go=$(find_go)
+  tmp="$k8s_bin.node.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  v=k8s.io/component-base/version
+  ldflags="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=$(echo "$KUBE_VERSION" | cut -d. -f1 | tr -d v)"
+  ldflags+=" -X $v.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean"
+  ldflags+=" -X $v.buildDate=1970-01-01T00:00:00Z"
+  log "building the kubelet and kube-proxy $KUBE_VERSION (first time only)"
+  (cd "$root/hack/k8s" && go_env "$go" build -trimpath -ldflags="$ldflags" -o "$tmp/" \
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy) ||
+    die "building the kubelet and kube-proxy $KUBE_VERSION failed (go's output above): check the network to the Go module proxy (GOPROXY) and the free space in $cache"
+  mv "$tmp/kubelet" "$tmp/kube-proxy" "$k8s_bin/" && rm -rf "$tmp"
+  log "built the kubelet and kube-proxy in $((SECONDS - start)) s"
+}
+
+# LUAOP_NODE=0 leaves the real node out (the e2e specs need none; the
+# in-cluster specs do).
+with_node() { [ "${LUAOP_NODE:-1}" != 0 ]; }
+
 cmd_bin() {
   mkdir -p "$cache" "$root/build/bin" || die "could not create $cache (set LUAOP_CACHE to a writable directory)"
   build_kwok
   build_k8s
+  with_node && build_node
   # The kubectl of the same release, at a stable path.
   ln -sfn "$k8s_bin/kubectl" "$root/build/bin/kubectl"
 }
@@ -132,14 +162,21 @@ node_ready() {
 
 cmd_up() {
   cmd_bin
-  if ready && kubectl get nodes -o name 2>/dev/null | grep -q . && node_ready 30s; then
+  if ready && kubectl get nodes -o name 2>/dev/null | grep -q . && node_ready 30s &&
+      { ! with_node || kubectl get node luaop-node >/dev/null 2>&1; }; then
     log "already up; kubeconfig: build/cluster/kubeconfig"
     return 0
   fi
   local start=$SECONDS
   # Whatever is left from an earlier run (a crash, a reboot) goes first.
   cmd_down quiet
+  if with_node; then
+    "$root/hack/node.sh" check ||
+      die "not starting: the real node would collide with the above (LUAOP_NODE=0 starts the control plane without it)"
+  fi
   mkdir -p "$cluster_dir"
+  # the configuration, with the paths of this cluster's certificates
+  sed "s|@PKI@|$KWOK_WORKDIR/clusters/$name/pki|g" "$root/hack/kwok/kwokctl.yaml" >"$cluster_dir/kwokctl.yaml"
   log "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
   if ! kwokctl create cluster --runtime binary \
       --kube-apiserver-binary "$k8s_bin/kube-apiserver" \
@@ -149,7 +186,7 @@ cmd_up() {
       --kwok-controller-binary "$kwok_bin/kwok" \
       --kube-authorization=true \
       --secure-port=true \
-      --config "$root/hack/kwok/kwokctl.yaml" \
+      --config "$cluster_dir/kwokctl.yaml" \
       --kubeconfig "$kubeconfig" \
       --quiet-pull \
       --wait 2m >"$cluster_dir/create.log" 2>&1; then
@@ -169,11 +206,16 @@ cmd_up() {
     [ "$i" -lt 60 ] || die "the controller manager gave namespace default no ServiceAccount within 30 s; see build/cluster/kwok/clusters/$name/logs/kube-controller-manager.log"
     sleep 0.5
   done
+  if with_node; then
+    "$root/hack/node.sh" up || die "the real node did not start (above); build/cluster/node/logs/ has its logs"
+  fi
   log "up in $((SECONDS - start)) s; kubeconfig: build/cluster/kubeconfig (kubectl of the same release: build/bin/kubectl)"
 }
 
 cmd_down() {
   local quiet=${1:-} started
+  # the real node first, while the API server can still see its Pods go
+  "$root/hack/node.sh" down quiet || die "could not take the real node down (above)"
   # The processes kwokctl started, to see them gone (reaped, not even zombies).
   local f
   started=""

@@ -9,8 +9,12 @@
 #            (the fuzz harnesses), python3 (the fake API
 #            server), openssl (test certificates), curl, prometheus (promtool
 #            checks /metrics; its server scrapes luaop in an e2e spec)
-#   cluster  what the local control plane needs: curl, procps; and Go 1.24 or
-#            newer, which Debian bookworm does not ship (checked, not installed)
+#   cluster  what the local control plane needs: curl, procps; for its real
+#            node containerd, runc, the CNI plugins, iptables, iproute2,
+#            openssl (its certificates) and buildah (its pause image); and Go
+#            1.24 or newer, which Debian bookworm does not ship (checked, not
+#            installed). Debian's containerd is installed, not started: the
+#            node runs its own on private paths (hack/node.sh)
 #   image    what `make image` and spec/image need: buildah, runc, debootstrap
 #   bench    what bench/ adds: bc, gdb
 #
@@ -26,7 +30,7 @@ declare -A set_pkgs=(
   [build]="build-essential pkg-config ca-certificates lua5.4 libyaml-dev libuv1-dev
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
   [test]="lua-busted valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
-  [cluster]="curl procps"
+  [cluster]="curl procps containerd runc containernetworking-plugins iptables iproute2 openssl buildah"
   [image]="buildah runc debootstrap"
   [bench]="bc gdb"
 )
