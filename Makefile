@@ -51,7 +51,7 @@ say := @printf '  %-6s %s\n'
 endif
 
 .PHONY: all asan ctest deps test test-unit test-e2e cluster-up cluster-down cluster-status \
-        cluster-bin run image test-image clean distclean fuzz fuzz-build
+        cluster-bin run image test-image test-incluster clean distclean fuzz fuzz-build
 
 all: build/luaop build/lua/luaop/core.so build/bin/lua
 
@@ -200,7 +200,8 @@ deps:
 
 # Unit specs (no cluster), then end-to-end specs against the local control
 # plane, which is brought up if it is not running and taken down again after,
-# then the image built and run as a container against it (as root).
+# then the image built and run as a container against it, then as a Pod on
+# its real node (both as root).
 # Ends with one line "N passed, N failed".
 test: deps
 	$(MAKE) all asan fuzz-build ctest
@@ -240,6 +241,11 @@ image:
 # container against the local control plane
 test-image: all
 	spec/run.sh image
+
+# spec/incluster alone (make test runs it too): the image as a Pod on the
+# local control plane's real node
+test-incluster: all
+	spec/run.sh incluster
 
 clean:
 	rm -rf build/obj build/asan build/pic build/gen build/lua build/luaop build/test build/libs build/libs.stamp

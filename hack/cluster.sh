@@ -176,7 +176,7 @@ cmd_up() {
   fi
   mkdir -p "$cluster_dir"
   # the configuration, with the paths of this cluster's certificates
-  sed "s|@PKI@|$KWOK_WORKDIR/clusters/$name/pki|g" "$root/hack/kwok/kwokctl.yaml" >"$cluster_dir/kwokctl.yaml"
+  sed -e "s|@PKI@|$KWOK_WORKDIR/clusters/$name/pki|g" -e "s|@ROOT@|$root|g" "$root/hack/kwok/kwokctl.yaml" >"$cluster_dir/kwokctl.yaml"
   log "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
   if ! kwokctl create cluster --runtime binary \
       --kube-apiserver-binary "$k8s_bin/kube-apiserver" \

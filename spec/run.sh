@@ -6,9 +6,14 @@
 #                                   up, else brought up and taken down after)
 #   spec/run.sh image  spec/image/ (the image built and run as a container
 #                                   against the local control plane; needs root)
-#   spec/run.sh all    all three; spec/image runs when the machine can build
-#                      images (root, buildah and runc: hack/deps.sh image),
-#                      else it is reported as skipped
+#   spec/run.sh incluster spec/incluster/ (luaop's image as a Pod on the
+#                      local control plane's real node; needs root)
+#   spec/run.sh all    all four; spec/image and spec/incluster run when the
+#                      machine can build images (root, buildah and runc:
+#                      hack/deps.sh image), else they are reported as
+#                      skipped. When the run brings the control plane up
+#                      itself, it also checks that taking it down left
+#                      nothing behind (spec/support/machine-state.sh).
 #
 # Each suite writes TAP to build/test/<suite>.tap; the tally counts its lines.
 set -uo pipefail
@@ -123,23 +128,45 @@ can_image() {
 }
 
 image_suite=""
+incluster_suite=""
 case $mode in
   image) image_suite=1 ;;
+  incluster) incluster_suite=1 ;;
   all)
     if why=$(can_image); then
       image_suite=1
+      incluster_suite=1
     else
-      echo "== spec/image skipped: $why"
+      echo "== spec/image and spec/incluster skipped: $why"
       echo "ok 1 - # SKIP spec/image: $why" >"$out/image.tap"
+      echo "ok 1 - # SKIP spec/incluster: $why" >"$out/incluster.tap"
     fi
     ;;
 esac
 
-if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ]; then
+# Whether the machine is as it was before the control plane came up.
+check_left_behind() {
+  local after
+  after=$(spec/support/machine-state.sh)
+  if [ "$after" = "$1" ]; then
+    echo "ok 1 - make cluster-down left nothing of the control plane or its real node behind" | tee "$out/cluster-down.tap"
+  else
+    diff <(echo "$1") <(echo "$after") | head -n 40
+    echo "not ok 1 - make cluster-down left nothing of the control plane or its real node behind (the difference above)" |
+      tee "$out/cluster-down.tap"
+    status=1
+  fi
+  echo "1..1" >>"$out/cluster-down.tap"
+}
+
+if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ] || [ "$mode" = incluster ]; then
   started=""
   if ! hack/cluster.sh status 2>/dev/null; then
+    machine_before=$(spec/support/machine-state.sh)
+    start=$SECONDS
     if hack/cluster.sh up; then
       started=1
+      echo "== the local control plane and its real node came up in $((SECONDS - start)) s"
     else
       fail_step "the local control plane came up (make cluster-up)" e2e
     fi
@@ -147,14 +174,27 @@ if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ]; then
   if [ ! -f "$out/e2e.tap" ]; then
     eval "$(hack/cluster.sh env)"
     export KUBECONFIG KUBECTL K8S_BIN KWOK_BIN
-    if [ "$mode" != image ]; then
+    if [ "$mode" = e2e ] || [ "$mode" = all ]; then
       run_suite e2e
       LUAOP_BIN=build/asan/luaop run_suite e2e-asan "${asan_e2e[@]}"
     fi
     [ -z "$image_suite" ] || run_suite image
+    if [ -n "$incluster_suite" ]; then
+      if "$KUBECTL" --kubeconfig "$KUBECONFIG" get node luaop-node >/dev/null 2>&1; then
+        start=$SECONDS
+        run_suite incluster
+        echo "== spec/incluster took $((SECONDS - start)) s"
+      else
+        fail_step "spec/incluster: the control plane has no real node luaop-node (it was started with LUAOP_NODE=0?)" incluster
+      fi
+    fi
   fi
   if [ -n "$started" ]; then
-    hack/cluster.sh down || fail_step "the local control plane went down (make cluster-down)" e2e-down
+    if hack/cluster.sh down; then
+      check_left_behind "$machine_before"
+    else
+      fail_step "the local control plane went down (make cluster-down)" e2e-down
+    fi
   fi
 fi
 

@@ -1,0 +1,391 @@
+-- luaop as a Pod on the local control plane's real node (hack/node.sh: a
+-- kubelet, kube-proxy, containerd and runc): the shipped manifests applied
+-- with `kubectl apply -k` through a test overlay (spec/incluster/overlay:
+-- the node's toleration and the imported image, nothing else), the image
+-- built from the Dockerfile and imported into the node's containerd. The
+-- Pods talk to the API server as any in-cluster client does: the projected
+-- ServiceAccount token and the `kubernetes` Service's ClusterIP, which
+-- kube-proxy's rules turn into the API server's endpoint. spec/run.sh runs
+-- this last, when the machine has the real node (root).
+local kube = require "support.kube"
+local proc = require "support.proc"
+local json = kube.json
+local system = require "system"
+
+local sh = proc.sh
+local ns = "luaop-system"
+local q = proc.quote
+
+local function must(cmd, deadline)
+  local ok, out = sh(cmd, deadline)
+  if not ok then error(cmd .. " failed:\n" .. out, 2) end
+  return out
+end
+
+local function pods()
+  local items = kube.list("pods", ns, "-l", "app.kubernetes.io/name=luaop")
+  local live = {}
+  for _, p in ipairs(items) do
+    if not p.metadata.deletionTimestamp then live[#live + 1] = p end
+  end
+  table.sort(live, function(a, b) return a.metadata.name < b.metadata.name end)
+  return live
+end
+
+local function ready(p)
+  for _, c in ipairs(p.status and p.status.conditions or {}) do
+    if c.type == "Ready" then return c.status == "True" end
+  end
+  return false
+end
+
+-- Both replicas Running and Ready on the real node.
+local function wait_ready(timeout)
+  return kube.wait_for("two Ready luaop Pods", timeout or 120, function()
+    local ps = pods()
+    if #ps ~= 2 then return nil end
+    for _, p in ipairs(ps) do
+      if not ready(p) then return nil end
+    end
+    return ps
+  end)
+end
+
+-- A Pod's /metrics, read from the machine (the Pods' range is routed to
+-- the node), as text.
+local function scrape(pod)
+  return must(("curl -sS --fail -m 5 http://%s:8080/metrics"):format(pod.status.podIP))
+end
+
+local function metric(text, name, labels)
+  local sum, found = 0, false
+  for line in text:gmatch("[^\n]+") do
+    local n, l, v = line:match("^([%w_:]+){?([^}]*)}? ([%d.e+-]+)$")
+    if n == name and (not labels or l:find(labels, 1, true)) then
+      sum, found = sum + tonumber(v), true
+    end
+  end
+  return found and sum or nil
+end
+
+local function leader()
+  local lease = kube.get("lease", "luaop", ns)
+  local id = lease and lease.spec.holderIdentity
+  return id and id:match("^(.-)_%x+$"), lease
+end
+
+-- The LISTs luaop's Pods made, as the API server's audit log records them
+-- (hack/kwok/audit-policy.yaml: luaop's ServiceAccounts' LISTs only), per
+-- resource.
+local audit_log = "build/cluster/kwok/clusters/luaop/logs/audit.log"
+local function lists()
+  local counts = {}
+  for line in io.lines(audit_log) do
+    local e = json.decode(line)
+    if e.verb == "list" and e.stage == "ResponseComplete" and e.user.username == "system:serviceaccount:luaop-system:luaop" then
+      local r = e.objectRef and e.objectRef.resource or "?"
+      counts[r] = (counts[r] or 0) + 1
+    end
+  end
+  return counts
+end
+
+-- The operators' ConfigMap with at.lua replaced by `text`, applied as a user
+-- would (kubectl apply of the changed ConfigMap).
+local function apply_at(text)
+  local dir = os.tmpname()
+  os.remove(dir)
+  must("mkdir -p " .. q(dir) .. " && cp operators/*.lua " .. q(dir))
+  local f = assert(io.open(dir .. "/at.lua", "w"))
+  f:write(text)
+  f:close()
+  local yaml = kube.must { "create", "configmap", "luaop-operators", "-n", ns, "--from-file=" .. dir,
+    "--dry-run=client", "-o", "yaml" }
+  must("rm -rf " .. q(dir))
+  return kube.apply(yaml)
+end
+
+local function read(path)
+  local f = assert(io.open(path))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function create_at(name)
+  kube.apply(([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: %s, namespace: default}
+spec: {schedule: "2020-01-01T00:00:00Z", command: "echo %s"}
+]]):format(name, name))
+end
+
+local function at_done(name, timeout)
+  return kube.wait_for("At " .. name .. " DONE", timeout or 60, function()
+    local at = kube.get("at", name, "default")
+    return at and at.status and at.status.phase == "DONE" and at
+  end)
+end
+
+-- The notes of the Events regarding an object.
+local function event_notes(kind, name, namespace)
+  local out = kube.must { "get", "events.events.k8s.io", "-n", namespace, "-o", "json",
+    "--field-selector", "regarding.kind=" .. kind .. ",regarding.name=" .. name }
+  local notes = {}
+  for _, e in ipairs(json.decode(out).items) do notes[#notes + 1] = (e.reason or "") .. ": " .. (e.note or "") end
+  return table.concat(notes, "\n")
+end
+
+local function restarts(p)
+  local n = 0
+  for _, c in ipairs(p.status.containerStatuses or {}) do n = n + c.restartCount end
+  return n
+end
+
+describe("luaop as a Pod on a real node", function()
+  setup(function()
+    -- the image from the Dockerfile (cached by its sources' hash), into the
+    -- node's image store under the name the manifests use
+    local log = "build/test/incluster-image.log"
+    local ok = sh("hack/image.sh luaop:latest >" .. log .. " 2>&1 && hack/node.sh import luaop:latest >>" .. log .. " 2>&1",
+      1800)
+    assert(ok, "the image was not built or imported:\n" .. proc.tail(read(log), 40))
+    -- (a namespace of the manifests still going from an earlier run would
+    -- refuse their objects)
+    for _, n in ipairs { ns, "secretsync" } do
+      kube.wait_for("namespace " .. n .. " to finish terminating", 120, function()
+        local o = kube.get("namespace", n)
+        return not (o and o.metadata.deletionTimestamp)
+      end)
+    end
+    kube.must { "apply", "-k", "spec/incluster/overlay" }
+  end)
+
+  teardown(function()
+    -- the samples first, while the operators run: the secret copier's
+    -- finalizer on the source Secret needs it (docs/deploy.md, uninstalling)
+    kube.kubectl { "delete", "at", "--all", "-n", "default", "--timeout=60s" }
+    kube.kubectl { "delete", "-k", "manifests/samples", "--ignore-not-found", "--timeout=60s" }
+    kube.kubectl { "delete", "-k", "spec/incluster/overlay", "--wait=false", "--ignore-not-found" }
+  end)
+
+  it("becomes Ready through its readiness probe, both replicas on the real node", function()
+    local ps = wait_ready(120)
+    for _, p in ipairs(ps) do
+      assert.are.equal("luaop-node", p.spec.nodeName)
+      local c = p.spec.containers[1]
+      assert.are.equal("/readyz", c.readinessProbe.httpGet.path)
+      assert.are.equal("/healthz", c.livenessProbe.httpGet.path)
+      assert.is_true(p.status.containerStatuses[1].ready)
+      assert.is_truthy(p.status.containerStatuses[1].state.running)
+      -- an address of the node's Pod range: the kubelet and CNI, not kwok
+      assert.matches("^10%.252%.0%.%d+$", p.status.podIP)
+    end
+    local node = kube.get("node", "luaop-node")
+    assert.matches("^containerd://", node.status.nodeInfo.containerRuntimeVersion)
+  end)
+
+  it("runs under runc with the manifests' security context: uid 65532, no capabilities, no new privileges, seccomp, a read-only root",
+    function()
+      local ps = wait_ready(120)
+      local tasks = must("hack/node.sh ctr tasks ls")
+      local containers = must("hack/node.sh ctr containers ls")
+      local checked = 0
+      for _, p in ipairs(ps) do
+        local id = p.status.containerStatuses[1].containerID:match("^containerd://(%x+)$")
+        assert(id, p.status.containerStatuses[1].containerID)
+        assert.matches(id .. "%s+docker%.io/library/luaop:latest", containers)
+        local pid = assert(tasks:match(id .. "%s+(%d+)%s+RUNNING"), "no running task " .. id .. " in:\n" .. tasks)
+        local status = read("/proc/" .. pid .. "/status")
+        assert.matches("\nUid:\t65532\t65532\t65532\t65532\n", status)
+        assert.matches("\nGid:\t65532\t65532\t65532\t65532\n", status)
+        assert.matches("\nCapEff:\t0000000000000000\n", status)
+        assert.matches("\nCapPrm:\t0000000000000000\n", status)
+        assert.matches("\nCapBnd:\t0000000000000000\n", status)
+        assert.matches("\nNoNewPrivs:\t1\n", status)
+        assert.matches("\nSeccomp:\t2\n", status) -- a filter (RuntimeDefault)
+        local root = read("/proc/" .. pid .. "/mountinfo"):match("\n?%d+ %d+ %S+ %S+ / (%S+)")
+        assert.matches("^ro", root or "", "the container's root is not read-only")
+        -- and it is in the node's network, talking to the Service's ClusterIP
+        local environ = read("/proc/" .. pid .. "/environ")
+        assert.is_truthy(environ:find("KUBERNETES_SERVICE_HOST=10.0.0.1\0", 1, true))
+        assert.is_truthy(environ:find("KUBERNETES_SERVICE_PORT=443\0", 1, true))
+        checked = checked + 1
+      end
+      assert.are.equal(2, checked)
+    end)
+
+  it("works on the projected ServiceAccount token: an At reaches DONE, a Machine converges, a Secret is copied",
+    function()
+      wait_ready(120)
+      -- the samples the manifests carry
+      at_done("example-at", 90)
+      kube.wait_for("machine-1 converged: three switches, all down", 60, function()
+        local m = kube.get("machine", "machine-1", "default")
+        local sw = kube.list("switches", "default", "-l", "machine=machine-1")
+        for _, s in ipairs(sw) do
+          if s.spec.position ~= "down" or s.metadata.deletionTimestamp then return false end
+        end
+        return #sw == 3 and m.status and m.status.positions == "ddd"
+      end)
+      local target = kube.new_namespace("incluster-copy")
+      finally(function() kube.delete_namespace(target) end)
+      local copy = kube.wait_for("the shared Secret copied into " .. target, 60, function()
+        return kube.get("secret", "shared-credentials", target)
+      end)
+      assert.are.equal(read("manifests/samples/secret.yaml"):match("password: (%S+)"),
+        must("printf %s " .. q(copy.data.password) .. " | base64 -d"))
+      -- the Pods hold no credential but the projected token
+      local p = pods()[1]
+      local found
+      for _, v in ipairs(p.spec.volumes) do
+        for _, s in ipairs(v.projected and v.projected.sources or {}) do
+          if s.serviceAccountToken then found = s.serviceAccountToken end
+        end
+      end
+      assert.is_truthy(found, "no projected ServiceAccount token in the Pod")
+    end)
+
+  it("serves a changed ConfigMap's script without a restart and without a new LIST", function()
+    local ps = wait_ready(120)
+    local original = read("operators/at.lua")
+    local changed, n = original:gsub('ctx:event%(at, "Normal", "Done", "pod "', 'ctx:event(at, "Normal", "Done", "v2: pod "')
+    assert.are.equal(1, n, "at.lua changed: the spec's edit no longer applies")
+    local before_lists = lists()
+    local before = {}
+    for _, p in ipairs(ps) do
+      before[p.metadata.name] = metric(scrape(p), "luaop_script_reloads_total", 'result="success"') or 0
+    end
+    local t0 = system.gettime()
+    apply_at(changed)
+    for _, p in ipairs(ps) do
+      kube.wait_for("Pod " .. p.metadata.name .. " to load the new at.lua", 60, function()
+        local v = metric(scrape(p), "luaop_script_reloads_total", 'at.lua",result="success"') or 0
+        return v > 0 and (metric(scrape(p), "luaop_script_reloads_total", 'result="success"') or 0) >
+          before[p.metadata.name]
+      end)
+    end
+    print(("# ConfigMap applied -> both Pods reloaded: %.1f s (the spec's node syncs every 5 s)"):format(system.gettime() - t0))
+    create_at("incluster-reloaded")
+    at_done("incluster-reloaded")
+    kube.wait_for("the new script's Event", 30, function()
+      return event_notes("At", "incluster-reloaded", "default"):find("Done: v2: pod incluster-reloaded-pod", 1, true)
+    end)
+    assert.is_truthy(next(before_lists), "no LIST of luaop's in the audit log at all")
+    assert.are.same(before_lists, lists())
+    for _, p in ipairs(pods()) do
+      assert.are.equal(0, restarts(p), p.metadata.name .. " restarted")
+      assert.is_truthy(before[p.metadata.name], "a Pod was replaced: " .. p.metadata.name)
+    end
+  end)
+
+  it("keeps serving when the ConfigMap's script is broken: the error in its log, an Event and a metric", function()
+    local ps = wait_ready(120)
+    local good = read("operators/at.lua")
+    finally(function()
+      kube.must { "apply", "-k", "spec/incluster/overlay" }
+    end)
+    local broken = good:gsub("\nreturn ", "\nreturn return ", 1)
+    apply_at(broken)
+    for _, p in ipairs(ps) do
+      kube.wait_for("Pod " .. p.metadata.name .. " to count the failed load", 60, function()
+        return (metric(scrape(p), "luaop_script_reloads_total", 'at.lua",result="error"') or 0) > 0
+      end)
+      local logs = kube.must { "logs", "-n", ns, p.metadata.name }
+      assert.matches("script reload failed[^\n]*at%.lua:%d+:", logs)
+    end
+    -- the Event comes from the leader: a standby writes nothing but its
+    -- Lease (docs/leader-election.md)
+    local name = leader()
+    kube.wait_for("a ScriptLoadFailed Event on " .. name, 30, function()
+      return event_notes("Pod", name, ns):find("ScriptLoadFailed: [^\n]*at%.lua:%d+")
+    end)
+    -- the version loaded before still reconciles
+    create_at("incluster-kept")
+    at_done("incluster-kept")
+    for _, p in ipairs(pods()) do
+      assert.are.equal(0, restarts(p), p.metadata.name .. " restarted")
+      assert.is_true(ready(p))
+    end
+  end)
+
+  it("is scraped by a real Prometheus at the Pods' addresses", function()
+    local ps = wait_ready(120)
+    local dir = os.tmpname()
+    os.remove(dir)
+    must("mkdir -p " .. q(dir))
+    finally(function() sh("rm -rf " .. q(dir)) end)
+    -- Debian's Prometheus has no Kubernetes service discovery built in: the
+    -- targets are the Pods' addresses and container ports as the API server
+    -- gives them, which is what that discovery would find
+    local targets = {}
+    for _, p in ipairs(ps) do
+      local port
+      for _, cp in ipairs(p.spec.containers[1].ports) do
+        if cp.name == "metrics" then port = cp.containerPort end
+      end
+      targets[#targets + 1] = ('{targets: ["%s:%d"], labels: {pod: %s}}'):format(p.status.podIP, port, p.metadata.name)
+    end
+    local f = assert(io.open(dir .. "/prometheus.yml", "w"))
+    f:write(([[
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+- job_name: luaop
+  static_configs: [%s]
+]]):format(table.concat(targets, ", ")))
+    f:close()
+    local port = tonumber(must([[python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])']]))
+    local pid = must(("prometheus --config.file=%s --storage.tsdb.path=%s --web.listen-address=127.0.0.1:%d >%s 2>&1 & echo $!")
+      :format(q(dir .. "/prometheus.yml"), q(dir .. "/data"), port, q(dir .. "/log"))):match("%d+")
+    finally(function() sh("kill " .. pid .. " 2>/dev/null; sleep 0.2; kill -9 " .. pid .. " 2>/dev/null") end)
+    local base = ("http://127.0.0.1:%d/api/v1/query?query="):format(port)
+    kube.wait_for("Prometheus to scrape both Pods", 60, function()
+      local ok, out = sh("curl -s -m 5 " .. q(base .. "sum(up%7Bjob%3D%22luaop%22%7D)"))
+      return ok and out:match('"value":%[[%d.]+,"2"%]')
+    end)
+    local name = leader()
+    local answer = kube.wait_for("the leader's reconciles in Prometheus", 60, function()
+      local ok, out = sh("curl -s -m 5 " .. q(base .. "controller_runtime_reconcile_total%7Bpod%3D%22" .. name ..
+        "%22%2Ccontroller%3D%22at%22%7D"))
+      return ok and out:match('"value":%[[%d.]+,"[1-9]%d*"%]') and out
+    end)
+    assert.matches('"job":"luaop"', answer)
+    local ok, targets = sh(("curl -s -m 5 http://127.0.0.1:%d/api/v1/targets"):format(port))
+    assert.is_true(ok, targets)
+    assert.is_nil(targets:find('"health":"down"', 1, true), targets)
+    assert.is_nil(targets:find('"lastError":"[^"]', 1), targets)
+  end)
+
+  it("hands over to the other replica when the leader's Pod is deleted", function()
+    local ps = wait_ready(120)
+    local old = kube.wait_for("a leader", 30, function() return leader() end)
+    local other
+    for _, p in ipairs(ps) do
+      if p.metadata.name ~= old then other = p.metadata.name end
+    end
+    assert(other, "the leader " .. old .. " is not one of the two Pods")
+    -- the replacement the Deployment makes waits (Pending) until the other
+    -- replica has taken over: else it may start within the standby's retry
+    -- period and win the Lease itself
+    kube.must { "cordon", "luaop-node" }
+    finally(function() kube.kubectl { "uncordon", "luaop-node" } end)
+    local t0 = system.gettime()
+    kube.must { "delete", "pod", old, "-n", ns, "--wait=false" }
+    local new = kube.wait_for("the other replica to lead", 30, function()
+      local n = leader()
+      return n ~= old and n
+    end)
+    local _, lease = leader()
+    print(("# leader Pod deleted -> the other replica leads: %.1f s"):format(system.gettime() - t0))
+    assert.are.equal(other, new)
+    assert.is_true((lease.spec.leaseTransitions or 0) >= 1)
+    create_at("incluster-handover")
+    local at = at_done("incluster-handover")
+    assert.are.equal("DONE", at.status.phase)
+    -- the Deployment's replacement for the deleted Pod starts and stands by
+    kube.must { "uncordon", "luaop-node" }
+    wait_ready(120)
+    assert.are.equal(new, (leader()))
+  end)
+end)
