@@ -92,6 +92,8 @@ cmd_check() {
   # (its own socket, root, state; shims and the CNI cache are keyed by
   # address and network name), but not one started on our paths.
   for p in $(pgrep -x kubelet || true); do
+    # (an exited one waiting for init to reap it holds nothing)
+    [ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$p/stat" 2>/dev/null)" != Z ] || continue
     case "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" in
       *"$dir/"*) ;;
       *) why+=" a kubelet runs on this machine already (pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-80));" ;;
@@ -199,6 +201,10 @@ EOF
   ]
 }
 EOF
+  # ConfigMap volumes follow their ConfigMap within the kubelet's sync period
+  # (its default: 1m); 5 s here, LUAOP_NODE_SYNC=default for the default
+  local sync="syncFrequency: ${LUAOP_NODE_SYNC:-5s}"
+  [ "${LUAOP_NODE_SYNC:-}" != default ] || sync="# syncFrequency: the kubelet's default"
   cat >"$dir/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -217,8 +223,7 @@ cgroupRoot: /luaop
 failSwapOn: false
 podCIDR: $pod_cidr
 podLogsDir: "$dir/pods"
-# ConfigMap volumes follow their ConfigMap within this period (default 1m)
-syncFrequency: ${LUAOP_NODE_SYNC:-5s}
+$sync
 registerWithTaints:
 - {key: $taint, effect: NoSchedule}
 # imported images cannot be pulled again: never collect them; and never
