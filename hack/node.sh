@@ -18,11 +18,12 @@
 # joined to the machine by one veth pair, 10.251.0.1 (machine) and
 # 10.251.0.2 (node). Pods get 10.252.0.0/24 on the bridge luaop0 inside it;
 # kube-proxy's rules for Services (10.0.0.0/24) are in it too. Nothing leaves
-# the node but to 10.251.0.1: Pods reach the API server through the
+# the node but to the API server: Pods reach the API server through the
 # `kubernetes` Service exactly as in a cluster (kube-proxy turns 10.0.0.1:443
 # into the endpoint the API server advertises, 10.251.0.1:PORT), and on the
 # machine one NAT rule of ours hands 10.251.0.1:PORT to the API server on
-# 127.0.0.1:PORT, which listens nowhere else. containerd, kubelet and CNI
+# 127.0.0.1:PORT, which listens nowhere else. The node's own rules let out
+# only that, and answers to connections the machine opened. containerd, kubelet and CNI
 # keep their files in build/cluster/node and /run/luaop-node, sockets
 # included; the kubelet's cgroups are under /luaop. What `up` creates outside
 # those is written to build/cluster/node/created, and `down` undoes that list.
@@ -316,9 +317,14 @@ cmd_up() {
     ip route add "$pod_cidr" via "$node_ip" dev "$host_if" || die "could not set up the veth pair $host_if/$node_if"
   record "link $host_if"
   in_node sysctl -qw net.ipv4.ip_forward=1
-  in_node iptables -w -A OUTPUT -o "$node_if" ! -d "$host_ip" -j DROP &&
-    in_node iptables -w -A FORWARD -o "$node_if" ! -d "$host_ip" -j DROP ||
-    die "could not confine the node's traffic (iptables in $netns)"
+  # Out of the node, only to the API server, and answers to what the
+  # machine opened (the API server to the kubelet, the specs to Pods).
+  for p in OUTPUT FORWARD; do
+    in_node iptables -w -A "$p" -o "$node_if" -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT &&
+      in_node iptables -w -A "$p" -o "$node_if" -d "$host_ip" -p tcp --dport "$port" -j ACCEPT &&
+      in_node iptables -w -A "$p" -o "$node_if" -j DROP ||
+      die "could not confine the node's traffic (iptables in $netns)"
+  done
   # 10.251.0.1:PORT (the API server's advertised endpoint) is the API server
   # on loopback, for traffic from the node only
   sysctl -qw "net.ipv4.conf.$host_if.route_localnet=1"

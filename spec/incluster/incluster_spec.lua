@@ -216,6 +216,38 @@ describe("luaop as a Pod on a real node", function()
       assert.are.equal(2, checked)
     end)
 
+  it("keeps the Pods' traffic on the machine: the API server through the Service, with its TLS verified, and nothing else",
+    function()
+      local ps = wait_ready(120)
+      local id = ps[1].status.containerStatuses[1].containerID:match("^containerd://(%x+)$")
+      local pid = assert(must("hack/node.sh ctr tasks ls"):match(id .. "%s+(%d+)%s+RUNNING"))
+      local in_pod = "nsenter --net=/proc/" .. pid .. "/ns/net -- "
+      local ca = "build/cluster/kwok/clusters/luaop/pki/ca.crt"
+      -- the ClusterIP, as in-cluster clients use it: kube-proxy's rules, and
+      -- a certificate that names 10.0.0.1
+      local code = must(in_pod .. "curl -sS -o /dev/null -w '%{http_code}' -m 10 --cacert " .. q(ca) ..
+        " https://10.0.0.1:443/readyz")
+      assert.matches("^[24]0[0-9]$", code)
+      -- a server on every address of the machine: the machine reaches it,
+      -- the Pod neither at the machine's own address nor at the veth's
+      local addr = must("ip -4 -o addr show scope global | awk '$2 != \"luaop-h\" { sub(/\\/.*/, \"\", $4); print $4; exit }'")
+        :match("[%d.]+")
+      assert(addr, "the machine has no global IPv4 address to try")
+      local port = tonumber(must([[python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])']]))
+      local server = must(("python3 -m http.server --bind 0.0.0.0 %d >/dev/null 2>&1 & echo $!"):format(port)):match("%d+")
+      finally(function() sh("kill " .. server .. " 2>/dev/null") end)
+      kube.wait_for("the machine to reach its own server", 10, function()
+        return (sh(("curl -s -o /dev/null -m 2 http://%s:%d/"):format(addr, port)))
+      end)
+      for _, target in ipairs { addr, "10.251.0.1" } do
+        local ok, out = sh(("%scurl -sS -o /dev/null -m 3 http://%s:%d/"):format(in_pod, target, port))
+        assert.is_false(ok, "a Pod reached " .. target .. ":" .. port .. ": " .. out)
+      end
+      -- the node itself neither
+      local ok, out = sh(("hack/node.sh exec curl -sS -o /dev/null -m 3 http://%s:%d/"):format(addr, port))
+      assert.is_false(ok, "the node reached " .. addr .. ": " .. out)
+    end)
+
   it("works on the projected ServiceAccount token: an At reaches DONE, a Machine converges, a Secret is copied",
     function()
       wait_ready(120)
@@ -355,6 +387,21 @@ scrape_configs:
     assert.is_true(ok, targets)
     assert.is_nil(targets:find('"health":"down"', 1, true), targets)
     assert.is_nil(targets:find('"lastError":"[^"]', 1), targets)
+  end)
+
+  it("refuses to start a node beside a kubelet of someone else's, naming it", function()
+    -- beside its own node, the check passes
+    local ok, out = sh("hack/node.sh check 2>&1")
+    assert.is_true(ok, out)
+    local dir = os.tmpname()
+    os.remove(dir)
+    must("mkdir -p " .. q(dir) .. " && cp \"$(command -v sleep)\" " .. q(dir .. "/kubelet"))
+    local pid = must(q(dir .. "/kubelet") .. " 60 >/dev/null 2>&1 & echo $!"):match("%d+")
+    finally(function() sh("kill " .. pid .. " 2>/dev/null; rm -rf " .. q(dir)) end)
+    ok, out = sh("hack/node.sh check 2>&1")
+    assert.is_false(ok, out)
+    assert.matches("refusing to start a node here: a kubelet runs on this machine already %(pid " .. pid .. ": " ..
+      dir:gsub("%p", "%%%0") .. "/kubelet 60", out)
   end)
 
   it("hands over to the other replica when the leader's Pod is deleted", function()
