@@ -129,8 +129,9 @@ build_node() {
 }
 
 # LUAOP_NODE=0 leaves the real node out (the e2e specs need none; the
-# in-cluster specs do).
-with_node() { [ "${LUAOP_NODE:-1}" != 0 ]; }
+# in-cluster specs do), as does a machine that cannot run it (hack/node.sh
+# supported says why).
+with_node() { [ "${LUAOP_NODE:-1}" != 0 ] && "$root/hack/node.sh" supported 2>/dev/null; }
 
 cmd_bin() {
   mkdir -p "$cache" "$root/build/bin" || die "could not create $cache (set LUAOP_CACHE to a writable directory)"
@@ -170,6 +171,7 @@ cmd_up() {
   local start=$SECONDS
   # Whatever is left from an earlier run (a crash, a reboot) goes first.
   cmd_down quiet
+  [ "${LUAOP_NODE:-1}" = 0 ] || "$root/hack/node.sh" supported || log "going on without it (spec/incluster will be skipped)"
   if with_node; then
     "$root/hack/node.sh" check ||
       die "not starting: the real node would collide with the above (LUAOP_NODE=0 starts the control plane without it)"

@@ -3,6 +3,8 @@
 # the same Kubernetes release and Go build as the API server), Debian's
 # containerd, runc and CNI plugins. hack/cluster.sh runs it; on its own:
 #
+#   hack/node.sh supported   exit 0 when this machine can run the node (root,
+#                            cgroup v1, the tools), else say why
 #   hack/node.sh check       refuse (exit 1, saying why) where the node would
 #                            collide with what the machine runs or has
 #   hack/node.sh up          start the node; it registers as luaop-node,
@@ -86,6 +88,25 @@ cgroup_pids() {
   done | sort -u
 }
 
+# Whether this machine can run the node at all (else cluster-up goes on
+# without it, and spec/incluster is skipped, saying why).
+cmd_supported() {
+  local why="" p
+  [ "$(id -u)" = 0 ] || why+=" it needs root (network namespaces, cgroups, containerd);"
+  [ -d /sys/fs/cgroup/pids ] && [ -d /sys/fs/cgroup/memory ] ||
+    why+=" it expects cgroup v1 controllers under /sys/fs/cgroup (as the machines it is tested on have; cgroup v2 is not done);"
+  for p in containerd ctr runc nsenter ip iptables buildah cc openssl; do
+    command -v "$p" >/dev/null || why+=" $p is missing (hack/deps.sh cluster);"
+  done
+  for p in bridge host-local loopback portmap; do
+    [ -x "$cni_bin/$p" ] || why+=" the CNI plugin $cni_bin/$p is missing (hack/deps.sh cluster);"
+  done
+  if [ -n "$why" ]; then
+    log "no real node on this machine:$why"
+    return 1
+  fi
+}
+
 cmd_check() {
   local why="" p
   # A kubelet of someone else's: it owns /var/lib/kubelet/device-plugins and
@@ -93,8 +114,7 @@ cmd_check() {
   # (its own socket, root, state; shims and the CNI cache are keyed by
   # address and network name), but not one started on our paths.
   for p in $(pgrep -x kubelet || true); do
-    # (an exited one waiting for init to reap it holds nothing)
-    [ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$p/stat" 2>/dev/null)" != Z ] || continue
+    running "$p" || continue # (an exited one holds nothing)
     case "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" in
       *"$dir/"*) ;;
       *) why+=" a kubelet runs on this machine already (pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-80));" ;;
@@ -113,14 +133,6 @@ cmd_check() {
     if ip -4 route show to match "${p%/*}" | grep -v '^default' | grep -qv "dev $host_if"; then
       why+=" $p is already routed on this machine ($(ip -4 route show to match "${p%/*}" | grep -v '^default' | head -n 1));"
     fi
-  done
-  [ -d /sys/fs/cgroup/pids ] && [ -d /sys/fs/cgroup/memory ] ||
-    why+=" the node expects cgroup v1 controllers under /sys/fs/cgroup (as the machines here have);"
-  for p in containerd ctr runc nsenter ip iptables buildah cc; do
-    command -v "$p" >/dev/null || why+=" $p is missing (hack/deps.sh node);"
-  done
-  for p in bridge host-local loopback portmap; do
-    [ -x "$cni_bin/$p" ] || why+=" the CNI plugin $cni_bin/$p is missing (hack/deps.sh node);"
   done
   if [ -n "$why" ]; then
     log "refusing to start a node here:$why"
@@ -293,6 +305,7 @@ cmd_up() {
   port=$(apiserver_port)
   [ -n "$port" ] || die "no https://127.0.0.1:PORT server in $admin_kubeconfig"
   cmd_down quiet
+  cmd_supported || exit 1
   cmd_check || exit 1
   mkdir -p "$dir" "$run"
   : >"$created"
@@ -372,16 +385,22 @@ unmount_under() {
   done
 }
 
-stop_pids() { # PID... : TERM, then KILL after 10 s
-  local p i
+# Whether a process runs (exited ones wait as zombies until init reaps them).
+running() {
+  [ -e "/proc/$1" ] && [ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
+stop_pids() { # PID... : TERM, then KILL whatever still runs after 10 s
+  local p i alive
   [ $# -gt 0 ] || return 0
   kill "$@" 2>/dev/null || true
   for i in $(seq 1 50); do
-    for p in "$@"; do [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && break; done
-    [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || return 0
+    alive=""
+    for p in "$@"; do running "$p" && alive+=" $p"; done
+    [ -n "$alive" ] || return 0
     sleep 0.2
   done
-  kill -9 "$@" 2>/dev/null || true
+  kill -9 $alive 2>/dev/null || true
 }
 
 cmd_down() {
@@ -445,11 +464,12 @@ cmd_import() {
 }
 
 case "${1:-}" in
+  supported) cmd_supported ;;
   check) cmd_check ;;
   up) cmd_up ;;
   down) cmd_down "${2:-}" ;;
   import) shift; cmd_import "$@" ;;
   ctr) shift; ctr_ "$@" ;;
   exec) shift; in_node "$@" ;;
-  *) echo "usage: hack/node.sh check|up|down|import IMAGE|ctr ARGS|exec ARGS" >&2; exit 2 ;;
+  *) echo "usage: hack/node.sh supported|check|up|down|import IMAGE|ctr ARGS|exec ARGS" >&2; exit 2 ;;
 esac

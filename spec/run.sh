@@ -184,8 +184,11 @@ if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ] || [ "$mode" = 
         start=$SECONDS
         run_suite incluster
         echo "== spec/incluster took $((SECONDS - start)) s"
-      else
+      elif why=$(hack/node.sh supported 2>&1); then
         fail_step "spec/incluster: the control plane has no real node luaop-node (it was started with LUAOP_NODE=0?)" incluster
+      else
+        echo "== spec/incluster skipped: ${why#node: }"
+        echo "ok 1 - # SKIP spec/incluster: ${why#node: }" >"$out/incluster.tap"
       fi
     fi
   fi

@@ -170,6 +170,37 @@ describe("luaop as a Pod on a real node", function()
     kube.kubectl { "delete", "-k", "spec/incluster/overlay", "--wait=false", "--ignore-not-found" }
   end)
 
+  it("runs on a Ready real node beside kwok's, with a containerd runtime, tainted, and left alone by kwok", function()
+    local real, fake = nil, 0
+    for _, n in ipairs(kube.list("nodes")) do
+      local annotations = n.metadata.annotations or {}
+      if n.metadata.name == "luaop-node" then
+        real = n
+      elseif annotations["kwok.x-k8s.io/node"] == "fake" then
+        fake = fake + 1
+      end
+    end
+    assert(real, "no node luaop-node")
+    assert.is_true(fake >= 1, "no kwok node beside it")
+    assert.is_nil((real.metadata.annotations or {})["kwok.x-k8s.io/node"])
+    assert.is_true(ready(real))
+    assert.matches("^containerd://1%.", real.status.nodeInfo.containerRuntimeVersion)
+    assert.matches("^v1%.", real.status.nodeInfo.kubeletVersion)
+    assert.are.equal("10.251.0.2", real.status.addresses[1].address)
+    assert.are.same({ { key = "luaop.dev/real-node", effect = "NoSchedule" } }, real.spec.taints)
+    -- its heartbeat is the kubelet's own (kwok renews the Leases of the
+    -- nodes it manages)
+    local lease = assert(kube.get("lease", "luaop-node", "kube-node-lease"))
+    assert.are.equal("luaop-node", lease.spec.holderIdentity)
+    local renewed = lease.spec.renewTime
+    kube.wait_for("the kubelet to renew its node Lease", 30, function()
+      return kube.get("lease", "luaop-node", "kube-node-lease").spec.renewTime ~= renewed
+    end)
+    -- and kwok's log never mentions it
+    local kwok_log = read("build/cluster/kwok/clusters/luaop/logs/kwok-controller.log")
+    assert.is_nil(kwok_log:find("luaop-node", 1, true), "kwok acted on the real node")
+  end)
+
   it("becomes Ready through its readiness probe, both replicas on the real node", function()
     local ps = wait_ready(120)
     for _, p in ipairs(ps) do
