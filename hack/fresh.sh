@@ -7,7 +7,8 @@
 # The root is buildah's debian:bookworm-slim (hack/image.sh makes it from
 # debootstrap once), with nothing added but the clone in /src, Go in
 # /usr/local/go (the machine's; Go builds the control plane, and a fresh
-# machine here has it) and the machine's resolv.conf. COMMAND runs as root
+# machine here has it), the machine's resolv.conf and its local trust
+# anchors (/usr/local/share/ca-certificates). COMMAND runs as root
 # in a mount namespace of its own whose root is that tree (pivot_root, so
 # that runc inside can pivot too), with /proc, /sys, /dev, and a fresh /run
 # and /tmp; it shares the machine's network (apt and the Go module proxy),
@@ -46,6 +47,12 @@ trap cleanup EXIT
 git clone -q "$root" "$tree/src"
 cp -a /usr/local/go "$tree/usr/local/go"
 cp /etc/resolv.conf "$tree/etc/resolv.conf"
+# the machine's own trust anchors, as it has its network: Debian's
+# ca-certificates (which hack/deps.sh installs) adds them to the bundle
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$tree/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$tree/usr/local/share/ca-certificates/"
+fi
 log "root $tree: a clone of $(git rev-parse --short HEAD) in /src; running: $*"
 
 start=$SECONDS
