@@ -277,6 +277,14 @@ describe("luaop as a Pod on a real node", function()
       -- the node itself neither
       local ok, out = sh(("hack/node.sh exec curl -sS -o /dev/null -m 3 http://%s:%d/"):format(addr, port))
       assert.is_false(ok, "the node reached " .. addr .. ": " .. out)
+      -- and the API server still listens on loopback only: not at the
+      -- machine's address, not at the veth's but through the node's NAT
+      local api_port = read(os.getenv("KUBECONFIG")):match("server: https://127%.0%.0%.1:(%d+)")
+      assert(api_port, "no loopback server in the admin kubeconfig")
+      for _, target in ipairs { addr, "10.251.0.1" } do
+        ok, out = sh(("curl -sS -k -o /dev/null -m 3 https://%s:%s/readyz"):format(target, api_port))
+        assert.is_false(ok, "the API server answered the machine at " .. target .. ": " .. out)
+      end
     end)
 
   it("works on the projected ServiceAccount token: an At reaches DONE, a Machine converges, a Secret is copied",
