@@ -403,6 +403,26 @@ stop_pids() { # PID... : TERM, then KILL whatever still runs after 10 s
   kill -9 $alive 2>/dev/null || true
 }
 
+# A directory `up` found missing and recorded: ours entirely, or shared
+# with whatever else may have started using it since (a containerd, a
+# kubelet, another CNI user). There only the files the node leaves are
+# removed, then the directories left empty; anything else stays, said.
+remove_dir() {
+  local d=$1
+  [ -e "$d" ] || return 0
+  unmount_under "$d"
+  case $d in
+    "$run" | /run/netns) rm -rf "$d"; return 0 ;;
+    /var/lib/kubelet) rm -f "$d/device-plugins/kubelet.sock" "$d/device-plugins/kubelet_internal_checkpoint" ;;
+    /var/lib/cni) rm -rf "$d"/results/luaop-node-* "$d"/networks/luaop-node ;;
+    /var/log/containers) find "$d" -maxdepth 1 -name "luaop-*_luaop-system_*" -delete 2>/dev/null ;;
+    /var/log/pods) rm -rf "$d"/luaop-system_luaop-* ;;
+    /run/containerd) find "$d/s" -maxdepth 1 -type s -delete 2>/dev/null ;;
+  esac
+  find "$d" -depth -type d -empty -delete 2>/dev/null || true
+  [ ! -e "$d" ] || log "left $d as it is: something else uses it now ($(ls -A "$d" | head -n 3 | tr '\n' ' '))"
+}
+
 cmd_down() {
   local quiet=${1:-} line kind a b c p
   if [ ! -f "$created" ] && [ -z "$(node_pids)" ] && [ ! -d "$dir" ]; then
@@ -444,7 +464,7 @@ cmd_down() {
           ;;
         sysctl) [ "$(sysctl -n "$a" 2>/dev/null)" = "$b" ] || sysctl -qw "$a=$b" 2>/dev/null || log "could not restore $a to $b" ;;
         mount) umount "$a" 2>/dev/null || true ;;
-        dir) unmount_under "$a"; rm -rf "$a" ;;
+        dir) remove_dir "$a" ;;
       esac
     done < <(tac "$created")
   fi

@@ -190,7 +190,9 @@ describe("luaop as a Pod on a real node", function()
     assert.are.same({ { key = "luaop.dev/real-node", effect = "NoSchedule" } }, real.spec.taints)
     -- its heartbeat is the kubelet's own (kwok renews the Leases of the
     -- nodes it manages)
-    local lease = assert(kube.get("lease", "luaop-node", "kube-node-lease"))
+    local lease = kube.wait_for("the kubelet's node Lease", 30, function()
+      return kube.get("lease", "luaop-node", "kube-node-lease")
+    end)
     assert.are.equal("luaop-node", lease.spec.holderIdentity)
     local renewed = lease.spec.renewTime
     kube.wait_for("the kubelet to renew its node Lease", 30, function()
