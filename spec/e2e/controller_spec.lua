@@ -3,6 +3,7 @@
 -- with backoff and logs its traceback, and honours requeue_after.
 local kube = require "support.kube"
 local luaop = require "support.luaop"
+local proc = require "support.proc"
 local system = require "system"
 
 describe("a Lua controller", function()
@@ -120,7 +121,8 @@ describe("a Lua controller", function()
       kube.wait_for("the budget error", 30, function() return run.stderr():find(case.error, 1, true) end)
       kube.must { "create", "configmap", case.next, "-n", ns, "--from-literal=k=v" }
       kube.must { "label", "configmap", case.next, "-n", ns, "role=parent" }
-      kube.wait_for(case.next .. "-child", 30, function() return child(case.next) end)
+      local ok, err = pcall(kube.wait_for, case.next .. "-child", 30, function() return child(case.next) end)
+      assert(ok, tostring(err) .. "\nluaop's last lines:\n" .. proc.tail(run.stderr(), 60))
     end)
   end
 
