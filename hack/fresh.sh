@@ -15,6 +15,8 @@
 # kernel and cgroups, so the machine's own local control plane must be down
 # (`make cluster-down`). Its cache ($LUAOP_CACHE) starts empty.
 #
+# FRESH_SCRIPT=FILE copies FILE in as /src/fresh-script.sh (to run a part
+# of the suite: `FRESH_SCRIPT=x.sh hack/fresh.sh bash fresh-script.sh`).
 # Output goes to build/fresh/log as well; the root is removed afterwards
 # (KEEP=1 keeps it and prints where). Exits with COMMAND's status.
 set -euo pipefail
@@ -45,6 +47,8 @@ cleanup() {
 }
 trap cleanup EXIT
 git clone -q "$root" "$tree/src"
+# FRESH_SCRIPT=FILE: a script of one's own, put in as /src/fresh-script.sh
+if [ -n "${FRESH_SCRIPT:-}" ]; then cp "$FRESH_SCRIPT" "$tree/src/fresh-script.sh"; fi
 cp -a /usr/local/go "$tree/usr/local/go"
 cp /etc/resolv.conf "$tree/etc/resolv.conf"
 # the machine's own trust anchors, as it has its network: Debian's
