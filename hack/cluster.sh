@@ -32,14 +32,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=versions.env
-. "$root/hack/versions.env"
-
-cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/luaop}
-k8s_bin="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION/bin"
-kwok_bin="$cache/kwok-$KWOK_VERSION/bin"
-cluster_dir="$root/build/cluster"
-kubeconfig="$cluster_dir/kubeconfig"
+# shellcheck source=paths.sh
+. "$root/hack/paths.sh"
 name=luaop
 
 export KWOK_WORKDIR="$cluster_dir/kwok"
@@ -64,28 +58,36 @@ go_env() {
   env GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto "$@"
 }
 
+# go build of Kubernetes packages from hack/k8s into DEST, stamped with the
+# release's version as Kubernetes' own build stamps it.
+go_build_k8s() {
+  local dest=$1 go v ldflags
+  shift
+  go=$(find_go)
+  v=k8s.io/component-base/version
+  ldflags="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=$(echo "$KUBE_VERSION" | cut -d. -f1 | tr -d v)"
+  ldflags+=" -X $v.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean"
+  ldflags+=" -X $v.buildDate=1970-01-01T00:00:00Z"
+  (cd "$root/hack/k8s" && go_env "$go" build -trimpath -ldflags="$ldflags" -o "$dest/" "$@")
+}
+
 build_k8s() {
   local want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd) missing=0 b
   for b in "${want[@]}"; do [ -x "$k8s_bin/$b" ] || missing=1; done
   [ "$missing" = 0 ] && return 0
 
-  local go tmp v ldflags start=$SECONDS
-  go=$(find_go)
+  local tmp start=$SECONDS
   tmp="$k8s_bin.tmp.$$"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  v=k8s.io/component-base/version
-  ldflags="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=$(echo "$KUBE_VERSION" | cut -d. -f1 | tr -d v)"
-  ldflags+=" -X $v.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean"
-  ldflags+=" -X $v.buildDate=1970-01-01T00:00:00Z"
   log "building Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION (first time only; takes a while)"
-  (cd "$root/hack/k8s" && go_env "$go" build -trimpath -ldflags="$ldflags" -o "$tmp/" \
+  go_build_k8s "$tmp" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
       k8s.io/kubernetes/cmd/kubectl \
       k8s.io/kubernetes/cmd/kubelet \
       k8s.io/kubernetes/cmd/kube-proxy \
-      go.etcd.io/etcd/server/v3) ||
+      go.etcd.io/etcd/server/v3 ||
     die "building Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION failed (go's output above): check the network to the Go module proxy (GOPROXY) and the free space in $cache"
   mv "$tmp/v3" "$tmp/etcd" 2>/dev/null || mv "$tmp/server" "$tmp/etcd"
   rm -rf "$k8s_bin" && mv "$tmp" "$k8s_bin"
@@ -112,17 +114,11 @@ build_kwok() {
 # caches, so little is compiled anew).
 build_node() {
   [ -x "$k8s_bin/kubelet" ] && [ -x "$k8s_bin/kube-proxy" ] && return 0
-  local go tmp v ldflags start=$SECONDS
-  go=$(find_go)
+  local tmp start=$SECONDS
   tmp="$k8s_bin.node.$$"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  v=k8s.io/component-base/version
-  ldflags="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=$(echo "$KUBE_VERSION" | cut -d. -f1 | tr -d v)"
-  ldflags+=" -X $v.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean"
-  ldflags+=" -X $v.buildDate=1970-01-01T00:00:00Z"
   log "building the kubelet and kube-proxy $KUBE_VERSION (first time only)"
-  (cd "$root/hack/k8s" && go_env "$go" build -trimpath -ldflags="$ldflags" -o "$tmp/" \
-      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy) ||
+  go_build_k8s "$tmp" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy ||
     die "building the kubelet and kube-proxy $KUBE_VERSION failed (go's output above): check the network to the Go module proxy (GOPROXY) and the free space in $cache"
   mv "$tmp/kubelet" "$tmp/kube-proxy" "$k8s_bin/" && rm -rf "$tmp"
   log "built the kubelet and kube-proxy in $((SECONDS - start)) s"

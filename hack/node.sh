@@ -32,12 +32,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=versions.env
-. "$root/hack/versions.env"
-cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/luaop}
-k8s_bin="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION/bin"
-cluster_dir="$root/build/cluster"
-admin_kubeconfig="$cluster_dir/kubeconfig"
+# shellcheck source=paths.sh
+. "$root/hack/paths.sh"
+admin_kubeconfig=$kubeconfig
 pki="$cluster_dir/kwok/clusters/luaop/pki"
 dir="$cluster_dir/node"
 run=/run/luaop-node
@@ -281,10 +278,9 @@ pause_archive() {
   echo "$out"
 }
 
-wait_for() { # SECONDS WHAT COMMAND...
-  local t=$1 what=$2 deadline
-  shift 2
-  deadline=$((SECONDS + t))
+wait_for() { # SECONDS COMMAND...
+  local deadline=$((SECONDS + $1))
+  shift
   until "$@" >/dev/null 2>&1; do
     [ "$SECONDS" -lt "$deadline" ] || return 1
     sleep 0.2
@@ -295,7 +291,6 @@ start_bg() { # NAME COMMAND... (in the node's network namespace, its own session
   local name=$1
   shift
   (exec setsid nsenter --net="/run/netns/$netns" -- "$@" </dev/null >>"$dir/logs/$name.log" 2>&1) &
-  echo $! >"$dir/$name.pid"
 }
 
 cmd_up() {
@@ -363,7 +358,7 @@ cmd_up() {
   write_kubeconfig kube-proxy "$port"
 
   start_bg containerd containerd --config "$dir/containerd.toml"
-  wait_for 30 containerd ctr_ version || die "containerd did not answer within 30 s; see build/cluster/node/logs/containerd.log"
+  wait_for 30 ctr_ version || die "containerd did not answer within 30 s; see build/cluster/node/logs/containerd.log"
   ctr_ images import --no-unpack=false "$(pause_archive)" >/dev/null ||
     die "could not import the pause image into the node's containerd"
 
@@ -371,7 +366,7 @@ cmd_up() {
     --root-dir "$dir/kubelet" --cert-dir "$dir/pki/kubelet-serving" --node-ip "$node_ip" \
     --hostname-override "$node" --node-labels "$taint=true" --v 1
   start_bg kube-proxy "$k8s_bin/kube-proxy" --config "$dir/kube-proxy.yaml" --v 1
-  wait_for 60 node kubectl wait --for=condition=Ready "node/$node" --timeout=1s ||
+  wait_for 60 kubectl wait --for=condition=Ready "node/$node" --timeout=1s ||
     die "the node did not become Ready within 60 s; see build/cluster/node/logs/"
   record "node $node"
   log "node $node Ready in $((SECONDS - start)) s (containerd $(containerd --version | awk '{print $3}'), kubelet $KUBE_VERSION)"
@@ -436,7 +431,7 @@ cmd_down() {
   fi
   # kube-proxy and the kubelet, then the containers, then containerd and shims
   for p in kube-proxy kubelet; do
-    [ -f "$dir/$p.pid" ] && stop_pids $(pgrep -f -- "--config $dir/$p.yaml" || true)
+    stop_pids $(pgrep -f -- "--config $dir/$p.yaml" || true)
   done
   if [ -S "$run/containerd.sock" ]; then
     for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done

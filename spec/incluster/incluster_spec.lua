@@ -9,6 +9,7 @@
 -- this last, when the machine has the real node (root).
 local kube = require "support.kube"
 local proc = require "support.proc"
+local prometheus = require "support.prometheus"
 local json = kube.json
 local system = require "system"
 
@@ -93,9 +94,8 @@ end
 -- The operators' ConfigMap with at.lua replaced by `text`, applied as a user
 -- would (kubectl apply of the changed ConfigMap).
 local function apply_at(text)
-  local dir = os.tmpname()
-  os.remove(dir)
-  must("mkdir -p " .. q(dir) .. " && cp operators/*.lua " .. q(dir))
+  local dir = proc.tempdir()
+  must("cp operators/*.lua " .. q(dir))
   local f = assert(io.open(dir .. "/at.lua", "w"))
   f:write(text)
   f:close()
@@ -105,12 +105,7 @@ local function apply_at(text)
   return kube.apply(yaml)
 end
 
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = proc.read
 
 local function create_at(name)
   kube.apply(([[
@@ -159,6 +154,11 @@ describe("luaop as a Pod on a real node", function()
         return not (o and o.metadata.deletionTimestamp)
       end)
     end
+    -- the CRDs first, as a user would on a new cluster: in one apply, the
+    -- samples can reach the API server before their kinds are served
+    kube.must { "apply", "-k", "manifests/crds" }
+    kube.must { "wait", "--for=condition=Established", "--timeout=60s", "-f", "manifests/crds/at.yaml",
+      "-f", "manifests/crds/machine.yaml", "-f", "manifests/crds/switch.yaml" }
     kube.must { "apply", "-k", "spec/incluster/overlay" }
   end)
 
@@ -266,9 +266,9 @@ describe("luaop as a Pod on a real node", function()
       local addr = must("ip -4 -o addr show scope global | awk '$2 != \"luaop-h\" { sub(/\\/.*/, \"\", $4); print $4; exit }'")
         :match("[%d.]+")
       assert(addr, "the machine has no global IPv4 address to try")
-      local port = tonumber(must([[python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])']]))
-      local server = must(("python3 -m http.server --bind 0.0.0.0 %d >/dev/null 2>&1 & echo $!"):format(port)):match("%d+")
-      finally(function() sh("kill " .. server .. " 2>/dev/null") end)
+      local port = proc.free_port("0.0.0.0")
+      local _, stop_server = proc.background(("python3 -m http.server --bind 0.0.0.0 %d"):format(port))
+      finally(stop_server)
       kube.wait_for("the machine to reach its own server", 10, function()
         return (sh(("curl -s -o /dev/null -m 2 http://%s:%d/"):format(addr, port)))
       end)
@@ -334,8 +334,9 @@ describe("luaop as a Pod on a real node", function()
     apply_at(changed)
     for _, p in ipairs(ps) do
       kube.wait_for("Pod " .. p.metadata.name .. " to load the new at.lua", 60, function()
-        local v = metric(scrape(p), "luaop_script_reloads_total", 'at.lua",result="success"') or 0
-        return v > 0 and (metric(scrape(p), "luaop_script_reloads_total", 'result="success"') or 0) >
+        local text = scrape(p)
+        local v = metric(text, "luaop_script_reloads_total", 'at.lua",result="success"') or 0
+        return v > 0 and (metric(text, "luaop_script_reloads_total", 'result="success"') or 0) >
           before[p.metadata.name]
       end)
     end
@@ -385,10 +386,6 @@ describe("luaop as a Pod on a real node", function()
 
   it("is scraped by a real Prometheus at the Pods' addresses", function()
     local ps = wait_ready(120)
-    local dir = os.tmpname()
-    os.remove(dir)
-    must("mkdir -p " .. q(dir))
-    finally(function() sh("rm -rf " .. q(dir)) end)
     -- Debian's Prometheus has no Kubernetes service discovery built in: the
     -- targets are the Pods' addresses and container ports as the API server
     -- gives them, which is what that discovery would find
@@ -400,19 +397,9 @@ describe("luaop as a Pod on a real node", function()
       end
       targets[#targets + 1] = ('{targets: ["%s:%d"], labels: {pod: %s}}'):format(p.status.podIP, port, p.metadata.name)
     end
-    local f = assert(io.open(dir .. "/prometheus.yml", "w"))
-    f:write(([[
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
-- job_name: luaop
-  static_configs: [%s]
-]]):format(table.concat(targets, ", ")))
-    f:close()
-    local port = tonumber(must([[python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])']]))
-    local pid = must(("prometheus --config.file=%s --storage.tsdb.path=%s --web.listen-address=127.0.0.1:%d >%s 2>&1 & echo $!")
-      :format(q(dir .. "/prometheus.yml"), q(dir .. "/data"), port, q(dir .. "/log"))):match("%d+")
-    finally(function() sh("kill " .. pid .. " 2>/dev/null; sleep 0.2; kill -9 " .. pid .. " 2>/dev/null") end)
-    local base = ("http://127.0.0.1:%d/api/v1/query?query="):format(port)
+    local prom = prometheus.start(table.concat(targets, ", "))
+    finally(prom.stop)
+    local base = prom.base .. "/api/v1/query?query="
     kube.wait_for("Prometheus to scrape both Pods", 60, function()
       local ok, out = sh("curl -s -m 5 " .. q(base .. "sum(up%7Bjob%3D%22luaop%22%7D)"))
       return ok and out:match('"value":%[[%d.]+,"2"%]')
@@ -424,21 +411,21 @@ scrape_configs:
       return ok and out:match('"value":%[[%d.]+,"[1-9]%d*"%]') and out
     end)
     assert.matches('"job":"luaop"', answer)
-    local ok, targets = sh(("curl -s -m 5 http://127.0.0.1:%d/api/v1/targets"):format(port))
-    assert.is_true(ok, targets)
-    assert.is_nil(targets:find('"health":"down"', 1, true), targets)
-    assert.is_nil(targets:find('"lastError":"[^"]', 1), targets)
+    local ok, scraped = sh("curl -s -m 5 " .. prom.base .. "/api/v1/targets")
+    assert.is_true(ok, scraped)
+    assert.is_nil(scraped:find('"health":"down"', 1, true), scraped)
+    assert.is_nil(scraped:find('"lastError":"[^"]', 1), scraped)
   end)
 
   it("refuses to start a node beside a kubelet of someone else's, naming it", function()
     -- beside its own node, the check passes
     local ok, out = sh("hack/node.sh check 2>&1")
     assert.is_true(ok, out)
-    local dir = os.tmpname()
-    os.remove(dir)
-    must("mkdir -p " .. q(dir) .. " && cp \"$(command -v sleep)\" " .. q(dir .. "/kubelet"))
+    local dir = proc.tempdir()
+    finally(function() sh("rm -rf " .. q(dir)) end)
+    must("cp \"$(command -v sleep)\" " .. q(dir .. "/kubelet"))
     local pid = must(q(dir .. "/kubelet") .. " 60 >/dev/null 2>&1 & echo $!"):match("%d+")
-    finally(function() sh("kill " .. pid .. " 2>/dev/null; rm -rf " .. q(dir)) end)
+    finally(function() sh("kill " .. pid .. " 2>/dev/null") end)
     ok, out = sh("hack/node.sh check 2>&1")
     assert.is_false(ok, out)
     assert.matches("refusing to start a node here: a kubelet runs on this machine already %(pid " .. pid .. ": " ..

@@ -102,6 +102,37 @@ function proc.env_words(env)
   return parts
 end
 
+-- A fresh directory of its own (mktemp -d); remove it with proc.sh("rm -rf ...").
+function proc.tempdir()
+  local p = assert(io.popen("mktemp -d"))
+  local dir = p:read("l")
+  p:close()
+  assert(dir and dir ~= "", "mktemp -d failed")
+  return dir
+end
+
+-- A TCP port free on `addr` (default 127.0.0.1) now, for a server that
+-- cannot report a port 0 it got.
+function proc.free_port(addr)
+  local ok, out = proc.sh(([[python3 -c 'import socket; s = socket.socket(); s.bind(("%s", 0)); print(s.getsockname()[1])']])
+    :format(addr or "127.0.0.1"))
+  assert(ok, out)
+  return tonumber(out)
+end
+
+-- Start `cmd` in the background, its output to `log`, killed after
+-- `deadline` seconds (default proc.deadline) should the spec never stop it;
+-- returns its pid (that of the `timeout` around it) and a stop function.
+function proc.background(cmd, log, deadline)
+  local p = assert(io.popen(("timeout -k 5 %d %s >%s 2>&1 & echo $!"):format(deadline or proc.deadline, cmd,
+    quote(log or "/dev/null"))))
+  local pid = assert(tonumber(p:read("l")), "could not start " .. cmd)
+  p:close()
+  return pid, function()
+    os.execute(("kill %d 2>/dev/null; timeout 5 tail --pid=%d -f /dev/null; kill -9 %d 2>/dev/null"):format(pid, pid, pid))
+  end
+end
+
 -- Run argv; returns exit code, stdout, stderr. env: see env_words.
 -- opts.deadline: seconds (default proc.deadline); past it the command is
 -- killed (SIGTERM, SIGKILL 5 s later) and this raises with the command and
