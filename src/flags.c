@@ -18,6 +18,7 @@
 static const char *flags_usage =
     "Usage: luaop --script PATH [--script PATH...] [flags]\n"
     "       luaop --program FILE [flags] [-- program arguments]\n"
+    "       luaop --check PATH...\n"
     "\n"
     "luaop runs Kubernetes operators written in Lua 5.4. Each script returns\n"
     "controller definitions; luaop runs them, each in a sandbox of its own\n"
@@ -30,6 +31,10 @@ static const char *flags_usage =
     "      --script PATH        a Lua script, or a directory whose *.lua files are\n"
     "                           each one (a mounted ConfigMap); repeatable\n"
     "      --program FILE       run FILE as a trusted program instead\n"
+    "      --check              check the scripts the arguments name (files or\n"
+    "                           directories), with no cluster: syntax, unknown\n"
+    "                           globals, controller definitions; prints\n"
+    "                           file:line: message and exits 1 on any finding\n"
     "      --watchdog           watch a program's loop as scripts' always is: a\n"
     "                           task that runs 5 s without waiting is interrupted\n"
     "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
@@ -117,12 +122,13 @@ int flags_parse(int argc, char **argv, flags *o)
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
            OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
-           OPT_LE_RENEW, OPT_LE_RETRY };
+           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"script", required_argument, NULL, OPT_SCRIPT},
         {"program", required_argument, NULL, OPT_PROGRAM},
+        {"check", no_argument, NULL, OPT_CHECK},
         {"watchdog", no_argument, NULL, OPT_WATCHDOG},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"context", required_argument, NULL, OPT_CONTEXT},
@@ -174,6 +180,9 @@ int flags_parse(int argc, char **argv, flags *o)
                 return 3;
             }
             o->program = optarg;
+            break;
+        case OPT_CHECK:
+            o->check = 1;
             break;
         case OPT_WATCHDOG:
             o->watchdog = 1;
@@ -293,6 +302,25 @@ int flags_parse(int argc, char **argv, flags *o)
     if (o->program && o->nscripts > 0) {
         fprintf(stderr, "luaop: --program runs one trusted file: not with --script\n");
         return 3;
+    }
+    if (o->check) {
+        if (o->program) {
+            fprintf(stderr, "luaop: --check checks scripts: not with --program\n");
+            return 3;
+        }
+        for (int i = 0; i < o->script_argc; i++) {
+            if (o->nscripts == FLAGS_MAX_SCRIPTS) {
+                fprintf(stderr, "luaop: at most %d paths to check (name a directory instead)\n", FLAGS_MAX_SCRIPTS);
+                return 3;
+            }
+            o->scripts[o->nscripts++] = o->script_argv[i];
+        }
+        o->script_argc = 0;
+        if (o->nscripts == 0) {
+            fprintf(stderr, "luaop: --check needs a script or a directory to check\n");
+            return 3;
+        }
+        return 0;
     }
     if (o->script_argc > 0 && !o->program) {
         fprintf(stderr, "luaop: unexpected argument %s%s\nRun 'luaop --help' for usage.\n", o->script_argv[0],

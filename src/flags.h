@@ -12,6 +12,7 @@ typedef struct flags {
     const char *scripts[FLAGS_MAX_SCRIPTS];
     int nscripts;
     const char *program;
+    int check; /* --check: the paths are the arguments (and --script's) */
     int watchdog; /* --watchdog (scripts: always) */
     const char *kubeconfig, *context, *namespace;
     double qps;

@@ -14,6 +14,7 @@ int lbind_task_open(lua_State *L);
 int lbind_workqueue_open(lua_State *L);
 int lbind_fs_open(lua_State *L);
 int lbind_metrics_open(lua_State *L);
+int lbind_check_open(lua_State *L);
 
 /* Every module finds its runtime (loop, API server) with runtime_of(L). */
 struct runtime;

@@ -26,6 +26,7 @@ static const struct {
     {"workqueue", lbind_workqueue_open, 0},
     {"fs", lbind_fs_open, 0},
     {"metrics", lbind_metrics_open, 0},
+    {"check", lbind_check_open, 0},
 };
 
 /* core.traceback(msg [, level]): msg and the stack below level, as

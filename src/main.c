@@ -221,6 +221,10 @@ static int main_start(lua_State *L, const flags *o, main_run *run)
         lua_pushstring(L, o->program);
         lua_setfield(L, -2, "program");
     }
+    if (o->check) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "check");
+    }
     lua_pushnumber(L, o->grace);
     lua_setfield(L, -2, "graceful_shutdown_timeout");
     if (main_identity(L, o) != 0)
@@ -240,6 +244,38 @@ static int main_start(lua_State *L, const flags *o, main_run *run)
         return -1;
     }
     return 0;
+}
+
+/* Compile every script the flags name (luaop.script's precheck, as a task:
+ * the file system is read on the thread pool). 0, or -1 after the script
+ * logged what does not compile, with file and line. */
+static int main_precheck(lua_State *L, const flags *o, runtime *rt)
+{
+    main_run pre = {.status = 1, .rt = rt};
+
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luaop.script");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        log_field f = {"error", LOG_STR, .v.str = {msg, strlen(msg)}};
+        log_write(LOG_ERROR, "setup", "cannot load luaop.script", &f, 1);
+        lua_pop(L, 1);
+        return -1;
+    }
+    lua_getfield(L, -1, "precheck");
+    lua_remove(L, -2);
+    lua_createtable(L, o->nscripts, 0);
+    for (int i = 0; i < o->nscripts; i++) {
+        lua_pushstring(L, o->scripts[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    if (sched_spawn(L, 1, main_done, &pre) == NULL) {
+        log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
+        return -1;
+    }
+    while (!pre.ended && uv_run(&rt->loop, UV_RUN_ONCE))
+        ;
+    return pre.ended && pre.status == 0 ? 0 : -1;
 }
 
 /* The metrics and probe servers the flags ask for, reading rt (serve.h).
@@ -287,20 +323,25 @@ static int main_script(const flags *o)
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
         return 1;
     }
-    rt->api = main_connect(o, rt, &in_cluster);
-    if (rt->api == NULL) {
-        runtime_free(rt);
-        return 1;
-    }
-    if (o->leader_elect && !o->le_namespace && !in_cluster) {
-        log_write(LOG_ERROR, "setup", "--leader-elect needs --leader-election-namespace outside a cluster", NULL, 0);
-        api_free(rt->api);
-        runtime_free(rt);
-        return 1;
-    }
-    api_set_metrics(rt->api, rt->metrics);
     L = main_lua(o, rt);
-    if (L == NULL || main_serve(o, rt, &srv) != 0 || main_start(L, o, &run) != 0)
+    if (L == NULL)
+        goto out;
+    /* scripts that do not compile are the first thing to say, before a
+     * kubeconfig that may be missing too; --check needs no API server */
+    if (!o->program && !o->check && main_precheck(L, o, rt) != 0)
+        goto out;
+    if (!o->check) {
+        rt->api = main_connect(o, rt, &in_cluster);
+        if (rt->api == NULL)
+            goto out;
+        if (o->leader_elect && !o->le_namespace && !in_cluster) {
+            log_write(LOG_ERROR, "setup", "--leader-elect needs --leader-election-namespace outside a cluster",
+                      NULL, 0);
+            goto out;
+        }
+        api_set_metrics(rt->api, rt->metrics);
+    }
+    if (main_serve(o, rt, &srv) != 0 || main_start(L, o, &run) != 0)
         goto out;
     uv_signal_init(&rt->loop, &run.sigterm);
     uv_signal_init(&rt->loop, &run.sigint);

@@ -30,36 +30,88 @@ end
 local Definition = {}
 Definition.__index = Definition
 
+-- What is wrong with a kind as a definition names it ("Kind", "v1/Kind",
+-- "group/version/Kind"), or nil.
+local function bad_kind(spec)
+  local parts = {}
+  for p in (spec .. "/"):gmatch("([^/]*)/") do parts[#parts + 1] = p end
+  if #parts > 3 then return "too many parts: want Kind, version/Kind or group/version/Kind" end
+  local kind, version, group = parts[#parts], parts[#parts - 1], parts[#parts - 2]
+  if not kind:match("^%u[%w]*$") then return ("the kind %q is not an UpperCamelCase name"):format(kind) end
+  if version and not version:match("^v%d+$") and not version:match("^v%d+%l+%d+$") then
+    return ("the version %q is not a Kubernetes version (v1, v1beta1, v1alpha2)"):format(version)
+  end
+  if group then
+    for label in (group .. "."):gmatch("([^.]*)%.") do
+      if #label > 63 or not (label:match("^[%l%d][%l%d%-]*$") and label:match("[%l%d]$")) then
+        return ("the group %q is not a DNS subdomain"):format(group)
+      end
+    end
+  end
+  return nil
+end
+M.bad_kind = bad_kind
+
+-- Where def is written: "path:line: " of its first Lua function (its
+-- reconcile, else a watch's map), or "" when it has none.
+local function where(def)
+  local fns = { type(def) == "table" and def.reconcile }
+  for _, w in ipairs(type(def) == "table" and type(def.watches) == "table" and def.watches or {}) do
+    fns[#fns + 1] = type(w) == "table" and w.map
+  end
+  for _, f in ipairs(fns) do
+    if type(f) == "function" then
+      local ok, line, source = pcall(core.check.line, f)
+      if ok and type(source) == "string" and source:sub(1, 1) == "@" then
+        return ("%s:%d: "):format(source:sub(2), line)
+      end
+    end
+  end
+  return ""
+end
+
 local function check(def)
   if type(def) ~= "table" then error("a controller definition is a table", 0) end
-  if type(def.name) ~= "string" or def.name == "" then error("a controller needs a name", 0) end
-  if type(def.resource) ~= "string" then error(("controller %s needs a resource (the kind it reconciles)"):format(def.name), 0) end
-  if type(def.reconcile) ~= "function" then error(("controller %s needs a reconcile function"):format(def.name), 0) end
+  local function fail(fmt, ...) error(where(def) .. fmt:format(...), 0) end
+  if type(def.name) ~= "string" or def.name == "" then fail("a controller needs a name") end
+  if type(def.resource) ~= "string" then fail("controller %s needs a resource (the kind it reconciles)", def.name) end
+  local bad = bad_kind(def.resource)
+  if bad then fail("controller %s: resource %q: %s", def.name, def.resource, bad) end
+  if type(def.reconcile) ~= "function" then fail("controller %s needs a reconcile function", def.name) end
+  if def.owns ~= nil and type(def.owns) ~= "table" then fail("controller %s: owns lists kinds", def.name) end
   for _, k in ipairs(def.owns or {}) do
-    if type(k) ~= "string" then error(("controller %s: owns lists kinds"):format(def.name), 0) end
+    if type(k) ~= "string" then fail("controller %s: owns lists kinds", def.name) end
+    bad = bad_kind(k)
+    if bad then fail("controller %s: owns %q: %s", def.name, k, bad) end
+  end
+  if def.watches ~= nil and type(def.watches) ~= "table" then
+    fail("controller %s: watches lists { kind, map = function(obj) return requests end }", def.name)
   end
   for _, w in ipairs(def.watches or {}) do
     if type(w) ~= "table" or type(w[1]) ~= "string" or type(w.map) ~= "function" then
-      error(("controller %s: each watch is { kind, map = function(obj) return requests end }"):format(def.name), 0)
+      fail("controller %s: watches: each is { kind, map = function(obj) return requests end }", def.name)
     end
+    bad = bad_kind(w[1])
+    if bad then fail("controller %s: watches %q: %s", def.name, w[1], bad) end
   end
   if def.instructions ~= nil and (math.type(def.instructions) ~= "integer" or def.instructions < 1) then
-    error(("controller %s: instructions must be an integer >= 1"):format(def.name), 0)
+    fail("controller %s: instructions must be an integer >= 1", def.name)
   end
   if def.concurrency ~= nil and (math.type(def.concurrency) ~= "integer" or def.concurrency < 1) then
-    error(("controller %s: concurrency must be an integer >= 1"):format(def.name), 0)
+    fail("controller %s: concurrency must be an integer >= 1", def.name)
   end
   if def.memory ~= nil and not bytes(def.memory) then
-    error(("controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\""):format(def.name), 0)
+    fail("controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\"", def.name)
   end
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
-    error(("controller %s: resync must be a number of seconds > 0"):format(def.name), 0)
+    fail("controller %s: resync must be a number of seconds > 0", def.name)
   end
 end
 
--- Validate and mark a definition. (Errors carry no position: the usual
--- `return luaop.controller {...}` is a tail call, which leaves no line of
--- the script to name; loading a script prefixes its path.)
+-- Validate and mark a definition. Errors name the script and the line of
+-- the definition's reconcile (the usual `return luaop.controller {...}` is
+-- a tail call, which leaves no caller's line to name); loading a script
+-- moves that line to the field's own (luaop.script).
 local budgets = setmetatable({}, { __mode = "k" }) -- definition -> a reconcile's budgets
 
 -- A budget a definition declares, cut down to the command line's limit.

@@ -6,6 +6,8 @@
 -- controllers until SIGTERM or SIGINT, reloading a script when its file
 -- changes.
 --
+-- --check PATH...: each script checked with no cluster (luaop.check).
+--
 -- --program FILE: trusted local Lua (tools, benchmarks, specs) runs top to
 -- bottom with the whole standard library and the arguments after --; its
 -- return value is the exit status, unless it returns controller
@@ -35,6 +37,7 @@ end
 -- graceful_shutdown_timeout (seconds), and leader (leader election:
 -- namespace, name, identity, lease_duration, renew_deadline, retry_period).
 return function(options, ...)
+  if options.check then return require("luaop.check").run(options.scripts) end
   controller.MAX_INSTRUCTIONS = options.max_instructions or controller.MAX_INSTRUCTIONS
   controller.MAX_MEMORY = options.max_memory or controller.MAX_MEMORY
   local manager = controller.manager()

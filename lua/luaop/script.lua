@@ -233,6 +233,25 @@ function M.located(path, err)
   return path .. ": " .. err
 end
 
+-- An error of a definition names the line of its reconcile
+-- (luaop.definition) and the field it is about ("controller x: concurrency
+-- must be ..."): name the field's line instead, the nearest line of text
+-- that sets it.
+local function field_line(err, path, text)
+  local line, field = err:match("^" .. path:gsub("%p", "%%%0") .. ":(%d+): controller [^:]*: (%l+)")
+  if not line then return err end
+  line = tonumber(line)
+  local best, n = nil, 0
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if l:find("%f[%w_]" .. field .. "%s*=") and (not best or math.abs(n - line) < math.abs(best - line)) then
+      best = n
+    end
+  end
+  if not best then return err end
+  return ("%s:%d:%s"):format(path, best, err:sub(#path + #tostring(line) + 3))
+end
+
 -- Load and run a script's top level in a budgeted task: defs | nil, err.
 function M.load(path, text)
   local chunk, err = M.compile(path, text)
@@ -242,12 +261,29 @@ function M.load(path, text)
     instructions = math.min(M.LOAD_BUDGET.instructions, controller.MAX_INSTRUCTIONS),
     memory = math.min(M.LOAD_BUDGET.memory, controller.MAX_MEMORY),
     name = "load " .. path }, chunk):wait()
-  if not ok then return nil, M.located(path, res) end
+  if not ok then return nil, field_line(M.located(path, res), path, text) end
   local defs = M.definitions(res)
   if not defs then
     return nil, ("%s: the script returns no controller definition (return luaop.controller{...} or a list of them)"):format(path)
   end
   return defs
+end
+
+-- Compile every script the paths hold, running none (before luaop connects
+-- to an API server: a script's own error comes first). 0, or 1 after
+-- logging each one that does not compile, with its file and line.
+-- (A path that cannot be read is left to the run, which says so.)
+function M.precheck(paths)
+  local sources = M.sources(paths)
+  local failures = {}
+  for _, path in ipairs(sources and M.files(sources) or {}) do
+    local text = M.read(path)
+    local chunk, cerr = M.compile(path, text or "")
+    if not chunk then failures[#failures + 1] = cerr end
+  end
+  if #failures == 0 then return 0 end
+  core.log.write("error", "script", "cannot load scripts", { error = table.concat(failures, "\n") })
+  return 1
 end
 
 -- ---- the reloader ---------------------------------------------------------
