@@ -3,6 +3,8 @@
 #define LUAOP_LBIND_H
 
 #include <lauxlib.h>
+#include <stdint.h>
+
 #include <lua.h>
 
 /* Each pushes its module's table. */
@@ -15,6 +17,8 @@ int lbind_workqueue_open(lua_State *L);
 int lbind_fs_open(lua_State *L);
 int lbind_metrics_open(lua_State *L);
 int lbind_check_open(lua_State *L);
+int lbind_kit_open(lua_State *L);
+int lbind_yaml_open(lua_State *L);
 
 /* Every module finds its runtime (loop, API server) with runtime_of(L). */
 struct runtime;
@@ -31,6 +35,15 @@ int lbind_task_stop(struct runtime *rt);
 
 /* Stop the timers of tasks still sleeping (at exit). */
 void lbind_task_shutdown(struct runtime *rt);
+
+/* The virtual clock moved (lbind_kit.c): sleeps and work queues whose
+ * time came are started again. */
+void lbind_task_clock_moved(struct runtime *rt);
+void lbind_workqueue_clock_moved(struct runtime *rt);
+/* The earliest time (runtime_now_ns) a sleep ends or a delayed key of a
+ * queue a task waits on comes due: 1 and *due, or 0 when none. */
+int lbind_task_next_due(struct runtime *rt, uint64_t *due);
+int lbind_workqueue_next_due(struct runtime *rt, uint64_t *due);
 
 /* File system work still on the thread pool (at exit) is freed when done,
  * its task forgotten. */

@@ -16,7 +16,7 @@
 static const struct {
     const char *name;
     lua_CFunction open;
-    int credentials; /* hands out credentials: not for scripts */
+    int trusted; /* hands out credentials, or moves the clock: not where scripts run */
 } lbind_core_modules[] = {
     {"json", lbind_json_open, 0},
     {"log", lbind_log_open, 0},
@@ -27,6 +27,8 @@ static const struct {
     {"fs", lbind_fs_open, 0},
     {"metrics", lbind_metrics_open, 0},
     {"check", lbind_check_open, 0},
+    {"kit", lbind_kit_open, 1},
+    {"yaml", lbind_yaml_open, 0},
 };
 
 /* core.traceback(msg [, level]): msg and the stack below level, as
@@ -99,7 +101,7 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
     }
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {
-        if (runtime_of(L)->scripts && lbind_core_modules[i].credentials)
+        if (runtime_of(L)->scripts && lbind_core_modules[i].trusted)
             continue;
         lbind_core_modules[i].open(L);
         if (lbind_core_modules[i].open == lbind_api_open)

@@ -55,7 +55,7 @@ struct lbind_sleep {
     sched_task *t;
     runtime *rt;
     lbind_cond *cond; /* the timeout of a cond:wait: it ends with false */
-    uint64_t due;     /* uv_hrtime() at which it is over */
+    uint64_t due;     /* runtime_now_ns() at which it is over */
     list_node link; /* in rt->sleeps: every sleep not yet over */
 };
 
@@ -77,11 +77,9 @@ static void lbind_sleep_cb(uv_timer_t *timer)
     lbind_sleep *s = timer->data;
     sched_task *t = s->t;
     int nres = 0;
-    uint64_t now = uv_hrtime();
-
-    if (now < s->due) {
+    if (runtime_now_ns(s->rt) < s->due) {
         /* the loop's clock is in (coarse) milliseconds: early, wait the rest */
-        uv_timer_start(&s->timer, lbind_sleep_cb, (s->due - now + 999999) / 1000000, 0);
+        runtime_timer_start(s->rt, &s->timer, lbind_sleep_cb, s->due);
         return;
     }
     if (s->cond) {
@@ -119,13 +117,32 @@ static lbind_sleep *lbind_wake_after(runtime *rt, sched_task *t, double secs)
     list_push(&rt->sleeps, &s->link);
     uv_timer_init(&rt->loop, &s->timer);
     s->timer.data = s;
-    /* never early: counted from now (not the iteration's start), rounded
-     * up, and checked against the monotonic clock when it fires */
-    s->due = uv_hrtime() + (secs > 0 ? (uint64_t)(secs * 1e9) : 0);
-    if (secs > 0)
-        uv_update_time(&rt->loop);
-    uv_timer_start(&s->timer, lbind_sleep_cb, secs > 0 ? (uint64_t)ceil(secs * 1000.0) : 0, 0);
+    /* never early: counted from now, rounded up, and checked against the
+     * clock when it fires */
+    s->due = runtime_now_ns(rt) + (secs > 0 ? (uint64_t)ceil(secs * 1e9) : 0);
+    runtime_timer_start(rt, &s->timer, lbind_sleep_cb, s->due);
     return s;
+}
+
+void lbind_task_clock_moved(runtime *rt)
+{
+    for (list_node *n = rt->sleeps; n; n = n->next) {
+        lbind_sleep *s = list_entry(n, lbind_sleep, link);
+        runtime_timer_start(rt, &s->timer, lbind_sleep_cb, s->due);
+    }
+}
+
+int lbind_task_next_due(runtime *rt, uint64_t *due)
+{
+    int any = 0;
+
+    for (list_node *n = rt->sleeps; n; n = n->next) {
+        lbind_sleep *s = list_entry(n, lbind_sleep, link);
+        if (!any || s->due < *due)
+            *due = s->due;
+        any = 1;
+    }
+    return any;
 }
 
 static int lbind_task_sleep(lua_State *L)
@@ -291,20 +308,21 @@ static int lbind_task_iterations(lua_State *L)
     return 1;
 }
 
+/* task.now() -> seconds on the runtime's monotonic clock */
 static int lbind_task_now(lua_State *L)
 {
-    lua_pushnumber(L, (lua_Number)uv_hrtime() / 1e9);
+    lua_pushnumber(L, (lua_Number)runtime_now_ns(runtime_of(L)) / 1e9);
     return 1;
 }
 
 /* task.wall() -> seconds since the epoch, to the microsecond */
 static int lbind_task_wall(lua_State *L)
 {
-    uv_timeval64_t tv;
+    double wall = runtime_wall(runtime_of(L));
 
-    if (uv_gettimeofday(&tv) != 0)
+    if (wall < 0)
         return luaL_error(L, "cannot read the clock");
-    lua_pushnumber(L, (lua_Number)tv.tv_sec + (lua_Number)tv.tv_usec / 1e6);
+    lua_pushnumber(L, wall);
     return 1;
 }
 

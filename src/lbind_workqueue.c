@@ -38,6 +38,7 @@
 
 typedef struct lbind_wq {
     workqueue *q;
+    runtime *rt;
     uv_timer_t *timer; /* once a task took: when the next delayed key is due */
     uv_idle_t *ready;  /* active while a waiting task can be served */
     sched_task **waiting; /* in q:take(), oldest first */
@@ -49,6 +50,7 @@ typedef struct lbind_wq {
     metrics *m;
     metrics_series *depth, *adds, *latency, *work, *unfinished, *longest, *retries;
     unsigned long adds_seen, retries_seen;
+    list_node link; /* in rt->queues while it has a timer */
 } lbind_wq;
 
 static void lbind_wq_arm(lbind_wq *w);
@@ -68,9 +70,15 @@ static workqueue *lbind_wq_check(lua_State *L)
     return w->q;
 }
 
+/* the runtime's clock, in seconds */
+static double lbind_wq_clock(const runtime *rt)
+{
+    return (double)runtime_now_ns(rt) / 1e9;
+}
+
 static double lbind_wq_now(lua_State *L, int idx)
 {
-    return lua_isnoneornil(L, idx) ? (double)uv_hrtime() / 1e9 : luaL_checknumber(L, idx);
+    return lua_isnoneornil(L, idx) ? lbind_wq_clock(runtime_of(L)) : luaL_checknumber(L, idx);
 }
 
 static int lbind_wq_oom(lua_State *L, int rc)
@@ -299,7 +307,7 @@ static void lbind_wq_serve(uv_idle_t *idle)
     if (w->q == NULL)
         return;
     w->wake_all = 0;
-    workqueue_tick(w->q, (double)uv_hrtime() / 1e9);
+    workqueue_tick(w->q, lbind_wq_clock(w->rt));
     while (serve-- > 0 && w->n > 0 && w->q) {
         const char *key = workqueue_get(w->q);
         if (key == NULL && !wake_all && !workqueue_shutting_down(w->q))
@@ -327,7 +335,7 @@ static void lbind_wq_due(uv_timer_t *timer)
 
     if (w->q == NULL)
         return;
-    workqueue_tick(w->q, (double)uv_hrtime() / 1e9);
+    workqueue_tick(w->q, lbind_wq_clock(w->rt));
     lbind_wq_arm(w);
 }
 
@@ -339,7 +347,7 @@ static void lbind_wq_due(uv_timer_t *timer)
 static void lbind_wq_arm(lbind_wq *w)
 {
     workqueue_stats st;
-    double due;
+    double due, now;
 
     if (w->timer == NULL || w->q == NULL)
         return;
@@ -358,11 +366,31 @@ static void lbind_wq_arm(lbind_wq *w)
         uv_timer_stop(w->timer);
         return;
     }
-    due -= (double)uv_hrtime() / 1e9;
-    if (due > 365.0 * 24 * 3600)
-        due = 365.0 * 24 * 3600; /* requeue_after(math.huge): look again in a year */
-    uv_update_time(w->timer->loop); /* the timer counts from now, not the iteration's start */
-    uv_timer_start(w->timer, lbind_wq_due, due > 0 ? (uint64_t)ceil(due * 1000.0) : 0, 0);
+    now = lbind_wq_clock(w->rt);
+    if (due - now > 365.0 * 24 * 3600)
+        due = now + 365.0 * 24 * 3600; /* requeue_after(math.huge): look again in a year */
+    runtime_timer_start(w->rt, w->timer, lbind_wq_due, due > now ? (uint64_t)ceil(due * 1e9) : runtime_now_ns(w->rt));
+}
+
+void lbind_workqueue_clock_moved(runtime *rt)
+{
+    for (list_node *n = rt->queues; n; n = n->next)
+        lbind_wq_arm(list_entry(n, lbind_wq, link));
+}
+
+int lbind_workqueue_next_due(runtime *rt, uint64_t *due)
+{
+    int any = 0;
+
+    for (list_node *n = rt->queues; n; n = n->next) {
+        lbind_wq *w = list_entry(n, lbind_wq, link);
+        double d = w->q && w->n > 0 ? workqueue_next_ready(w->q) : -1;
+        if (d >= 0 && (!any || (uint64_t)ceil(d * 1e9) < *due)) {
+            *due = (uint64_t)ceil(d * 1e9);
+            any = 1;
+        }
+    }
+    return any;
 }
 
 static int lbind_wq_take_k(lua_State *L, int status, lua_KContext ctx)
@@ -394,6 +422,8 @@ static int lbind_wq_take(lua_State *L)
         uv_timer_init(&rt->loop, w->timer);
         uv_idle_init(&rt->loop, w->ready);
         w->timer->data = w->ready->data = w;
+        w->rt = rt;
+        list_push(&rt->queues, &w->link);
     }
     /* even a key ready now is handed over by the loop: waits first */
     workqueue_stats_get(q, &st);
@@ -473,6 +503,7 @@ static int lbind_wq_gc(lua_State *L)
     w->waiting = NULL;
     w->n = w->cap = 0;
     if (w->timer) {
+        list_remove(&w->rt->queues, &w->link);
         uv_close((uv_handle_t *)w->timer, lbind_wq_handle_closed);
         uv_close((uv_handle_t *)w->ready, lbind_wq_handle_closed);
         w->timer = NULL;

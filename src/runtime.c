@@ -89,3 +89,36 @@ runtime *runtime_of(lua_State *L)
         luaL_error(L, "no luaop runtime runs this Lua state");
     return rt;
 }
+
+uint64_t runtime_now_ns(const runtime *rt)
+{
+    return rt->virtual_clock ? rt->virtual_ns : uv_hrtime();
+}
+
+double runtime_wall(const runtime *rt)
+{
+    uv_timeval64_t tv;
+
+    if (rt->virtual_clock)
+        return rt->virtual_wall;
+    if (uv_gettimeofday(&tv) != 0)
+        return -1;
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+void runtime_timer_start(runtime *rt, uv_timer_t *t, uv_timer_cb cb, uint64_t due_ns)
+{
+    uint64_t now = runtime_now_ns(rt);
+
+    if (rt->virtual_clock) {
+        if (due_ns <= now)
+            uv_timer_start(t, cb, 0, 0);
+        else
+            uv_timer_stop(t);
+        return;
+    }
+    /* counted from now (not the iteration's start), rounded up to the
+     * loop's milliseconds */
+    uv_update_time(&rt->loop);
+    uv_timer_start(t, cb, due_ns > now ? (due_ns - now + 999999) / 1000000 : 0, 0);
+}

@@ -8,6 +8,7 @@
 #define LUAOP_RUNTIME_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include <lua.h>
 #include <uv.h>
@@ -38,6 +39,14 @@ typedef struct runtime {
     void *shutdown_cond;        /* task.shutdown()'s condition, once made */
     /* lbind_fs.c */
     list_node *fs_jobs; /* work still on the thread pool (lbind_fs_job.link) */
+    /* lbind_workqueue.c */
+    list_node *queues; /* every queue with a timer (lbind_wq.link) */
+    /* The clock of tasks, sleeps and work queues (runtime_now_ns): the
+     * monotonic clock, or, for the test kit, a virtual one that stands
+     * still until it is moved (lbind_task.c: task.virtual_clock) */
+    int virtual_clock;
+    uint64_t virtual_ns; /* its monotonic time, in ns */
+    double virtual_wall; /* its wall time at virtual_ns, in s since the epoch */
 } runtime;
 
 /* A runtime with a new loop; NULL when out of memory. */
@@ -52,6 +61,17 @@ int runtime_free(runtime *rt);
 /* Make rt the runtime of L's state (through its registry) and give the
  * state its scheduler (sched_new). 0, or -1 when out of memory. */
 int runtime_attach(runtime *rt, lua_State *L);
+
+/* rt's monotonic time in ns (uv_hrtime's, or the virtual clock's), and
+ * its wall time in seconds since the epoch (-1 when it cannot be read). */
+uint64_t runtime_now_ns(const runtime *rt);
+double runtime_wall(const runtime *rt);
+
+/* Start timer t to call cb once rt's clock reaches due_ns: never early (a
+ * callback should check the clock and start it again when early). On the
+ * virtual clock a due time still ahead arms nothing: moving the clock
+ * starts it again (lbind_task_clock_moved). */
+void runtime_timer_start(runtime *rt, uv_timer_t *t, uv_timer_cb cb, uint64_t due_ns);
 
 /* The runtime of L's state: runtime_get NULL when none, runtime_of raises. */
 runtime *runtime_get(lua_State *L);

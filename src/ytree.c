@@ -155,48 +155,92 @@ err_tree:
     return NULL;
 }
 
-ytree *ytree_parse(const char *data, size_t len, char *err, size_t errlen)
+/* An empty map: what an empty document is. */
+static ytree *ytree_empty(void)
+{
+    ytree *t = calloc(1, sizeof *t);
+
+    if (t) {
+        t->kind = YTREE_MAP;
+        t->line = 1;
+    }
+    return t;
+}
+
+/* The documents of data, up to max of them, as a sequence; NULL on error. */
+static ytree *ytree_parse_docs(const char *data, size_t len, size_t max, char *err, size_t errlen)
 {
     ytree_parser yp = {.err = err, .errlen = errlen};
     yaml_event_t ev;
-    ytree *root = NULL;
+    ytree *docs = calloc(1, sizeof *docs);
 
-    if (!yaml_parser_initialize(&yp.p)) {
+    if (docs == NULL || !yaml_parser_initialize(&yp.p)) {
+        free(docs);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    docs->kind = YTREE_SEQ;
+    docs->line = 1;
     yaml_parser_set_input_string(&yp.p, (const unsigned char *)data, len);
-    /* stream start, then a document start or the stream's end */
+    /* the stream's start, then documents until the stream's end */
     if (!ytree_next(&yp, &ev))
-        goto done;
+        goto fail;
     yaml_event_delete(&ev);
-    if (!ytree_next(&yp, &ev))
-        goto done;
-    if (ev.type == YAML_STREAM_END_EVENT) {
+    while (docs->len < max) {
+        ytree *root;
+        if (!ytree_next(&yp, &ev))
+            goto fail;
+        if (ev.type == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            break;
+        }
+        yaml_event_delete(&ev); /* the document's start */
+        if (!ytree_next(&yp, &ev))
+            goto fail;
+        root = ytree_node(&yp, &ev);
+        if (root == NULL)
+            goto fail;
+        if (root->kind == YTREE_SCALAR && ytree_is_null(root)) {
+            /* "---" followed by nothing: an empty document */
+            ytree_free(root);
+            root = ytree_empty();
+        }
+        if (root == NULL || !ytree_push(docs, NULL, root)) {
+            ytree_free(root);
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        if (!ytree_next(&yp, &ev)) /* the document's end */
+            goto fail;
         yaml_event_delete(&ev);
-        root = calloc(1, sizeof *root);
-        if (root) {
-            root->kind = YTREE_MAP;
-            root->line = 1;
-        }
-        goto done;
     }
-    yaml_event_delete(&ev); /* document start */
-    if (!ytree_next(&yp, &ev))
-        goto done;
-    root = ytree_node(&yp, &ev);
-    if (root && root->kind == YTREE_SCALAR && ytree_is_null(root)) {
-        /* "---" followed by nothing: an empty document */
-        ytree_free(root);
-        root = calloc(1, sizeof *root);
-        if (root) {
-            root->kind = YTREE_MAP;
-            root->line = 1;
-        }
-    }
-done:
     yaml_parser_delete(&yp.p);
+    return docs;
+fail:
+    yaml_parser_delete(&yp.p);
+    ytree_free(docs);
+    return NULL;
+}
+
+ytree *ytree_parse(const char *data, size_t len, char *err, size_t errlen)
+{
+    ytree *docs = ytree_parse_docs(data, len, 1, err, errlen), *root;
+
+    if (docs == NULL)
+        return NULL;
+    if (docs->len == 0) {
+        ytree_free(docs);
+        return ytree_empty();
+    }
+    root = docs->items[0];
+    docs->len = 0;
+    ytree_free(docs);
     return root;
+}
+
+ytree *ytree_parse_all(const char *data, size_t len, char *err, size_t errlen)
+{
+    return ytree_parse_docs(data, len, (size_t)-1, err, errlen);
 }
 
 const ytree *ytree_get(const ytree *t, const char *key)

@@ -24,6 +24,10 @@ struct ytree {
  * NULL on error, with a message naming the line in err. */
 ytree *ytree_parse(const char *data, size_t len, char *err, size_t errlen);
 
+/* Every document of `data`, as a sequence of them (empty ones as empty
+ * maps). NULL on error, with a message naming the line in err. */
+ytree *ytree_parse_all(const char *data, size_t len, char *err, size_t errlen);
+
 void ytree_free(ytree *t);
 
 /* The value of `key` in a map, or NULL (also when t is not a map). */

@@ -1,0 +1,118 @@
+/* lbind_kit.c - luaop.core.kit: what the test kit (lua/luaop/testing.lua)
+ * drives, so a script's controllers run to completion in a spec without
+ * waiting for wall time:
+ *
+ *   kit.virtual_clock([wall]) the runtime's clock (task.now, task.wall,
+ *     sleeps, cond timeouts, work queue delays and rate limits) stands
+ *     still, at wall seconds since the epoch (default: now), until moved
+ *   kit.advance(seconds)  move it: sleeps and delayed keys whose time came
+ *     are started (they run at the next kit.run)
+ *   kit.next_due() -> seconds | nil  until the next sleep ends or delayed
+ *     key comes due (nil: nothing waits on time)
+ *   kit.run([max]) -> iterations  run the loop until nothing is ready at
+ *     the clock's present time (waiting for file reads on the thread pool
+ *     meanwhile); at most max iterations (default 10^6). Not from a task:
+ *     it drives the loop that runs them. */
+#include "lbind.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include <lauxlib.h>
+#include <uv.h>
+
+#include "runtime.h"
+#include "sched.h"
+
+static runtime *lbind_kit_virtual(lua_State *L, const char *what)
+{
+    runtime *rt = runtime_of(L);
+
+    if (!rt->virtual_clock)
+        luaL_error(L, "%s needs the virtual clock (kit.virtual_clock)", what);
+    return rt;
+}
+
+static int lbind_kit_virtual_clock(lua_State *L)
+{
+    runtime *rt = runtime_of(L);
+    double wall = luaL_optnumber(L, 1, -1);
+
+    if (!rt->virtual_clock) {
+        if (lua_isnoneornil(L, 1) && (wall = runtime_wall(rt)) < 0)
+            return luaL_error(L, "cannot read the clock");
+        rt->virtual_ns = uv_hrtime(); /* what waits already keeps its due time */
+        rt->virtual_clock = 1;
+    } else if (lua_isnoneornil(L, 1)) {
+        return 0;
+    }
+    luaL_argcheck(L, isfinite(wall) && wall >= 0, 1, "a wall time is seconds since the epoch");
+    rt->virtual_wall = wall;
+    lbind_task_clock_moved(rt);
+    lbind_workqueue_clock_moved(rt);
+    return 0;
+}
+
+static int lbind_kit_advance(lua_State *L)
+{
+    runtime *rt = lbind_kit_virtual(L, "kit.advance");
+    double secs = luaL_checknumber(L, 1);
+
+    luaL_argcheck(L, secs >= 0 && secs <= 100.0 * 365 * 24 * 3600, 1, "seconds from 0 to 100 years");
+    rt->virtual_ns += (uint64_t)ceil(secs * 1e9);
+    rt->virtual_wall += secs;
+    lbind_task_clock_moved(rt);
+    lbind_workqueue_clock_moved(rt);
+    return 0;
+}
+
+static int lbind_kit_next_due(lua_State *L)
+{
+    runtime *rt = lbind_kit_virtual(L, "kit.next_due");
+    uint64_t a = 0, b = 0, now = runtime_now_ns(rt);
+    int has_a = lbind_task_next_due(rt, &a), has_b = lbind_workqueue_next_due(rt, &b);
+    uint64_t due;
+
+    if (!has_a && !has_b) {
+        lua_pushnil(L);
+        return 1;
+    }
+    due = !has_a ? b : !has_b ? a : a < b ? a : b;
+    lua_pushnumber(L, due > now ? (lua_Number)(due - now) / 1e9 : 0);
+    return 1;
+}
+
+static int lbind_kit_run(lua_State *L)
+{
+    runtime *rt = runtime_of(L);
+    lua_Integer max = luaL_optinteger(L, 1, 1000000), n = 0;
+
+    if (sched_current(L) != NULL)
+        return luaL_error(L, "kit.run drives the loop that runs tasks: call it from outside any task");
+    while (n < max) {
+        n++;
+        if (!uv_run(&rt->loop, UV_RUN_NOWAIT))
+            break; /* nothing active at all */
+        if (uv_backend_timeout(&rt->loop) == 0)
+            continue; /* more is ready now */
+        if (rt->fs_jobs == NULL)
+            break; /* only what waits on time or on a task */
+        uv_run(&rt->loop, UV_RUN_ONCE); /* a file read on the thread pool: wait for it */
+    }
+    lua_pushinteger(L, n);
+    return 1;
+}
+
+int lbind_kit_open(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        {"virtual_clock", lbind_kit_virtual_clock},
+        {"advance", lbind_kit_advance},
+        {"next_due", lbind_kit_next_due},
+        {"run", lbind_kit_run},
+        {NULL, NULL},
+    };
+
+    luaL_newlib(L, funcs);
+    return 1;
+}
