@@ -50,7 +50,7 @@ Q := @
 say := @printf '  %-6s %s\n'
 endif
 
-.PHONY: all asan ctest deps test test-unit test-e2e cluster-up cluster-down cluster-status \
+.PHONY: all asan ctest deps test test-unit test-e2e lint cluster-up cluster-down cluster-status \
         cluster-bin run image test-image test-incluster clean distclean fuzz fuzz-build
 
 all: build/luaop build/lua/luaop/core.so build/bin/lua
@@ -209,6 +209,10 @@ test: deps
 
 test-unit: all asan fuzz-build ctest
 	spec/run.sh unit
+
+# luacheck (.luacheckrc) over the Lua of the tree; make test runs it too
+lint:
+	luacheck lua operators spec bench
 
 test-e2e: all asan
 	spec/run.sh e2e

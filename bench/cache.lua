@@ -66,7 +66,8 @@ local function escape(s) return (s:gsub("[^%w%-%._~]", function(ch) return ("%%%
 local function raw_list(decode)
   local continue, items, pages = nil, 0, 0
   repeat
-    local status, body = core.api.request { method = "GET", path = base .. (continue and "&continue=" .. escape(continue) or "") }
+    local path = base .. (continue and "&continue=" .. escape(continue) or "")
+    local status, body = core.api.request { method = "GET", path = path }
     assert(status == 200, body)
     pages = pages + 1
     -- the list's metadata comes before its items

@@ -29,6 +29,8 @@ measure("create_seq", function()
 end)
 measure("create_conc", function()
   local tasks = {}
-  for i = 1, n do tasks[i] = luaop.spawn(function() return assert(c:create(cm(("luaop-%s-conc-%d"):format(round, i)))) end) end
+  for i = 1, n do
+    tasks[i] = luaop.spawn(function() return assert(c:create(cm(("luaop-%s-conc-%d"):format(round, i)))) end)
+  end
   for _, t in ipairs(tasks) do assert(t:wait()) end
 end)

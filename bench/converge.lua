@@ -40,7 +40,8 @@ if mode == "machines" then
   end)
 elseif mode == "raw" then
   concurrently(n, function(i)
-    return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = ("raw-%05d"):format(i), namespace = ns }, data = { k = "v" } }
+    return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = ("raw-%05d"):format(i), namespace = ns },
+      data = { k = "v" } }
   end)
 elseif mode == "watch" then
   local done, count = {}, 0

@@ -35,7 +35,8 @@ end
 
 if mode == "create" then
   for i = 1, tonumber(arg[3]) do
-    assert(c:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "lat-" .. i, namespace = ns }, data = { n = "0" } })
+    assert(c:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "lat-" .. i, namespace = ns },
+      data = { n = "0" } })
   end
   return 0
 end
@@ -51,7 +52,8 @@ if mode == "writer" then
       if i / rate >= secs or luaop.now() - t0 >= secs then return end
       issued = i + 1
       if wait > 0 then luaop.sleep(wait) end
-      local _, err = c:patch("ConfigMap", { namespace = ns, name = "lat-" .. (i % n + 1) }, { data = { n = tostring(i + 1) } })
+      local _, err = c:patch("ConfigMap", { namespace = ns, name = "lat-" .. (i % n + 1) },
+        { data = { n = tostring(i + 1) } })
       if err then errors = errors + 1 else done = done + 1 end
     end
   end

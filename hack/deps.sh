@@ -5,10 +5,11 @@
 #   build    what `make` needs: a C toolchain, Lua 5.4, libyaml, libuv,
 #            libcurl, nghttp2, zlib, and dpkg-dev and perl for the lean static
 #            libcurl and OpenSSL that hack/libs.sh builds from source packages
-#   test     what `make test` adds: busted, valgrind, clang and libclang-rt
-#            (the fuzz harnesses), python3 (the fake API
-#            server), openssl (test certificates), curl, prometheus (promtool
-#            checks /metrics; its server scrapes luaop in an e2e spec)
+#   test     what `make test` adds: busted, luacheck (lua-check, over the
+#            tree's Lua), valgrind, clang and libclang-rt (the fuzz
+#            harnesses), python3 (the fake API server), openssl (test
+#            certificates), curl, prometheus (promtool checks /metrics; its
+#            server scrapes luaop in an e2e spec)
 #   cluster  what the local control plane needs: curl, procps; for its real
 #            node containerd, runc, the CNI plugins, iptables, iproute2,
 #            openssl (its certificates) and buildah (its pause image); and Go
@@ -29,7 +30,7 @@ die() { log "$*"; exit 1; }
 declare -A set_pkgs=(
   [build]="build-essential pkg-config ca-certificates lua5.4 libyaml-dev libuv1-dev
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
-  [test]="lua-busted valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
+  [test]="lua-busted lua-check valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
   [cluster]="curl procps containerd runc containernetworking-plugins iptables iproute2 openssl buildah"
   [image]="buildah runc debootstrap"
   [bench]="bc gdb"

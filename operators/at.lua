@@ -76,7 +76,9 @@ return luaop.controller {
       if not pod then
         local _, err = ctx:create(pod_for(at))
         if err and err.reason ~= "AlreadyExists" then error(err) end
-        if not err then ctx:event(at, "Normal", "PodCreated", "created pod " .. req.name .. "-pod") end
+        if not err then
+          ctx:event(at, "Normal", "PodCreated", "created pod " .. req.name .. "-pod")
+        end
         return -- the Pod's events bring us back
       end
       local owner = (pod.metadata.ownerReferences or {})[1]

@@ -33,13 +33,17 @@ end
 
 -- Every copy of source `name`, in any namespace.
 local function copies_of(ctx, name)
-  return ctx:list("Secret", { label_selector = COPIES.label_selector, labels = { [SOURCE_LABEL] = name } })
+  return ctx:list("Secret",
+    { label_selector = COPIES.label_selector, labels = { [SOURCE_LABEL] = name } })
 end
 
 local function wanted_copy(src, namespace)
   return {
     apiVersion = "v1", kind = "Secret", type = src.type,
-    metadata = { name = src.metadata.name, namespace = namespace, labels = { [SOURCE_LABEL] = src.metadata.name } },
+    metadata = {
+      name = src.metadata.name, namespace = namespace,
+      labels = { [SOURCE_LABEL] = src.metadata.name },
+    },
     data = src.data or {},
   }
 end
@@ -55,7 +59,9 @@ return luaop.controller {
     -- a new namespace needs every source
     { "v1/Namespace", map = function(_, ctx)
       local reqs = {}
-      for _, src in ipairs(ctx:list("Secret", SOURCES)) do reqs[#reqs + 1] = source_request(src.metadata.name) end
+      for _, src in ipairs(ctx:list("Secret", SOURCES)) do
+        reqs[#reqs + 1] = source_request(src.metadata.name)
+      end
       return reqs
     end },
     -- a copy that drifts or goes away brings its source back
@@ -69,9 +75,12 @@ return luaop.controller {
     if not src or src.metadata.deletionTimestamp then
       -- going: remove the copies, then let the source go
       for _, copy in ipairs(copies_of(ctx, req.name)) do
-        ctx.log:info("deleting copy", { copy = copy.metadata.namespace .. "/" .. copy.metadata.name })
-        check(select(2, ctx:delete("Secret", { namespace = copy.metadata.namespace, name = copy.metadata.name })))
-        if src then ctx:event(src, "Normal", "CopyRemoved", "removed the copy in " .. copy.metadata.namespace, "Delete") end
+        local where = copy.metadata.namespace
+        ctx.log:info("deleting copy", { copy = where .. "/" .. copy.metadata.name })
+        check(select(2, ctx:delete("Secret", { namespace = where, name = copy.metadata.name })))
+        if src then
+          ctx:event(src, "Normal", "CopyRemoved", "removed the copy in " .. where, "Delete")
+        end
       end
       if src and has_finalizer(src) then
         local keep = luaop.array()
@@ -102,7 +111,9 @@ return luaop.controller {
           ctx.log:info("creating copy", { copy = name .. "/" .. req.name })
           local _, err = ctx:create(want)
           if err and err.reason ~= "AlreadyExists" then error(err) end
-          if not err then ctx:event(src, "Normal", "CopyCreated", "copied into " .. name, "Create") end
+          if not err then
+            ctx:event(src, "Normal", "CopyCreated", "copied into " .. name, "Create")
+          end
         elseif copy.type ~= want.type then -- the type cannot change: replace it
           check(select(2, ctx:delete("Secret", { namespace = name, name = req.name })))
           return luaop.requeue()

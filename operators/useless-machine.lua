@@ -28,7 +28,8 @@ local EXPECT = 30 -- seconds to wait for the cache at most
 -- Switches of a machine, oldest first (so scaling down removes the newest).
 local function switches_of(ctx, machine)
   local now, list, cached = luaop.now(), {}, {}
-  for _, sw in ipairs(ctx:list("Switch", { namespace = machine.metadata.namespace, labels = { machine = machine.metadata.name } })) do
+  local ns, name = machine.metadata.namespace, machine.metadata.name
+  for _, sw in ipairs(ctx:list("Switch", { namespace = ns, labels = { machine = name } })) do
     local key = sw.metadata.namespace .. "/" .. sw.metadata.name
     cached[key] = true
     created[key] = nil
@@ -61,8 +62,8 @@ local function new_switch(machine)
       generateName = "switch-", namespace = machine.metadata.namespace,
       labels = { machine = machine.metadata.name },
       ownerReferences = { {
-        apiVersion = GROUP, kind = "Machine", name = machine.metadata.name, uid = machine.metadata.uid,
-        controller = true, blockOwnerDeletion = true,
+        apiVersion = GROUP, kind = "Machine", name = machine.metadata.name,
+        uid = machine.metadata.uid, controller = true, blockOwnerDeletion = true,
       } },
     },
     spec = { position = "down" },
@@ -93,16 +94,19 @@ return luaop.controller {
     for _ = #switches + 1, want do
       local sw, err = ctx:create(new_switch(machine))
       check(err)
-      created[sw.metadata.namespace .. "/" .. sw.metadata.name] = { switch = sw, expires = luaop.now() + EXPECT }
+      created[sw.metadata.namespace .. "/" .. sw.metadata.name] =
+        { switch = sw, expires = luaop.now() + EXPECT }
       switches[#switches + 1] = sw -- counted in positions now, not on the next pass
       ctx:event(machine, "Normal", "SwitchCreated", "created switch " .. sw.metadata.name, "Create")
     end
     while #switches > want do
       local sw = table.remove(switches)
-      local _, err = ctx:delete("Switch", { namespace = sw.metadata.namespace, name = sw.metadata.name })
+      local _, err = ctx:delete("Switch",
+        { namespace = sw.metadata.namespace, name = sw.metadata.name })
       if err and err.reason ~= "NotFound" then error(err) end
       deleted[sw.metadata.namespace .. "/" .. sw.metadata.name] = {
-        machine = machine.metadata.namespace .. "/" .. machine.metadata.name, expires = luaop.now() + EXPECT,
+        machine = machine.metadata.namespace .. "/" .. machine.metadata.name,
+        expires = luaop.now() + EXPECT,
       }
     end
 
@@ -124,11 +128,13 @@ return luaop.controller {
             sw.spec.position = "down"
             check(select(2, ctx:update(sw)))
             -- the status subresource clears seenAt, from the updated object
-            check(select(2, ctx:patch("Switch", { namespace = sw.metadata.namespace, name = sw.metadata.name },
+            check(select(2, ctx:patch("Switch",
+              { namespace = sw.metadata.namespace, name = sw.metadata.name },
               { status = { seenAt = luaop.null } }, { status = true })))
             last_flip[machine.metadata.uid] = now
             sw.spec.position = "down"
-            ctx:event(machine, "Normal", "SwitchFlipped", "flipped switch " .. sw.metadata.name .. " down", "Flip")
+            ctx:event(machine, "Normal", "SwitchFlipped",
+              "flipped switch " .. sw.metadata.name .. " down", "Flip")
           else
             due_in(ready - now)
           end

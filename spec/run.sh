@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the busted specs and end with one line "N passed, N failed[, N skipped]".
 #
-#   spec/run.sh unit   spec/unit/  (no cluster)
+#   spec/run.sh unit   luacheck (.luacheckrc), then spec/unit/ (no cluster)
 #   spec/run.sh e2e    spec/e2e/   (the local control plane: reused when it is
 #                                   up, else brought up and taken down after)
 #   spec/run.sh image  spec/image/ (the image built and run as a container
@@ -76,6 +76,22 @@ fail_step() {
   status=1
 }
 
+# luacheck (.luacheckrc) over the tree's Lua: one TAP line, not ok with its
+# findings when it has any (spec/unit/luacheck_spec.lua checks the config).
+run_luacheck() {
+  local title="luacheck finds nothing in lua/, operators/, spec/ and bench/" log="$out/luacheck.log"
+  echo "== luacheck: lua operators spec bench"
+  if ! command -v luacheck >/dev/null; then
+    fail_step "$title (luacheck is missing: hack/deps.sh test)" luacheck
+  elif luacheck --codes --formatter plain lua operators spec bench >"$log" 2>&1; then
+    echo "ok 1 - $title" | tee "$out/luacheck.tap"
+  else
+    cat "$log"
+    echo "not ok 1 - $title (the findings above; make lint)" | tee "$out/luacheck.tap"
+    status=1
+  fi
+}
+
 # The specs run the shipped binary, build/luaop; the sanitizer passes run
 # the unit specs and a subset of the e2e specs against the AddressSanitizer
 # and UBSan build (the core module and build/asan/luaop, whose reports fail
@@ -109,6 +125,7 @@ run_fuzz() {
 }
 
 if [ "$mode" = unit ] || [ "$mode" = all ]; then
+  run_luacheck
   run_suite unit
   run_fuzz
   # the spec runner itself is not checked for leaks (Lua's own exit); the

@@ -296,7 +296,8 @@ function client:list(kind, opts)
       limit = opts.limit or 500, continue = continue,
     } }
   end
-  local items, list, pending = json.array(), nil, start(nil)
+  local items, pending = json.array(), start(nil)
+  local list -- the last page
   repeat
     local text, status = answer(pending:wait())
     if not text then return nil, status end
@@ -316,7 +317,8 @@ function client:list(kind, opts)
         if page then derr = nil end
       end
     end
-    text = nil
+    -- let the page's text be collected while its items are handled (the nil is never read)
+    text = nil -- luacheck: ignore 311
     if page == nil then
       if pending then pending:cancel() end
       return nil, malformed(status, perr or derr)

@@ -156,8 +156,8 @@ function M.record(e)
   local ns = ref.namespace or "default"
   local event = {
     apiVersion = "events.k8s.io/v1", kind = "Event",
-    metadata = { name = ("%s.%x%06x"):format(ref.name:sub(1, 200), math.floor(core.task.wall()), math.random(0, 0xffffff)),
-      namespace = ns },
+    metadata = { name = ("%s.%x%06x"):format(ref.name:sub(1, 200), math.floor(core.task.wall()),
+      math.random(0, 0xffffff)), namespace = ns },
     eventTime = micro_time(core.task.wall()),
     reportingController = controller, reportingInstance = instance(),
     action = action, reason = e.reason, regarding = ref, note = note, type = e.type,

@@ -91,12 +91,12 @@ function Elector:try_once()
     acquireTime = wall, renewTime = wall, leaseTransitions = 0,
   }
   if status == 404 then
-    status, lease, text = self:request("POST", self.collection, {
+    local post_status, _, post_text = self:request("POST", self.collection, {
       apiVersion = "coordination.k8s.io/v1", kind = "Lease",
       metadata = { name = o.name, namespace = o.namespace }, spec = record,
     })
-    if status ~= 201 then
-      self.log:debug("could not create the lease", { status = status, error = text })
+    if post_status ~= 201 then
+      self.log:debug("could not create the lease", { status = post_status, error = post_text })
       return false
     end
     self:observe(record, sent)
@@ -119,9 +119,9 @@ function Elector:try_once()
     record.leaseTransitions = (spec.leaseTransitions or 0) + 1
   end
   lease.spec = record -- with the resourceVersion it read
-  status, lease, text = self:request("PUT", self.path, lease)
-  if status ~= 200 then
-    self.log:debug("could not update the lease", { status = status, error = text })
+  local put_status, _, put_text = self:request("PUT", self.path, lease)
+  if put_status ~= 200 then
+    self.log:debug("could not update the lease", { status = put_status, error = put_text })
     return false
   end
   self:observe(record, sent)

@@ -65,8 +65,8 @@ function M.plan(self, c, def)
       if not ok then error(("watch map of %s: %s"):format(w[1], tostring(reqs)), 0) end
       for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
-    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector, field_selector = w.field_selector }),
-      { add = map, update = function(_, o) map(o) end, delete = map })
+    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
+      field_selector = w.field_selector }), { add = map, update = function(_, o) map(o) end, delete = map })
   end
   return subs, primary
 end

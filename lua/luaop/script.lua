@@ -30,7 +30,9 @@ function M.sources(paths)
   for _, p in ipairs(paths) do
     local kind, err = fs.kind(p)
     if not kind then return nil, "cannot read script " .. err end
-    if kind ~= "file" and kind ~= "directory" then return nil, ("script %s is neither a file nor a directory"):format(p) end
+    if kind ~= "file" and kind ~= "directory" then
+      return nil, ("script %s is neither a file nor a directory"):format(p)
+    end
     out[#out + 1] = { path = (p:gsub("(.)/+$", "%1")), dir = kind == "directory" }
   end
   return out
@@ -264,7 +266,7 @@ function M.load(path, text)
   if not ok then return nil, field_line(M.located(path, res), path, text) end
   local defs = M.definitions(res)
   if not defs then
-    return nil, ("%s: the script returns no controller definition (return luaop.controller{...} or a list of them)"):format(path)
+    return nil, path .. ": the script returns no controller definition (return luaop.controller{...} or a list of them)"
   end
   return defs
 end

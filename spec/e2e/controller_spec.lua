@@ -182,7 +182,7 @@ describe("a Lua controller", function()
     local latch = os.tmpname()
     os.remove(latch)
     finally(function() os.remove(latch) end)
-    local run = luaop.start(([[
+    local drained = luaop.start(([[
       local luaop = require "luaop"
       return luaop.controller {
         name = "latched", resource = "v1/ConfigMap", namespace = %q, label_selector = "latched=%s",
@@ -196,53 +196,53 @@ describe("a Lua controller", function()
         end,
       }
     ]]):format(ns, name, latch), { flags = flags })
-    finally(run.cleanup)
+    finally(drained.cleanup)
     kube.must { "create", "configmap", name, "-n", ns, "--from-literal=k=v" }
     kube.must { "label", "configmap", name, "-n", ns, "latched=" .. name }
-    kube.wait_for("the reconcile to start", 30, function() return run.stdout():find("started " .. name, 1, true) end)
-    run.signal("TERM")
+    kube.wait_for("the reconcile to start", 30, function() return drained.stdout():find("started " .. name, 1, true) end)
+    drained.signal("TERM")
     kube.wait_for("luaop to wait for the running reconcile", 10, function()
-      return run.stderr():find("stopping: waiting for running reconciles\t{[^\n]*}\n")
+      return drained.stderr():find("stopping: waiting for running reconciles\t{[^\n]*}\n")
     end)
     -- still there, the reconcile unfinished
-    assert.is_false(run.exited(), run.stderr())
-    assert.is_nil(run.stdout():find("finished " .. name, 1, true))
-    return run, latch
+    assert.is_false(drained.exited(), drained.stderr())
+    assert.is_nil(drained.stdout():find("finished " .. name, 1, true))
+    return drained, latch
   end
 
   it("drains on SIGTERM: a running reconcile finishes, then luaop exits 0", function()
-    local run, latch = draining("s1")
+    local drained, latch = draining("s1")
     assert(io.open(latch, "w")):close()
-    assert.are.equal(0, run.stop(0))
-    assert.matches("finished s1", run.stdout())
+    assert.are.equal(0, drained.stop(0))
+    assert.matches("finished s1", drained.stdout())
     assert.are.equal("yes", kube.get("configmap", "s1", ns).data.done)
   end)
 
   it("waits 30 s by default for running reconciles on SIGTERM", function()
-    local run, latch = draining("g1")
-    assert.matches("stopping: waiting for running reconciles\t{\"gracePeriod\": 30}", run.stderr(), 1, true)
+    local drained, latch = draining("g1")
+    assert.matches("stopping: waiting for running reconciles\t{\"gracePeriod\": 30}", drained.stderr(), 1, true)
     assert(io.open(latch, "w")):close()
-    assert.are.equal(0, run.stop(0))
+    assert.are.equal(0, drained.stop(0))
   end)
 
   it("gives up on a reconcile still running at the end of --graceful-shutdown-timeout, and exits 1", function()
-    local run = draining("g2", { "--graceful-shutdown-timeout", "1500ms" }) -- its latch never opens
-    assert.matches("gracePeriod\": 1.5}", run.stderr(), 1, true)
+    local drained = draining("g2", { "--graceful-shutdown-timeout", "1500ms" }) -- its latch never opens
+    assert.matches("gracePeriod\": 1.5}", drained.stderr(), 1, true)
     local t0 = system.gettime()
-    assert.are.equal(1, run.stop(1))
+    assert.are.equal(1, drained.stop(1))
     assert.is_true(system.gettime() - t0 < 10, "the drain outlived its grace period")
-    assert.matches("reconciles still running at the end of the drain\t{\"active\": 1}", run.stderr(), 1, true)
-    assert.is_nil(run.stdout():find("finished g2", 1, true))
+    assert.matches("reconciles still running at the end of the drain\t{\"active\": 1}", drained.stderr(), 1, true)
+    assert.is_nil(drained.stdout():find("finished g2", 1, true))
   end)
 
   it("exits at once, with status 143, on a second SIGTERM while a reconcile still runs", function()
-    local run = draining("st1") -- its latch never opens
-    run.signal("TERM")
+    local drained = draining("st1") -- its latch never opens
+    drained.signal("TERM")
     -- stop() only waits now; its deadline (45 s) is well above "at once"
     local t0 = system.gettime()
-    assert.are.equal(128 + 15, run.stop(128 + 15))
+    assert.are.equal(128 + 15, drained.stop(128 + 15))
     assert.is_true(system.gettime() - t0 < 5, "the second SIGTERM did not end it at once")
-    assert.is_nil(run.stdout():find("finished st1", 1, true))
+    assert.is_nil(drained.stdout():find("finished st1", 1, true))
   end)
 
   it("never runs one key twice at once with several workers, and runs different keys side by side", function()

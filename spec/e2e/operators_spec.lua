@@ -241,7 +241,8 @@ spec: {switches: 3}
       assert.is_true(os.time() - t_up >= 9, "two flips of one machine came less than 5 s apart")
       -- the machine's log says when it flipped each
       local flips = {}
-      for ts in run.stderr():gmatch("(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d+Z)\tINFO\tcontroller%.machine\tflipping switch down\t{\"name\": \"m1\"") do
+      local flip = "(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d+Z)\tINFO\tcontroller%.machine\tflipping switch down\t{\"name\": \"m1\""
+      for ts in run.stderr():gmatch(flip) do
         flips[#flips + 1] = assert(time.parse(ts)) -- whole timestamps: right across midnight too
       end
       assert.are.equal(2, #flips)
@@ -349,10 +350,14 @@ spec: {position: sideways}
     it("logs a pod's add, update and delete as namespace/name", function()
       local key = ns .. "/watched"
       kube.must { "run", "watched", "-n", ns, "--image=busybox", "--restart=Never", "--", "true" }
-      kube.wait_for("pod added", 30, function() return run.stderr():find('pod added\t{"name": "watched", "namespace": "' .. ns .. '", "pod": "' .. key, 1, true) end)
+      kube.wait_for("pod added", 30, function()
+        return run.stderr():find('pod added\t{"name": "watched", "namespace": "' .. ns .. '", "pod": "' .. key, 1, true)
+      end)
       kube.wait_for("pod updated", 30, function() return run.stderr():find("pod updated\t{\"name\": \"watched\"", 1, true) end)
       kube.must { "delete", "pod", "watched", "-n", ns, "--wait=false" }
-      kube.wait_for("pod deleted", 30, function() return run.stderr():find('pod deleted\t{"name": "watched", "namespace": "' .. ns .. '", "pod": "' .. key, 1, true) end)
+      kube.wait_for("pod deleted", 30, function()
+        return run.stderr():find('pod deleted\t{"name": "watched", "namespace": "' .. ns .. '", "pod": "' .. key, 1, true)
+      end)
     end)
   end)
 end)

@@ -137,9 +137,9 @@ function container.setup(c, id, dir, wc, image, opts)
     if c.exited() == nil then c.stop() end
     sh("runc delete --force " .. quote(id))
     sh(buildah("umount " .. quote(wc)))
-    local ok, out = sh(buildah("rm " .. quote(wc)))
+    local ok, rm_out = sh(buildah("rm " .. quote(wc)))
     sh("rm -rf " .. quote(dir))
-    if not ok then error("could not remove the working container " .. wc .. ":\n" .. out) end
+    if not ok then error("could not remove the working container " .. wc .. ":\n" .. rm_out) end
   end
   c.id, c.bundle = id, dir
 end

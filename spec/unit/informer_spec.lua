@@ -5,7 +5,8 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 
 describe("luaop.informer", function()
-  it("asks each watch for bookmarks and a random timeout of 5 to 10 minutes, resuming from the last resourceVersion, a bookmark's included", function()
+  it("asks each watch for bookmarks and a random timeout of 5 to 10 minutes, resuming from the last resourceVersion, "
+    .. "a bookmark's included", function()
     local server = fake.start()
     finally(server.stop)
     local code, out, err = luaop.run([[
@@ -47,7 +48,8 @@ describe("luaop.informer", function()
     assert.is_not_nil(next(timeouts, next(timeouts)), "three watches asked for the same timeout")
   end)
 
-  it("leaves out an object that does not decode, in a LIST and in a watch, logging its name, counting it and recording a Warning Event, and syncs the rest", function()
+  it("leaves out an object that does not decode, in a LIST and in a watch, logging its name, counting it and "
+    .. "recording a Warning Event, and syncs the rest", function()
     local server = fake.start()
     finally(server.stop)
     local code, out, err = luaop.run([[

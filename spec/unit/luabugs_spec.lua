@@ -283,7 +283,8 @@ print("lines=" .. e1:match("^c1:(%d+):") .. "," .. e2:match("^c2:(%d+):"))
     assert.matches("lines=2,5\n", out)
   end)
 
-  it("survives Lua 5.4.4 commit 603b2c64 (in Debian's CVE-2022-33099 patch): luaV_concat can use an invalidated pointer to stack", function()
+  it("survives Lua 5.4.4 commit 603b2c64 (in Debian's CVE-2022-33099 patch): "
+    .. "luaV_concat can use an invalidated pointer to stack", function()
     -- not a "Bug:" commit upstream (its bug came with the CVE fix, after
     -- 5.4.4), but Debian's backport of that fix brings it: a __concat that
     -- moves the stack in a concatenation of three or more values

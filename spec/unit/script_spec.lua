@@ -76,7 +76,7 @@ describe("scripts", function()
     assert.matches('a%.lua:4: unexpected symbol near', err)
     -- an invalid definition: named too
     v:update { ["a.lua"] = "return require('luaop').controller { name = 'a', resource = 'v1/Pod' }\n", ["b.lua"] = script("b", 1) }
-    err = logged(run, "the second failed reload", 'a%.lua: controller a needs a reconcile function')
+    logged(run, "the second failed reload", 'a%.lua: controller a needs a reconcile function')
     -- a script that returns no definition
     v:update { ["a.lua"] = "print('hello')\n", ["b.lua"] = script("b", 1) }
     err = logged(run, "the third failed reload", 'returns no controller definition')
