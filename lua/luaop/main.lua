@@ -17,6 +17,9 @@ local controller = require "luaop.controller"
 local script = require "luaop.script"
 
 local function run_program(path, ...)
+  -- lua-cjson's interface over luaop's codec (luaop.cjson)
+  package.preload.cjson = function() return require("luaop.cjson").new() end
+  package.preload["cjson.safe"] = function() return require("luaop.cjson").new(nil, true) end
   local text, rerr = script.read(path)
   if not text then error("cannot read program " .. tostring(rerr), 0) end
   local chunk, cerr = load(text, "@" .. path, "t")

@@ -73,9 +73,12 @@ M.read = fs.read
 -- - string, table, math, utf8, coroutine, luaop and os's clock, date,
 --   difftime and time as read-only views, so no script can change what
 --   another sees (a write raises, nested tables included); require hands
---   out only these;
+--   out only these, and cjson and cjson.safe (luaop.cjson), an instance of
+--   each of the script's own;
 -- - getmetatable answers only for metatables the script set itself, so the
---   string metatable and luaop's own classes are out of reach; setmetatable
+--   string metatable and luaop's own classes are out of reach (a JSON
+--   array's is cjson.array_mt, a read-only stand-in setmetatable takes for
+--   luaop's array metatable); setmetatable
 --   refuses __gc (a finalizer runs in whatever task the collector happens
 --   to interrupt, under nobody's budget);
 -- - collectgarbage offers only "collect", "count", "step" and "isrunning".
@@ -84,6 +87,8 @@ M.read = fs.read
 
 local base_load, base_setmetatable, base_getmetatable, base_rawset = load, setmetatable, getmetatable, rawset
 local base_collectgarbage, base_rawget = collectgarbage, rawget
+local cjson = require "luaop.cjson"
+local array_mt = base_getmetatable(core.json.array()) -- luaop's, of every JSON array
 
 M.BASE = { "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "rawequal", "rawget", "rawlen",
   "select", "tonumber", "tostring", "type", "xpcall", "_VERSION" }
@@ -163,11 +168,16 @@ function M.env()
   for k, v in pairs(luaop_mod) do overlay[k] = v end
   overlay.client = script_client
   modules.luaop = readonly(overlay, "luaop", views)
+  -- lua-cjson's interface, settings of the script's own; its array_mt a view
+  local array_view = readonly(array_mt, "cjson.array_mt", views)
+  local cjson_opts = { array_mt = array_view, empty_array = core.json.array() }
+  modules.cjson = cjson.new(cjson_opts)
+  modules["cjson.safe"] = cjson.new(cjson_opts, true)
   env.require = function(name)
     local m = modules[name]
     if m == nil then
       error(("module %s is not available to luaop scripts (they may require %s)"):format(tostring(name),
-        "luaop, string, table, math, utf8, coroutine or os"), 2)
+        "luaop, cjson, cjson.safe, string, table, math, utf8, coroutine or os"), 2)
     end
     return m
   end
@@ -176,6 +186,7 @@ function M.env()
     return base_load(chunk, name, "t", e or env)
   end
   env.setmetatable = function(t, mt)
+    if rawequal(mt, array_view) then return base_setmetatable(t, array_mt) end
     if type(mt) == "table" and base_rawget(mt, "__gc") ~= nil then
       error("__gc metamethods are not available to luaop scripts", 2)
     end
@@ -185,6 +196,7 @@ function M.env()
   end
   env.getmetatable = function(v)
     local mt = base_getmetatable(v)
+    if rawequal(mt, array_mt) then return array_view end
     if mt == nil or mt == false then return mt end
     if type(mt) == "table" and own[mt] then return mt end
     if type(mt) ~= "table" then return mt end -- a __metatable field's value
