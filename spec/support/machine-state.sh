@@ -13,9 +13,15 @@ echo "## network namespaces"
 ip netns list 2>/dev/null | LC_ALL=C sort
 echo "## routes"
 ip -4 route show | LC_ALL=C sort
+# A table with no rule, no chain of its own and every policy ACCEPT is as
+# good as none: it is left out (the kernel keeps a table once something
+# used it, as the node's NAT rule does on a machine that had none).
 for t in iptables ip6tables; do
   echo "## $t"
-  "$t-save" 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' | LC_ALL=C sort
+  "$t-save" 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' |
+    awk '/^\*/ { buf = $0; used = 0; next }
+         /^COMMIT/ { if (used) print buf "\n" $0; next }
+         { buf = buf "\n" $0; if ($0 ~ /^-A / || $0 ~ /^:[^ ]+ (DROP|-)/) used = 1 }' | LC_ALL=C sort
 done
 echo "## processes"
 ps -eo comm= | grep -E '^(kubelet|kube-proxy|containerd|containerd-shim.*|runc|pause|luaop|etcd|kube-apiserver|kube-controller|kube-scheduler|kwok)$' | LC_ALL=C sort
