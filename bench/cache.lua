@@ -44,10 +44,10 @@ if mode == "create" then
       if err then failed = failed + 1; luaop.log:error("create failed", { error = tostring(err) }) end
     end
   end
-  local t0, tasks = luaop.now(), {}
+  local t0, tasks = luaop.time.monotonic(), {}
   for i = 1, 100 do tasks[i] = luaop.spawn(worker) end
   for _, t in ipairs(tasks) do assert(t:wait()) end
-  out("create_s", ("%.3f"):format(luaop.now() - t0))
+  out("create_s", ("%.3f"):format(luaop.time.monotonic() - t0))
   return failed == 0 and 0 or 1
 end
 
@@ -86,9 +86,9 @@ end
 
 local function timed(name, fn)
   collectgarbage("collect")
-  local t0 = luaop.now()
+  local t0 = luaop.time.monotonic()
   local a, b = fn()
-  local dt = luaop.now() - t0
+  local dt = luaop.time.monotonic() - t0
   out(name, ("%.4f"):format(dt))
   return a, b
 end
@@ -118,9 +118,9 @@ if mode == "memory" then
   local before_nogc, heap_before_nogc = rss_kib(), collectgarbage("count")
   collectgarbage("collect")
   local before, heap_before = rss_kib(), collectgarbage("count")
-  local t0 = luaop.now()
+  local t0 = luaop.time.monotonic()
   local inf = sync()
-  out("sync_alone_s", ("%.4f"):format(luaop.now() - t0))
+  out("sync_alone_s", ("%.4f"):format(luaop.time.monotonic() - t0))
   local after_nogc, heap_after_nogc = rss_kib(), collectgarbage("count")
   collectgarbage("collect")
   local after, heap_after = rss_kib(), collectgarbage("count")

@@ -5,9 +5,9 @@ local ns, n, round = arg[1], tonumber(arg[2]), arg[3]
 local c = luaop.client()
 
 local function measure(name, fn)
-  local t0 = luaop.now()
+  local t0 = luaop.time.monotonic()
   fn()
-  print(("%s %.6f"):format(name, luaop.now() - t0))
+  print(("%s %.6f"):format(name, luaop.time.monotonic() - t0))
 end
 
 local function cm(name)

@@ -29,7 +29,7 @@ local function concurrently(count, make)
   end
 end
 
-local t0 = luaop.now()
+local t0 = luaop.time.monotonic()
 print(("start %.6f"):format(t0))
 if mode == "machines" then
   concurrently(n, function(i)
@@ -66,5 +66,5 @@ elseif mode == "watch" then
 else
   error("mode: machines, watch or raw")
 end
-print(("end %.6f"):format(luaop.now()))
-print(("seconds %.3f"):format(luaop.now() - t0))
+print(("end %.6f"):format(luaop.time.monotonic()))
+print(("seconds %.3f"):format(luaop.time.monotonic() - t0))

@@ -44,12 +44,12 @@ end
 if mode == "writer" then
   local n, rate, secs = tonumber(arg[3]), tonumber(arg[4]), tonumber(arg[5])
   local issued, done, errors = 0, 0, 0
-  local t0 = luaop.now()
+  local t0 = luaop.time.monotonic()
   local function worker()
     while true do
       local i = issued -- the i-th patch is due at t0 + i / rate, until SECONDS
-      local wait = t0 + i / rate - luaop.now()
-      if i / rate >= secs or luaop.now() - t0 >= secs then return end
+      local wait = t0 + i / rate - luaop.time.monotonic()
+      if i / rate >= secs or luaop.time.monotonic() - t0 >= secs then return end
       issued = i + 1
       if wait > 0 then luaop.sleep(wait) end
       local _, err = c:patch("ConfigMap", { namespace = ns, name = "lat-" .. (i % n + 1) },
@@ -61,7 +61,7 @@ if mode == "writer" then
   for k = 1, 64 do tasks[k] = luaop.spawn(worker) end
   for _, t in ipairs(tasks) do assert(t:wait()) end
   out("patches", done)
-  out("seconds", ("%.3f"):format(luaop.now() - t0))
+  out("seconds", ("%.3f"):format(luaop.time.monotonic() - t0))
   out("errors", errors)
   return errors == 0 and 0 or 1
 end
@@ -86,7 +86,7 @@ end
 local m = controller.manager()
 m:informer("v1/ConfigMap", { namespace = ns }):on {
   update = function(_, obj)
-    local now = luaop.now()
+    local now = luaop.time.monotonic()
     local k = informer.key(obj)
     events, last = events + 1, now
     first = first or now
@@ -96,7 +96,7 @@ m:informer("v1/ConfigMap", { namespace = ns }):on {
 local ctl = m:add {
   name = "latency", resource = "v1/ConfigMap", namespace = ns,
   reconcile = function(_, req)
-    local now = luaop.now()
+    local now = luaop.time.monotonic()
     local k = req.namespace .. "/" .. req.name
     reconciles = reconciles + 1
     if pending[k] then
@@ -110,7 +110,7 @@ local ctl = m:add {
 }
 local q = ctl.queue
 local function took(k)
-  if k then taken[k] = luaop.now() end
+  if k then taken[k] = luaop.time.monotonic() end
   return k
 end
 -- (workers take keys with take(), which waits; older builds polled get())

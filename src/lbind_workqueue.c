@@ -55,6 +55,21 @@ typedef struct lbind_wq {
 
 static void lbind_wq_arm(lbind_wq *w);
 
+/* A key's due time (seconds, as the queue keeps it) on the runtime's clock
+ * in ns: never at or before now unless it is due by the queue's own
+ * comparison, so a timer that fires always finds it ready (seconds and ns
+ * round apart: a timer armed at 0 for a key the queue holds back would
+ * fire again and again in one turn of the loop). */
+static uint64_t lbind_wq_due_ns(const runtime *rt, double due, double now)
+{
+    uint64_t now_ns = runtime_now_ns(rt), ns;
+
+    if (due <= now)
+        return now_ns;
+    ns = (uint64_t)ceil(due * 1e9);
+    return ns > now_ns ? ns : now_ns + 1;
+}
+
 /* The wq at 1 (raises when it is not one). */
 static lbind_wq *lbind_towq(lua_State *L)
 {
@@ -369,7 +384,7 @@ static void lbind_wq_arm(lbind_wq *w)
     now = lbind_wq_clock(w->rt);
     if (due - now > 365.0 * 24 * 3600)
         due = now + 365.0 * 24 * 3600; /* requeue_after(math.huge): look again in a year */
-    runtime_timer_start(w->rt, w->timer, lbind_wq_due, due > now ? (uint64_t)ceil(due * 1e9) : runtime_now_ns(w->rt));
+    runtime_timer_start(w->rt, w->timer, lbind_wq_due, lbind_wq_due_ns(w->rt, due, now));
 }
 
 void lbind_workqueue_clock_moved(runtime *rt)
@@ -385,8 +400,9 @@ int lbind_workqueue_next_due(runtime *rt, uint64_t *due)
     for (list_node *n = rt->queues; n; n = n->next) {
         lbind_wq *w = list_entry(n, lbind_wq, link);
         double d = w->q && w->n > 0 ? workqueue_next_ready(w->q) : -1;
-        if (d >= 0 && (!any || (uint64_t)ceil(d * 1e9) < *due)) {
-            *due = (uint64_t)ceil(d * 1e9);
+        uint64_t ns = d >= 0 ? lbind_wq_due_ns(rt, d, lbind_wq_clock(rt)) : 0;
+        if (d >= 0 && (!any || ns < *due)) {
+            *due = ns;
             any = 1;
         }
     }

@@ -277,6 +277,20 @@ static const char *sched_error_text(lua_State *co)
     return lua_pushfstring(co, "(error object is a %s value)", luaL_typename(co, -1));
 }
 
+/* msg with the place of the innermost Lua function on co's stack in front
+ * ("file:line: msg"), pushed on L: an error raised as a value (a table:
+ * error(err) of an API error) carries no position of its own. */
+static const char *sched_error_where(lua_State *L, lua_State *co, const char *msg)
+{
+    lua_Debug ar;
+
+    for (int level = 0; lua_getstack(co, level, &ar); level++) {
+        if (lua_getinfo(co, "Sl", &ar) && ar.currentline > 0)
+            return lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg);
+    }
+    return msg;
+}
+
 /* Why a task failed, from its account and its error value (on top of L). */
 static const char *sched_failure_of(const sched_account *a, lua_State *L)
 {
@@ -354,7 +368,10 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
                 sched_note_where(t->acct, co, 0);
                 msg = sched_breach_message(L, t->acct);
             } else {
+                int where = lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER;
                 msg = sched_error_text(L);
+                if (where)
+                    msg = sched_error_where(L, co, msg);
             }
             luaL_traceback(L, co, msg, 0);
             t->error = strdup(lua_tostring(L, -1));

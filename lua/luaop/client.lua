@@ -507,9 +507,9 @@ function client.default()
   return default
 end
 
--- Forget discovery (for specs).
+-- Forget discovery and the default client (specs, the test kit).
 function client.forget_discovery()
-  groups, bare = {}, {}
+  groups, bare, default = {}, {}, nil
 end
 
 return client

@@ -2,6 +2,7 @@
 -- so what a reconcile changes is not the cache's until written), the
 -- client's writes, and a logger naming the object.
 local luaop = require "luaop"
+local client = require "luaop.client"
 local events = require "luaop.events"
 local kind_name = require("luaop.definition").kind_name
 
@@ -23,8 +24,15 @@ function Ctx:cache(kind, q)
   return nil
 end
 
--- get(kind, req_or_name [, namespace]): from the cache when the kind is
--- watched (never yields), else from the API server. nil when gone.
+-- The NotFound a cache read answers with, as the API server words it.
+local function not_found(kind, name)
+  return client.error(404, { kind = "Status", reason = "NotFound",
+    message = ("%s %q not found"):format(kind_name(kind), tostring(name)) })
+end
+
+-- get(kind, req_or_name [, namespace]) -> obj | nil, err: from the cache
+-- when the kind is watched (never yields), else from the API server. Gone
+-- is nil and an error whose reason is NotFound either way.
 function Ctx:get(kind, req, ns)
   local name = type(req) == "table" and req.name or req
   ns = type(req) == "table" and req.namespace or ns
@@ -32,8 +40,9 @@ function Ctx:get(kind, req, ns)
   local inf = self:cache(kind, { namespace = ns })
   if inf then
     -- a copy: what the reconcile changes is not the cache's until written
-    if ns then return luaop.copy(inf:get(ns, name)) end
-    return luaop.copy(inf:get(name))
+    local obj = ns and inf:get(ns, name) or (not ns and inf:get(name)) or nil
+    if obj == nil then return nil, not_found(kind, name) end
+    return luaop.copy(obj)
   end
   return self.client:get(kind, name, ns)
 end
@@ -69,8 +78,68 @@ function Ctx:list(kind, opts)
   return out
 end
 
-for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "delete" } do
-  Ctx[verb] = function(self, ...) return self.client[verb](self.client, ...) end
+-- Writes. What the API server answers is put in the caches at once (read
+-- your own writes, as client-go's MutationCache): the next reconcile sees
+-- the object this one created, changed or deleted even before its watch
+-- event, so a controller needs no expectations of its own.
+local function written(self, kind, obj)
+  if type(obj) == "table" and obj.metadata then self.manager:observe(kind, obj) end
+  return obj
+end
+
+function Ctx:create(obj, opts)
+  local res, err = self.client:create(obj, opts)
+  if not res then return nil, err end
+  return written(self, obj.apiVersion .. "/" .. obj.kind, res)
+end
+
+for _, verb in ipairs { "update", "update_status", "apply" } do
+  Ctx[verb] = function(self, obj, opts)
+    local res, err = self.client[verb](self.client, obj, opts)
+    if not res then return nil, err end
+    return written(self, obj.apiVersion .. "/" .. obj.kind, res)
+  end
+end
+
+function Ctx:patch(kind, req, patch, opts)
+  local res, err = self.client:patch(kind, req, patch, opts)
+  if not res then return nil, err end
+  return written(self, kind, res)
+end
+
+-- delete(obj [, opts]) deletes exactly that object: preconditions on its
+-- uid and resourceVersion (a Conflict when it changed or was replaced
+-- since it was read); one already gone is deleted (true). Or
+-- delete(kind, name_or_req [, opts]), as the client's.
+function Ctx:delete(kind, req, opts)
+  local ns, name
+  if type(kind) == "table" then
+    local obj = kind
+    opts = req or {}
+    if type(obj.metadata) ~= "table" or type(obj.kind) ~= "string" or type(obj.apiVersion) ~= "string" then
+      error("delete(obj) needs an object with apiVersion, kind and metadata", 2)
+    end
+    local md = obj.metadata
+    kind, ns, name = obj.apiVersion .. "/" .. obj.kind, md.namespace, md.name
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.preconditions = o.preconditions or { uid = md.uid, resourceVersion = md.resourceVersion }
+    local res, err = self.client:delete(kind, { namespace = ns, name = name }, o)
+    if not res then
+      if err.reason == "NotFound" then
+        self.manager:observe_delete(kind, ns, name, md.uid)
+        return true
+      end
+      return nil, err
+    end
+    self.manager:observe_delete(kind, ns, name, md.uid, res)
+    return res
+  end
+  local res, err = self.client:delete(kind, req, opts)
+  if not res then return nil, err end
+  if type(req) == "table" then ns, name = req.namespace, req.name else ns, name = opts and opts.namespace, req end
+  self.manager:observe_delete(kind, ns, name, nil, res)
+  return res
 end
 
 -- event(obj, type, reason, note [, action]): an events.k8s.io/v1 Event

@@ -27,6 +27,10 @@ local function bytes(v)
   return mult and math.tointeger(tonumber(n) * mult) or nil
 end
 
+-- Handlers a definition may have instead of reconcile: told of each add,
+-- update and delete of its resource, once the caches have synced.
+M.HANDLERS = { "on_add", "on_update", "on_delete" }
+
 local Definition = {}
 Definition.__index = Definition
 
@@ -56,6 +60,7 @@ M.bad_kind = bad_kind
 -- reconcile, else a watch's map), or "" when it has none.
 local function where(def)
   local fns = { type(def) == "table" and def.reconcile }
+  for _, h in ipairs(M.HANDLERS) do fns[#fns + 1] = type(def) == "table" and def[h] end
   for _, w in ipairs(type(def) == "table" and type(def.watches) == "table" and def.watches or {}) do
     fns[#fns + 1] = type(w) == "table" and w.map
   end
@@ -77,7 +82,20 @@ local function check(def)
   if type(def.resource) ~= "string" then fail("controller %s needs a resource (the kind it reconciles)", def.name) end
   local bad = bad_kind(def.resource)
   if bad then fail("controller %s: resource %q: %s", def.name, def.resource, bad) end
-  if type(def.reconcile) ~= "function" then fail("controller %s needs a reconcile function", def.name) end
+  local handlers = false
+  for _, h in ipairs(M.HANDLERS) do
+    if def[h] ~= nil and type(def[h]) ~= "function" then fail("controller %s: %s must be a function", def.name, h) end
+    handlers = handlers or def[h] ~= nil
+  end
+  if def.reconcile ~= nil and type(def.reconcile) ~= "function" then
+    fail("controller %s: reconcile must be a function", def.name)
+  end
+  if def.reconcile == nil and not handlers then
+    fail("controller %s needs a reconcile function (or on_add, on_update, on_delete handlers)", def.name)
+  end
+  if def.reconcile and handlers then
+    fail("controller %s: reconcile or on_add/on_update/on_delete handlers, not both", def.name)
+  end
   if def.owns ~= nil and type(def.owns) ~= "table" then fail("controller %s: owns lists kinds", def.name) end
   for _, k in ipairs(def.owns or {}) do
     if type(k) ~= "string" then fail("controller %s: owns lists kinds", def.name) end

@@ -38,6 +38,12 @@ local micro_time = luaop.time.format_micro
 -- election uses, when given).
 function M.set_identity(id) identity = id end
 
+-- Forget every series and bucket (the test kit, between environments: its
+-- clock starts over).
+function M.reset()
+  keys, buckets = {}, {}
+end
+
 local function instance()
   if not identity then
     identity = ("luaop_%08x"):format(math.random(0, 0x7fffffff))

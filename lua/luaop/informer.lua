@@ -37,7 +37,7 @@ function M.new(kind, opts)
   return setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
-    store = {}, count = 0, handlers = {}, synced = false, synced_cond = core.task.cond(),
+    store = {}, count = 0, handlers = {}, tombstones = {}, synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
     -- selectors share it: the last to change sets it)
@@ -66,10 +66,26 @@ local function strip(obj)
   return obj
 end
 
+-- A resourceVersion as a number, when it is one (etcd's are; the API
+-- says they are opaque, so nothing is compared when they are not).
+local function rv_number(obj)
+  local md = type(obj) == "table" and obj.metadata
+  return md and math.tointeger(tonumber(md.resourceVersion)) or nil
+end
+
+-- Whether obj is older than what the cache has of it (or than its delete).
+function Informer:stale(k, obj)
+  local tomb = self.tombstones[k]
+  if tomb and tomb.uid == obj.metadata.uid then return true end
+  local new, old = rv_number(obj), rv_number(self.store[k])
+  return new ~= nil and old ~= nil and new <= old
+end
+
 -- Put obj in the cache and tell the handlers.
 function Informer:upsert(obj)
   strip(obj)
   local k = key(obj)
+  if self.tombstones[k] and self:stale(k, obj) then return end -- an event from before this process deleted it
   local old = self.store[k]
   self.store[k] = obj
   if old == nil then
@@ -84,12 +100,34 @@ end
 function Informer:remove(obj)
   local k = key(obj)
   local old = self.store[k]
-  if old ~= nil then
-    self.store[k] = nil
-    self.count = self.count - 1
-    self.objects:set(self.count)
-  end
-  self:emit("delete", old or strip(obj))
+  self.tombstones[k] = nil
+  if old == nil then return end -- gone already (this process deleted it)
+  self.store[k] = nil
+  self.count = self.count - 1
+  self.objects:set(self.count)
+  self:emit("delete", old)
+end
+
+-- This process wrote obj (the API server's answer): into the cache now,
+-- unless the cache has it newer already.
+function Informer:observe(obj)
+  local k = key(obj)
+  if self:stale(k, obj) then return end
+  self:upsert(luaop.copy(obj))
+end
+
+-- This process deleted namespace/name (of uid, when known): out of the
+-- cache now, and events of it from before the delete are ignored until
+-- its DELETED event (or a relist). res: the server's answer, which still
+-- holds the object when finalizers keep it.
+function Informer:observe_delete(ns, name, uid, res)
+  local k = ns and ns ~= "" and ns .. "/" .. name or name
+  local md = type(res) == "table" and res.kind ~= "Status" and res.metadata
+  if md and md.deletionTimestamp and md.finalizers and #md.finalizers > 0 then return self:observe(res) end
+  local old = self.store[k]
+  if old == nil or (uid and old.metadata.uid ~= uid) then return end
+  self:remove(old)
+  self.tombstones[k] = { uid = old.metadata.uid }
 end
 
 -- LIST everything and make the cache what it says: new objects are adds,
@@ -110,6 +148,7 @@ end
 function Informer:relist()
   local o = self.opts
   local seen = {}
+  self.tombstones = {} -- the LIST is the truth
   gc_listing(1)
   -- page by page into the cache, so that no more than a page of decoded
   -- objects is garbage at a time

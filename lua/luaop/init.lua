@@ -10,7 +10,6 @@ local luaop = {
   array = core.json.array, -- mark a table as a JSON array (so {} encodes as [])
   sleep = core.task.sleep, -- yields the task
   spawn = core.task.spawn, -- run a function as a task of its own; :wait() for it
-  now = core.task.now,
   is_error = client.is_error,
 }
 
@@ -22,6 +21,58 @@ local function copy(v)
   return setmetatable(out, getmetatable(v))
 end
 luaop.copy = copy
+
+-- ---- owners ---------------------------------------------------------------
+
+-- The controller reference of obj (its ownerReferences entry with
+-- controller = true), or nil.
+function luaop.controller_of(obj)
+  local md = type(obj) == "table" and obj.metadata
+  for _, ref in ipairs(md and md.ownerReferences or {}) do
+    if ref.controller then return ref end
+  end
+  return nil
+end
+
+-- Make owner the controller of obj, as controller-runtime's
+-- SetControllerReference does: an ownerReference with controller and
+-- blockOwnerDeletion set, so the owner's controller is told of obj's
+-- events (owns = {...}) and deleting the owner deletes obj. Raises when
+-- obj has another controller already, or when a namespaced owner is in
+-- another namespace. Returns obj.
+function luaop.set_controller(obj, owner)
+  if type(obj) ~= "table" or type(owner) ~= "table" or type(owner.metadata) ~= "table" then
+    error("set_controller(obj, owner) needs two objects", 2)
+  end
+  local om = owner.metadata
+  if type(owner.apiVersion) ~= "string" or type(owner.kind) ~= "string" or type(om.name) ~= "string"
+    or type(om.uid) ~= "string" then
+    error("the owner needs apiVersion, kind, metadata.name and metadata.uid (an object read from the API server)", 2)
+  end
+  obj.metadata = obj.metadata or {}
+  local md = obj.metadata
+  if om.namespace and om.namespace ~= "" and md.namespace and md.namespace ~= om.namespace then
+    error(("an owner in namespace %s cannot own an object in %s"):format(om.namespace, md.namespace), 2)
+  end
+  local ref = { apiVersion = owner.apiVersion, kind = owner.kind, name = om.name, uid = om.uid,
+    controller = true, blockOwnerDeletion = true }
+  local refs = md.ownerReferences or core.json.array()
+  for i, r in ipairs(refs) do
+    if r.uid == om.uid then
+      refs[i] = ref
+      md.ownerReferences = refs
+      return obj
+    end
+    if r.controller then
+      local what = tostring(md.name or md.generateName)
+      error(("%s %s is controlled by %s %s already"):format(obj.kind or "the object", what,
+        r.kind, r.name), 2)
+    end
+  end
+  refs[#refs + 1] = ref
+  md.ownerReferences = refs
+  return obj
+end
 
 -- A controller definition (see luaop.controller): return it from the script
 -- (or a list of them) and luaop runs it.
@@ -44,10 +95,10 @@ function luaop.client(opts)
   return client.default()
 end
 
--- Wall-clock time as Kubernetes writes it (RFC 3339, UTC, seconds):
+-- Time as Kubernetes writes it (RFC 3339, UTC, seconds):
 -- time.parse("2026-11-22T10:00:00Z") -> seconds since the epoch (nil when
--- malformed), time.format(seconds) -> "2026-11-22T10:00:00Z", time.now()
--- (seconds since the epoch, with microseconds).
+-- malformed), time.format(seconds) -> "2026-11-22T10:00:00Z"; and the two
+-- clocks, time.wall() and time.monotonic().
 local time = {}
 luaop.time = time
 
@@ -135,9 +186,11 @@ function time.format_micro(t)
   return text:sub(1, -2) .. (".%06dZ"):format(math.floor((t - s) * 1e6))
 end
 
-function time.now()
-  return core.task.wall()
-end
+-- The two clocks: wall() is seconds since the epoch, with microseconds
+-- (what Kubernetes' times are written in); monotonic() is seconds that
+-- only go forward, for durations and deadlines (it says nothing of the date).
+time.wall = core.task.wall
+time.monotonic = core.task.now
 
 -- A logger: log:info(msg, {k = v}), :error, :debug; :with{k = v} adds values.
 local Logger = {}

@@ -88,6 +88,39 @@ function Manager:cache_for(kind, q)
   return nil
 end
 
+-- Whether two kinds as scripts write them ("Switch", "v1/Pod",
+-- "group/version/Kind") can name the same kind: the same name, and the
+-- same group where both say it.
+local function same_kind(a, b)
+  if kind_name(a) ~= kind_name(b) then return false end
+  local ga, gb = a:match("^(.*)/[^/]*/[^/]*$"), b:match("^(.*)/[^/]*/[^/]*$")
+  return ga == nil or gb == nil or ga == gb
+end
+
+-- The caches that hold every object of kind in namespace ns: an informer
+-- without selectors (what a selector keeps is left to its watch).
+function Manager:caches_of(kind, ns)
+  local out = {}
+  for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
+    if same_kind(e.kind, kind) and not e.label_selector and not e.field_selector
+      and (e.namespace == nil or e.namespace == ns) then
+      out[#out + 1] = e.inf
+    end
+  end
+  return out
+end
+
+-- A write of this process succeeded: its answer goes into the caches at
+-- once (read your own writes), unless they hold something newer.
+function Manager:observe(kind, obj)
+  for _, inf in ipairs(self:caches_of(kind, obj.metadata.namespace)) do inf:observe(obj) end
+end
+
+-- A delete of this process succeeded (res: the server's answer).
+function Manager:observe_delete(kind, ns, name, uid, res)
+  for _, inf in ipairs(self:caches_of(kind, ns)) do inf:observe_delete(ns, name, uid, res) end
+end
+
 -- The subscriptions definition def needs, enqueueing into controller c.
 function Manager:plan(c, def)
   return plan.plan(self, c, def)
@@ -289,12 +322,12 @@ function Manager:stop(timeout)
     c.queue:shutdown()
     c.resync_changed:signal()
   end
-  local deadline = luaop.now() + (timeout or 30)
+  local deadline = luaop.time.monotonic() + (timeout or 30)
   while true do
     local active = 0
     for _, c in ipairs(all) do active = active + c.active end
     if active == 0 then return true end
-    local left = deadline - luaop.now()
+    local left = deadline - luaop.time.monotonic()
     if left <= 0 then
       self.log:error("reconciles still running at the end of the drain", { active = active })
       return false

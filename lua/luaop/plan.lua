@@ -23,6 +23,22 @@ end
 
 M.split_key = split_key
 
+-- Tell controller c's handler `h` of an event (copies of the objects), in
+-- the informer's task under the controller's instruction budget: like a
+-- watch's map it may read the caches, log and record Events, not wait.
+-- Nothing before the controller runs (the caches synced, and leading):
+-- then every cached object is an on_add (worker.start_workers).
+function M.deliver(self, c, h, a, b)
+  local f = c.def[h]
+  if not f or not c.running or c.stopped then return end
+  local o = b or a
+  local ctx = context.new { manager = self, client = self.client, controller = c,
+    log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
+  local ok, err = core.task.call_limited(definition.budgets(c.def).instructions, f, ctx, luaop.copy(a),
+    b ~= nil and luaop.copy(b) or nil)
+  if not ok then error(("%s of %s: %s"):format(h, c.name, tostring(err)), 0) end
+end
+
 -- The subscriptions a definition needs: {entry, add, update, delete} each,
 -- enqueueing into controller c.
 function M.plan(self, c, def)
@@ -35,12 +51,22 @@ function M.plan(self, c, def)
   local primary = self:entry(def.resource, {
     namespace = def.namespace, label_selector = def.label_selector, field_selector = def.field_selector,
   })
-  sub(primary, {
-    primary = true,
-    add = function(o) enqueue(informer.key(o)) end,
-    update = function(_, o) enqueue(informer.key(o)) end,
-    delete = function(o) enqueue(informer.key(o)) end,
-  })
+  if def.reconcile then
+    sub(primary, {
+      primary = true,
+      add = function(o) enqueue(informer.key(o)) end,
+      update = function(_, o) enqueue(informer.key(o)) end,
+      delete = function(o) enqueue(informer.key(o)) end,
+    })
+  else
+    -- handlers: told of each event once the controller runs (M.deliver)
+    sub(primary, {
+      primary = true,
+      add = function(o) M.deliver(self, c, "on_add", o) end,
+      update = function(old, o) M.deliver(self, c, "on_update", old, o) end,
+      delete = function(o) M.deliver(self, c, "on_delete", o) end,
+    })
+  end
   -- owned kinds: an event on an object enqueues its controller owner
   local owner_kind = kind_name(def.resource)
   local function owner(o)

@@ -358,7 +358,7 @@ function Reloader:scan(first)
       failures[#failures + 1] = path .. ": " .. tostring(rerr)
       if not first then self:fail(path, rerr) end
     elseif (not cur or cur.text ~= text) and self.failed[path] ~= text then
-      local t0 = luaop.now()
+      local t0 = luaop.time.monotonic()
       local defs, err = M.load(path, text)
       local ok, set_failed
       if defs then
@@ -376,7 +376,8 @@ function Reloader:scan(first)
           self.reloads.success = self.reloads.success + 1
           count_reload(path, "success")
           self.log:info(cur and "script reloaded" or "script loaded", {
-            script = path, controllers = table.concat(names, ","), ms = math.floor((luaop.now() - t0) * 1000 + 0.5),
+            script = path, controllers = table.concat(names, ","),
+            ms = math.floor((luaop.time.monotonic() - t0) * 1000 + 0.5),
           })
         end
       else

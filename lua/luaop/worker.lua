@@ -39,7 +39,7 @@ local budgets = { instructions = true, memory = true, pattern = true, watchdog =
 
 -- Every object of c's primary cache into its queue.
 function M.requeue_all(c, rate_limited)
-  if not c.primary then return end -- stopped
+  if not c.primary or not c.def.reconcile then return end -- stopped, or handlers only
   for key in pairs(c.primary.inf.store) do
     if rate_limited then c.queue:add_rate_limited(key) else c.queue:add(key) end
   end
@@ -76,9 +76,18 @@ local function reconcile_one(self, c, key)
     if why ~= "api" then m.panics:add() end
     if budgets[why] then m.budget(why):add() end
     c.errors = c.errors + 1
-    c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
+    -- A Conflict is a normal outcome (the object changed since it was
+    -- read): run again from fresh state, saying so at debug level only
+    local head = tostring(res):match("^[^\n]*")
+    local conflict = why == "api" and (head:match("^Conflict: (.*)") or head:match("^[^:]*:%d+: Conflict: (.*)"))
+    if conflict then
+      c.log:debug("Reconcile conflict, retrying", { namespace = ns, name = name, reason = "Conflict",
+        message = conflict })
+    else
+      c.log:error("Reconciler error", { namespace = ns, name = name, error = res })
+    end
     -- and a Warning Event on the object, when it is still there
-    local obj = c.primary and c.primary.inf:get(ns and ns .. "/" .. name or name)
+    local obj = not conflict and c.primary and c.primary.inf:get(ns and ns .. "/" .. name or name)
     if obj then
       events.record { regarding = obj, type = "Warning", controller = c.name,
         reason = budgets[why] and "BudgetExceeded" or "ReconcileError",
@@ -102,7 +111,7 @@ end
 -- Takes keys as they become ready: the queue's timer in C moves delayed
 -- keys in when they come due and wakes a waiting worker, so nothing polls.
 local function worker(self, c)
-  while not self.stopping and not c.stopped and c.workers <= (c.def.concurrency or 1) do
+  while not self.stopping and not c.stopped and c.def.reconcile and c.workers <= (c.def.concurrency or 1) do
     local key = c.queue:take() -- nil: woken to look again
     if key then reconcile_one(self, c, key) end
   end
@@ -119,9 +128,9 @@ local function resyncer(self, c)
       c.resync_changed:wait()
     else
       -- until the period is over, or a reload changes it (or the stop)
-      local due = luaop.now() + period
-      while luaop.now() < due and c.def.resync == period and not c.stopped and not self.stopping do
-        c.resync_changed:wait(due - luaop.now())
+      local due = luaop.time.monotonic() + period
+      while luaop.time.monotonic() < due and c.def.resync == period and not c.stopped and not self.stopping do
+        c.resync_changed:wait(due - luaop.time.monotonic())
       end
       if c.def.resync == period and not c.stopped and not self.stopping then M.requeue_all(c, false) end
     end
@@ -139,9 +148,19 @@ function M.start_workers(self, c)
       while r.name == c.name and r.active > 0 do self.idle:wait() end
     end
     c.running = true
+    if not c.def.reconcile then
+      -- handlers: every object cached so far is an add, then each event
+      c.log:info("Starting event handlers", {})
+      for _, obj in pairs(c.primary and c.primary.inf.store or {}) do
+        local ok, err = pcall(require("luaop.plan").deliver, self, c, "on_add", obj)
+        if not ok then c.log:error("event handler failed", { event = "add", error = tostring(err) }) end
+      end
+      return
+    end
     c.log:info("Starting workers", { ["worker count"] = n })
     luaop.spawn(resyncer, self, c)
   end
+  if not c.def.reconcile then return end
   c.metrics.workers:set(n)
   while c.workers < n do
     c.workers = c.workers + 1

@@ -138,7 +138,7 @@ return luaop.controller {
     it("needs a path, and does not go with --program", function()
       local code, _, err = proc.run { bin, "--check" }
       assert.are.equal(2, code)
-      assert.matches("%-%-check needs a script or a directory to check", err)
+      assert.matches("%-%-check needs a script or a directory", err)
       code, _, err = proc.run { bin, "--check", "--program", "x.lua" }
       assert.are.equal(2, code)
       assert.matches("%-%-check checks scripts: not with %-%-program", err)

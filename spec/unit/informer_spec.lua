@@ -16,8 +16,8 @@ describe("luaop.informer", function()
       inf:wait_synced()
       -- the fake ends each watch after an ADDED (resourceVersion 40 + W) and a
       -- BOOKMARK (50 + W): wait until the third watch's bookmark is in
-      local deadline = luaop.now() + 20
-      while tonumber(inf.rv) < 53 and luaop.now() < deadline do luaop.sleep(0.01) end
+      local deadline = luaop.time.monotonic() + 20
+      while tonumber(inf.rv) < 53 and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
       print("rv", tonumber(inf.rv) >= 53, inf:get("default", "new") ~= nil, #inf:list())
       inf:stop()
     ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
@@ -59,8 +59,8 @@ describe("luaop.informer", function()
       inf:start()
       inf:wait_synced()
       print("listed", inf:get("default", "cm-a") ~= nil, inf:get("default", "cm-deep") ~= nil, inf:get("default", "cm-b") ~= nil)
-      local deadline = luaop.now() + 20
-      while not inf:get("default", "watch-after") and luaop.now() < deadline do luaop.sleep(0.01) end
+      local deadline = luaop.time.monotonic() + 20
+      while not inf:get("default", "watch-after") and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
       print("watched", inf:get("default", "watch-after") ~= nil, inf:get("default", "watch-deep") ~= nil)
       inf:stop()
       print("counted", core.counters().undecodable_objects >= 2)
