@@ -27,10 +27,6 @@ local function has_finalizer(obj)
   return false
 end
 
-local function check(err)
-  if err and err.reason ~= "NotFound" then error(err) end
-end
-
 -- Every copy of source `name`, in any namespace.
 local function copies_of(ctx, name)
   return ctx:list("Secret",
@@ -77,7 +73,7 @@ return luaop.controller {
       for _, copy in ipairs(copies_of(ctx, req.name)) do
         local where = copy.metadata.namespace
         ctx.log:info("deleting copy", { copy = where .. "/" .. copy.metadata.name })
-        check(select(2, ctx:delete("Secret", { namespace = where, name = copy.metadata.name })))
+        assert(ctx:delete(copy))
         if src then
           ctx:event(src, "Normal", "CopyRemoved", "removed the copy in " .. where, "Delete")
         end
@@ -88,15 +84,14 @@ return luaop.controller {
           if f ~= FINALIZER then keep[#keep + 1] = f end
         end
         src.metadata.finalizers = keep
-        check(select(2, ctx:update(src)))
+        assert(ctx:update(src))
       end
       return
     end
     if not has_finalizer(src) then
       src.metadata.finalizers = src.metadata.finalizers or luaop.array()
       table.insert(src.metadata.finalizers, FINALIZER)
-      local _, err = ctx:update(src)
-      if err then error(err) end
+      assert(ctx:update(src))
       return -- the update brings us back
     end
 
@@ -109,19 +104,18 @@ return luaop.controller {
         local want, copy = wanted_copy(src, name), existing[name]
         if not copy then
           ctx.log:info("creating copy", { copy = name .. "/" .. req.name })
-          local _, err = ctx:create(want)
+          local _, err = ctx:create(want) -- AlreadyExists: its watch event is on its way
           if err and err.reason ~= "AlreadyExists" then error(err) end
           if not err then
             ctx:event(src, "Normal", "CopyCreated", "copied into " .. name, "Create")
           end
         elseif copy.type ~= want.type then -- the type cannot change: replace it
-          check(select(2, ctx:delete("Secret", { namespace = name, name = req.name })))
+          assert(ctx:delete(copy))
           return luaop.requeue()
         elseif not same(copy.data, want.data) then
           ctx.log:info("updating copy", { copy = name .. "/" .. req.name })
           copy.data = want.data
-          local _, err = ctx:update(copy) -- Conflict: retried from fresh state
-          if err then error(err) end
+          assert(ctx:update(copy)) -- Conflict: retried from fresh state
           ctx:event(src, "Normal", "CopyUpdated", "updated the copy in " .. name, "Update")
         end
       end

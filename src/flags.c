@@ -19,6 +19,7 @@ static const char *flags_usage =
     "Usage: luaop --script PATH [--script PATH...] [flags]\n"
     "       luaop --program FILE [flags] [-- program arguments]\n"
     "       luaop --check PATH...\n"
+    "       luaop --test FILE|DIR...\n"
     "\n"
     "luaop runs Kubernetes operators written in Lua 5.4. Each script returns\n"
     "controller definitions; luaop runs them, each in a sandbox of its own\n"
@@ -35,6 +36,10 @@ static const char *flags_usage =
     "                           directories), with no cluster: syntax, unknown\n"
     "                           globals, controller definitions; prints\n"
     "                           file:line: message and exits 1 on any finding\n"
+    "      --test               run the spec files the arguments name (files, or\n"
+    "                           directories of *_spec.lua and *_test.lua) with the\n"
+    "                           test kit (luaop.testing), no cluster; prints TAP and\n"
+    "                           N passed, N failed; exits 1 on any failure\n"
     "      --watchdog           watch a program's loop as scripts' always is: a\n"
     "                           task that runs 5 s without waiting is interrupted\n"
     "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
@@ -122,13 +127,14 @@ int flags_parse(int argc, char **argv, flags *o)
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
            OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
-           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK };
+           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"script", required_argument, NULL, OPT_SCRIPT},
         {"program", required_argument, NULL, OPT_PROGRAM},
         {"check", no_argument, NULL, OPT_CHECK},
+        {"test", no_argument, NULL, OPT_TEST},
         {"watchdog", no_argument, NULL, OPT_WATCHDOG},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"context", required_argument, NULL, OPT_CONTEXT},
@@ -183,6 +189,9 @@ int flags_parse(int argc, char **argv, flags *o)
             break;
         case OPT_CHECK:
             o->check = 1;
+            break;
+        case OPT_TEST:
+            o->test = 1;
             break;
         case OPT_WATCHDOG:
             o->watchdog = 1;
@@ -303,21 +312,26 @@ int flags_parse(int argc, char **argv, flags *o)
         fprintf(stderr, "luaop: --program runs one trusted file: not with --script\n");
         return 3;
     }
-    if (o->check) {
+    if (o->check && o->test) {
+        fprintf(stderr, "luaop: --check or --test, not both\n");
+        return 3;
+    }
+    if (o->check || o->test) {
+        const char *what = o->check ? "--check" : "--test";
         if (o->program) {
-            fprintf(stderr, "luaop: --check checks scripts: not with --program\n");
+            fprintf(stderr, "luaop: %s %s: not with --program\n", what, o->check ? "checks scripts" : "runs specs");
             return 3;
         }
         for (int i = 0; i < o->script_argc; i++) {
             if (o->nscripts == FLAGS_MAX_SCRIPTS) {
-                fprintf(stderr, "luaop: at most %d paths to check (name a directory instead)\n", FLAGS_MAX_SCRIPTS);
+                fprintf(stderr, "luaop: at most %d paths (name a directory instead)\n", FLAGS_MAX_SCRIPTS);
                 return 3;
             }
             o->scripts[o->nscripts++] = o->script_argv[i];
         }
         o->script_argc = 0;
         if (o->nscripts == 0) {
-            fprintf(stderr, "luaop: --check needs a script or a directory to check\n");
+            fprintf(stderr, "luaop: %s needs a %s or a directory\n", what, o->check ? "script" : "spec file");
             return 3;
         }
         return 0;

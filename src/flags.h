@@ -13,6 +13,7 @@ typedef struct flags {
     int nscripts;
     const char *program;
     int check; /* --check: the paths are the arguments (and --script's) */
+    int test;  /* --test: the same, spec files run with the test kit */
     int watchdog; /* --watchdog (scripts: always) */
     const char *kubeconfig, *context, *namespace;
     double qps;

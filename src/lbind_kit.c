@@ -5,6 +5,8 @@
  *   kit.virtual_clock([wall]) the runtime's clock (task.now, task.wall,
  *     sleeps, cond timeouts, work queue delays and rate limits) stands
  *     still, at wall seconds since the epoch (default: now), until moved
+ *   kit.real_clock()  back to the monotonic and wall clocks (what still
+ *     waits keeps its due time on the virtual clock's scale)
  *   kit.advance(seconds)  move it: sleeps and delayed keys whose time came
  *     are started (they run at the next kit.run)
  *   kit.next_due() -> seconds | nil  until the next sleep ends or delayed
@@ -50,6 +52,18 @@ static int lbind_kit_virtual_clock(lua_State *L)
     rt->virtual_wall = wall;
     lbind_task_clock_moved(rt);
     lbind_workqueue_clock_moved(rt);
+    return 0;
+}
+
+static int lbind_kit_real_clock(lua_State *L)
+{
+    runtime *rt = runtime_of(L);
+
+    if (rt->virtual_clock) {
+        rt->virtual_clock = 0;
+        lbind_task_clock_moved(rt);
+        lbind_workqueue_clock_moved(rt);
+    }
     return 0;
 }
 
@@ -107,6 +121,7 @@ int lbind_kit_open(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
         {"virtual_clock", lbind_kit_virtual_clock},
+        {"real_clock", lbind_kit_real_clock},
         {"advance", lbind_kit_advance},
         {"next_due", lbind_kit_next_due},
         {"run", lbind_kit_run},

@@ -129,7 +129,7 @@ static lua_State *main_lua(const flags *o, runtime *rt)
         log_write(LOG_ERROR, "setup", "cannot create a Lua state", NULL, 0);
         return NULL;
     }
-    rt->scripts = !o->program;
+    rt->scripts = !o->program && !o->test; /* specs are trusted, as programs */
     if (runtime_attach(rt, L) != 0) {
         log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
         lua_close(L);
@@ -141,7 +141,7 @@ static lua_State *main_lua(const flags *o, runtime *rt)
     lua_setfield(L, -2, "luaop.core");
     lua_pop(L, 1);
     luaembed_preload(L);
-    if (!o->program)
+    if (!o->program && !o->test)
         sandbox_apply(L); /* scripts: what no Lua code in this process may do */
     /* arg[0] the script, then its arguments */
     lua_createtable(L, o->script_argc, 1);
@@ -308,6 +308,45 @@ static int main_serve(const flags *o, runtime *rt, serve **srv)
     return 0;
 }
 
+/* --test: luaop.testrunner.main(paths) on a trusted state with no API
+ * server, outside any task (the test kit runs the loop itself, until idle,
+ * at each step). Its exit status. */
+static int main_test(const flags *o)
+{
+    runtime *rt = runtime_new();
+    lua_State *L = rt ? main_lua(o, rt) : NULL;
+    int status = 1;
+
+    if (L == NULL) {
+        if (rt == NULL)
+            log_write(LOG_ERROR, "setup", "out of memory", NULL, 0);
+        runtime_free(rt);
+        return 1;
+    }
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "luaop.testrunner");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+        lua_getfield(L, -1, "main");
+        lua_createtable(L, o->nscripts, 0);
+        for (int i = 0; i < o->nscripts; i++) {
+            lua_pushstring(L, o->scripts[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+            status = (int)lua_tointeger(L, -1);
+    }
+    if (status != 0 && lua_type(L, -1) == LUA_TSTRING) {
+        const char *msg = lua_tostring(L, -1);
+        log_field f = {"error", LOG_STR, .v.str = {msg, strlen(msg)}};
+        log_write(LOG_ERROR, "test", "luaop --test failed", &f, 1);
+    }
+    lbind_task_shutdown(rt);
+    lbind_fs_shutdown(rt);
+    lua_close(L);
+    runtime_free(rt);
+    return status;
+}
+
 /* Wiring: a runtime, its API server, a Lua state running luaop.main,
  * the signals and the watchdog; the loop until luaop.main ends; then
  * everything down again, in order. */
@@ -394,5 +433,5 @@ int main(int argc, char **argv)
      * line is one write, never seen half-written by whoever reads the log */
     setvbuf(stderr, NULL, _IOFBF, 1 << 16);
     log_setup(o.log_format, o.log_level, NULL);
-    return main_script(&o);
+    return o.test ? main_test(&o) : main_script(&o);
 }

@@ -1,0 +1,347 @@
+-- luaop.testing - the test kit: a script's real controllers, informers
+-- and work queues against an in-memory API server (luaop.apiserver), on a
+-- clock that moves only when the test says so. No cluster, no sleeps.
+--
+--   local testing = require "luaop.testing"
+--   local env = testing.env {
+--     scripts = { "operators/at.lua" },     -- loaded as luaop loads them (sandbox, budgets)
+--     manifests = { "manifests/crds" },     -- YAML files or directories: CRDs served, the rest created
+--     objects = { {...} },                  -- more objects, as tables
+--     time = "2026-11-25T10:00:00Z",        -- where the clock starts (default 2030-01-01T00:00:00Z)
+--   }
+--   env:create(at)                          -- as a user would; the operators react, until idle
+--   env:advance(3600)                       -- an hour passes: what comes due runs, in order
+--   env:get("At", "default", "x").status.phase
+--   env:actions { verb = "create", kind = "Pod" }
+--   env:stop()
+--
+-- Every call runs the world until it is idle: nothing is ready at the
+-- clock's present time, and whatever waits, waits on time (a requeue_after,
+-- a backoff) or on an event. One environment at a time (the kit takes the
+-- process's API transport); works in busted (luaop.core as a module) and
+-- under `luaop --test`.
+local core = require "luaop.core"
+local luaop = require "luaop"
+local apiserver = require "luaop.apiserver"
+local client = require "luaop.client"
+local controller = require "luaop.controller"
+local events = require "luaop.events"
+local script = require "luaop.script"
+
+local kit, api = core.kit, core.api
+
+local M = {}
+
+M.START = "2030-01-01T00:00:00Z"
+-- How many times advance() moves to the next due time at most (a loop of
+-- requeue_after(0) would otherwise never let time pass).
+M.MAX_STEPS = 100000
+M.EPSILON = 1e-6
+
+local Env = {}
+Env.__index = Env
+
+local current -- the environment that holds the transport
+
+-- Run fn(...) in a task of its own and the loop until idle; its results,
+-- or raises its error. Raises when it still waits once all is idle.
+local function in_task(fn, ...)
+  local res
+  core.task.spawn(function(...) res = table.pack(xpcall(fn, function(e)
+    if type(e) == "string" then return core.traceback(e, 2) end
+    return e
+  end, ...)) end, ...)
+  kit.run()
+  if not res then error("still waiting once everything else was idle (for an event that will not come?)", 3) end
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+local function read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then error("cannot read " .. tostring(err), 3) end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- The YAML files a path names: itself, or a directory's *.yaml and *.yml
+-- (sorted; kustomization.yaml is not a manifest).
+local function yaml_files(path)
+  return in_task(function()
+    local kind, err = core.fs.kind(path)
+    if not kind then error("cannot read manifests " .. tostring(err), 0) end
+    if kind ~= "directory" then return { path } end
+    local names = assert(core.fs.list(path))
+    table.sort(names)
+    local out = {}
+    for _, name in ipairs(names) do
+      if name:match("%.ya?ml$") and not name:match("^kustomization%.") then out[#out + 1] = path .. "/" .. name end
+    end
+    return out
+  end)
+end
+
+-- The documents of a manifest file (empty ones left out).
+local function documents(path)
+  local docs, err = core.yaml.decode(read_file(path))
+  if not docs then error(("%s: %s"):format(path, err), 3) end
+  local out = {}
+  for _, d in ipairs(docs) do
+    if next(d) ~= nil then out[#out + 1] = d end
+  end
+  return out
+end
+
+-- Seconds since the epoch of an RFC 3339 time (or seconds).
+local function seconds(t)
+  if type(t) == "number" then return t end
+  local s, err = luaop.time.parse(t)
+  if not s then error("time: " .. err, 3) end
+  return s
+end
+
+-- The transport luaop's client, Events and informers use, served by s:
+-- each request yields once, as a real one does (so a watch map that calls
+-- the API server fails as it would in a cluster). Requests the test makes
+-- itself are marked in the action log (by = "test").
+local function install(env)
+  local s = env.server
+  local saved = { request = api.request, start = api.start, watch = api.watch, info = api.info }
+  env.saved = saved
+  local function serve(spec)
+    local status, text = s:request(spec.method, spec.path, spec.body, spec.content_type)
+    -- the test's own request: made by the task as_test started
+    if env.test_task and coroutine.running() == env.test_task then env.test_actions[#s.log] = true end
+    return status, text
+  end
+  api.request = function(spec)
+    core.task.sleep(0)
+    return serve(spec)
+  end
+  api.start = function(spec)
+    local status, text = serve(spec)
+    return {
+      wait = function() core.task.sleep(0) return status, text end,
+      cancel = function() end,
+    }
+  end
+  api.watch = function(spec) return s:watch(spec.path) end
+  api.info = function() return { server = "https://luaop.test", namespace = env.namespace } end
+  client.forget_discovery()
+end
+
+-- A new environment, started: the clock set, the API server seeded, the
+-- scripts loaded and their caches synced, and everything run until idle.
+function M.env(opts)
+  opts = opts or {}
+  if current then current:stop() end
+  local env = setmetatable({
+    namespace = opts.namespace or "default", test_actions = {}, scripts = {},
+  }, Env)
+  kit.virtual_clock(seconds(opts.time or M.START))
+  events.reset()
+  env.server = apiserver.new { now = core.task.wall }
+  install(env)
+  -- the log lines of Lua code (the scripts', the controllers'), kept for
+  -- env:logs(); written too with LUAOP_TEST_LOG set
+  local write, verbose = core.log.write, os.getenv("LUAOP_TEST_LOG")
+  env.logged, env.saved.log_write = {}, write
+  core.log.write = function(level, logger, msg, fields)
+    env.logged[#env.logged + 1] = { level = level, logger = logger, msg = msg, fields = fields or {} }
+    if verbose then write(level, logger, msg, fields) end
+  end
+  current = env
+  env.manager = controller.manager()
+  local ok, err = pcall(function()
+    for _, path in ipairs(opts.manifests or {}) do
+      for _, file in ipairs(yaml_files(path)) do
+        for _, doc in ipairs(documents(file)) do env:seed(doc) end
+      end
+    end
+    for _, obj in ipairs(opts.objects or {}) do env:seed(obj) end
+    for _, path in ipairs(opts.scripts or { opts.script }) do env:load(path) end
+    in_task(function() env.manager:start() end)
+  end)
+  if not ok then
+    env:stop() -- the transport and the clock back, whatever failed
+    error(err, 0)
+  end
+  return env
+end
+
+-- Put an object in the API server as it is (a CRD is served at once), with
+-- no action logged and nothing run: for the state a test starts from.
+function Env:seed(obj)
+  if obj.kind == "CustomResourceDefinition" then
+    self.server:add_crd(obj)
+  else
+    self.server:seed(obj)
+  end
+end
+
+-- Load (or reload) a script as luaop does: in its sandbox, under the load
+-- budget; its controllers replace the ones it had. text: the script's
+-- source (default: the file's).
+function Env:load(path, text)
+  text = text or read_file(path)
+  local defs = in_task(function()
+    local d, err = script.load(path, text)
+    if not d then error(err, 0) end
+    local ok, serr = self.manager:set(path, d)
+    if not ok then error(serr, 0) end
+    return d
+  end)
+  self.scripts[path] = defs
+  return defs
+end
+
+-- Run until idle, the clock standing still.
+function Env:run()
+  kit.run()
+end
+
+-- Let `secs` seconds pass: the clock moves to each time something is due
+-- on the way (a requeue_after, a backoff, a sleep), runs it until idle,
+-- and ends at now + secs.
+function Env:advance(secs)
+  if type(secs) ~= "number" or secs < 0 then error("advance needs seconds >= 0", 2) end
+  kit.run()
+  local left = secs
+  for _ = 1, M.MAX_STEPS do
+    local due = kit.next_due()
+    -- (what comes due within a microsecond of the end is due at the end:
+    -- seconds as doubles round differently on the way)
+    if due == nil or due > left + M.EPSILON then
+      kit.advance(left)
+      kit.run()
+      return
+    end
+    kit.advance(due)
+    left = math.max(left - due, 0)
+    kit.run()
+  end
+  error(("still something due at every step after %d steps: a reconcile that requeues at once, forever?")
+    :format(M.MAX_STEPS), 2)
+end
+
+-- The clock: seconds since the epoch, and as Kubernetes writes it.
+function Env:now() return core.task.wall() end
+function Env:time() return luaop.time.format(core.task.wall()) end
+
+-- The test's own client calls, as a user with kubectl: each runs, then the
+-- operators react until idle. Results as the client's (object | nil, err).
+local function as_test(self, verb, ...)
+  local c = client.default()
+  return in_task(function(...)
+    self.test_task = coroutine.running()
+    return c[verb](c, ...)
+  end, ...)
+end
+
+for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "delete" } do
+  Env[verb] = function(self, ...) return as_test(self, verb, ...) end
+end
+
+-- Reads straight from the API server (no action logged): an object or nil,
+-- and lists of objects, optionally only those whose labels match `labels`.
+function Env:get(kind, namespace, name)
+  if name == nil then namespace, name = nil, namespace end
+  return self.server:get(kind, namespace, name)
+end
+
+function Env:list(kind, namespace, labels)
+  local out = {}
+  for _, o in ipairs(self.server:objects(kind)) do
+    local md = o.metadata
+    local ok = namespace == nil or md.namespace == namespace
+    for k, v in pairs(labels or {}) do
+      if not md.labels or md.labels[k] ~= v then ok = false end
+    end
+    if ok then out[#out + 1] = o end
+  end
+  table.sort(out, function(a, b)
+    local ka = (a.metadata.namespace or "") .. "/" .. a.metadata.name
+    return ka < (b.metadata.namespace or "") .. "/" .. b.metadata.name
+  end)
+  return out
+end
+
+-- What the operators asked of the API server, in order (the test's own
+-- requests left out), as client-go's fake Actions(): each {verb, kind,
+-- resource, namespace, name, subresource, object}. filter: fields an
+-- action must have (verb = "create", kind = "Pod", ...); reads are left
+-- out unless filter.reads.
+function Env:actions(filter)
+  filter = filter or {}
+  local out = {}
+  for i, a in ipairs(self.server:actions()) do
+    local keep = not self.test_actions[i] and (filter.reads or (a.verb ~= "get" and a.verb ~= "list"
+      and a.verb ~= "watch"))
+    for k, v in pairs(filter) do
+      if k ~= "reads" and a[k] ~= v then keep = false end
+    end
+    if keep then out[#out + 1] = a end
+  end
+  return out
+end
+
+-- Forget the actions so far (asserting on what the next step does).
+function Env:clear_actions()
+  self.server:clear_actions()
+  self.test_actions = {}
+end
+
+-- Make the next matching requests fail (luaop.apiserver's fail): verb,
+-- kind or resource, namespace, name, subresource, reason (Conflict, ...),
+-- times (default 1).
+function Env:fail(spec)
+  self.server:fail(spec)
+end
+
+-- The Events recorded about an object (events.k8s.io/v1), oldest first:
+-- each {type, reason, note, action}; obj: an object or nil for all.
+function Env:events(obj)
+  local out = {}
+  local all = self:list("events.k8s.io/v1/Event")
+  table.sort(all, function(a, b)
+    return tonumber(a.metadata.resourceVersion) < tonumber(b.metadata.resourceVersion)
+  end)
+  for _, e in ipairs(all) do
+    local r = e.regarding or {}
+    if not obj or (r.name == obj.metadata.name and r.namespace == obj.metadata.namespace and r.kind == obj.kind) then
+      out[#out + 1] = { type = e.type, reason = e.reason, note = e.note, action = e.action,
+        count = e.series and e.series.count or 1 }
+    end
+  end
+  return out
+end
+
+-- The log lines so far, each {level, logger, msg, fields}, oldest first;
+-- filter: fields a line must have (msg as a pattern).
+function Env:logs(filter)
+  local out = {}
+  for _, l in ipairs(self.logged) do
+    local keep = true
+    for k, v in pairs(filter or {}) do
+      if k == "msg" then keep = keep and l.msg:find(v) ~= nil else keep = keep and l[k] == v end
+    end
+    if keep then out[#out + 1] = l end
+  end
+  return out
+end
+
+-- Stop the controllers and give the transport back.
+function Env:stop()
+  if self.stopped then return end
+  self.stopped = true
+  pcall(in_task, function() self.manager:stop(0) end)
+  core.log.write = self.saved.log_write
+  self.saved.log_write = nil
+  for k, f in pairs(self.saved) do api[k] = f end
+  client.forget_discovery()
+  kit.real_clock()
+  if current == self then current = nil end
+end
+
+return M

@@ -1,0 +1,223 @@
+-- luaop.testrunner - `luaop --test FILE|DIR...`: run spec files for authors
+-- without busted. A spec file is busted's kind, in a subset: describe, it,
+-- before_each, after_each, pending, and assert with luassert's common
+-- checks (equal, same, is_true, is_false, is_nil, truthy, falsy, matches,
+-- has_error, each also negated: assert.is_not.equal, assert.is_not_nil).
+-- So the same file runs under busted too. A directory holds spec files
+-- named *_spec.lua or *_test.lua. Prints one TAP line a test, each
+-- failure's message, and ends with "N passed, N failed"; exit 1 on any
+-- failure.
+local core = require "luaop.core"
+
+local M = {}
+
+-- ---- assert ---------------------------------------------------------------------
+
+local function show(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "table" then
+    local ok, s = pcall(core.json.encode, v)
+    if ok then return s end
+  end
+  return tostring(v)
+end
+
+local function same(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  for k, v in pairs(a) do
+    if not same(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+-- name -> function(...) -> holds, what it says of the values
+local checks = {
+  equal = function(want, got) return want == got, ("expected %s, got %s"):format(show(want), show(got)) end,
+  same = function(want, got)
+    return same(want, got), ("expected the same as %s, got %s"):format(show(want), show(got))
+  end,
+  ["true"] = function(v) return v == true, ("expected true, got %s"):format(show(v)) end,
+  ["false"] = function(v) return v == false, ("expected false, got %s"):format(show(v)) end,
+  ["nil"] = function(v) return v == nil, ("expected nil, got %s"):format(show(v)) end,
+  truthy = function(v) return not not v, ("expected a truthy value, got %s"):format(show(v)) end,
+  falsy = function(v) return not v, ("expected a falsy value, got %s"):format(show(v)) end,
+  matches = function(pattern, s)
+    return type(s) == "string" and s:find(pattern) ~= nil, ("expected %s to match %s"):format(show(s), show(pattern))
+  end,
+  error = function(fn, want)
+    local ok, err = pcall(fn)
+    if ok then return false, "expected an error, got none" end
+    if want ~= nil and not (type(err) == "string" and err:find(want, 1, true)) and not same(want, err) then
+      return false, ("expected the error %s, got %s"):format(show(want), show(err))
+    end
+    return true, ("expected no error, got %s"):format(show(err))
+  end,
+}
+checks.equals, checks.are_same = checks.equal, checks.same
+checks.has_error, checks.errors, checks.match = checks.error, checks.error, checks.matches
+local filler = { is = true, are = true, has = true, was = true, does = true, to = true, be = true }
+
+-- assert(v, msg) as Lua's; assert.<words>(...) as luassert's, where words
+-- are joined by "." or "_", "not" negates and is/are/has/... are filler.
+local function chain(negate)
+  return setmetatable({}, {
+    __call = function(_, v, msg, ...)
+      if not v then error(msg or "assertion failed!", 2) end
+      return v, msg, ...
+    end,
+    __index = function(_, key)
+      local neg, name = negate, {}
+      for w in key:gmatch("[^_]+") do
+        if w == "not" then neg = not neg elseif not filler[w] then name[#name + 1] = w end
+      end
+      if #name == 0 then return chain(neg) end
+      local check = checks[table.concat(name, "_")] or checks[name[#name]]
+      if not check then error("assert." .. key .. " is not a check luaop --test knows", 2) end
+      return function(...)
+        local n = select("#", ...)
+        local arity = debug.getinfo(check, "u").nparams
+        local msg = n > arity and select(arity + 1, ...) or nil
+        local holds, says = check(...)
+        if holds == neg then
+          error((msg and msg .. ": " or "") .. (neg and "not: " or "") .. says, 2)
+        end
+      end
+    end,
+  })
+end
+M.assert = chain(false)
+
+-- ---- files of specs ---------------------------------------------------------------
+
+-- The spec files the paths name: files as given, and each directory's
+-- *_spec.lua and *_test.lua, sorted. (The file system is read by tasks:
+-- run here by the loop, this being outside any.)
+local function spec_files(paths)
+  local out, err
+  core.task.spawn(function()
+    local files = {}
+    for _, p in ipairs(paths) do
+      local kind, kerr = core.fs.kind(p)
+      if not kind then err = "cannot read " .. tostring(kerr) return end
+      if kind == "directory" then
+        local names = assert(core.fs.list(p))
+        table.sort(names)
+        for _, name in ipairs(names) do
+          if name:match("_spec%.lua$") or name:match("_test%.lua$") then
+            files[#files + 1] = p:gsub("/+$", "") .. "/" .. name
+          end
+        end
+      else
+        files[#files + 1] = p
+      end
+    end
+    out = files
+  end)
+  core.kit.run()
+  return out, err
+end
+
+-- Run the spec files the paths name; the exit status.
+function M.main(paths)
+  local files, err = spec_files(paths)
+  if not files then
+    io.stderr:write("luaop --test: ", tostring(err), "\n")
+    return 1
+  end
+  if #files == 0 then
+    io.stderr:write("luaop --test: no *_spec.lua or *_test.lua in ", table.concat(paths, ", "), "\n")
+    return 1
+  end
+  return M.run_files(files)
+end
+
+-- The tests of one file: {name, fn, befores, afters} each, in order.
+local function collect(path, env)
+  local tests, stack = {}, { { name = nil, before = {}, after = {} } }
+  local function scope() return stack[#stack] end
+  local function full(name)
+    local parts = {}
+    for _, s in ipairs(stack) do parts[#parts + 1] = s.name end
+    parts[#parts + 1] = name
+    return table.concat(parts, " ")
+  end
+  env.describe = function(name, fn)
+    stack[#stack + 1] = { name = name, before = {}, after = {} }
+    fn()
+    stack[#stack] = nil
+  end
+  env.context = env.describe
+  env.before_each = function(fn) table.insert(scope().before, fn) end
+  env.after_each = function(fn) table.insert(scope().after, fn) end
+  env.it = function(name, fn)
+    local befores, afters = {}, {}
+    for _, s in ipairs(stack) do
+      for _, f in ipairs(s.before) do befores[#befores + 1] = f end
+    end
+    for i = #stack, 1, -1 do
+      for _, f in ipairs(stack[i].after) do afters[#afters + 1] = f end
+    end
+    tests[#tests + 1] = { name = full(name), fn = fn, befores = befores, afters = afters, path = path }
+  end
+  env.pending = function(name) tests[#tests + 1] = { name = full(name), pending = true, path = path } end
+  return tests
+end
+
+local function message(e)
+  if type(e) == "string" then return e end
+  return show(e)
+end
+
+-- Run every test of the files; print TAP and the tally; the exit status.
+function M.run_files(files)
+  local n, passed, failed, skipped = 0, 0, 0, 0
+  local t0 = os.clock()
+  for _, path in ipairs(files) do
+    local env = setmetatable({ assert = M.assert }, { __index = _G })
+    local tests = collect(path, env)
+    local chunk, lerr = loadfile(path, "t", env)
+    local ok, err = chunk ~= nil, lerr
+    if chunk then ok, err = xpcall(chunk, debug.traceback) end
+    if not ok then
+      n, failed = n + 1, failed + 1
+      io.stdout:write(("not ok %d - %s\n# %s\n"):format(n, path, (message(err):gsub("\n", "\n# "))))
+    end
+    for _, t in ipairs(ok and tests or {}) do
+      n = n + 1
+      if t.pending then
+        skipped = skipped + 1
+        io.stdout:write(("ok %d - %s # SKIP pending\n"):format(n, t.name))
+      else
+        local terr
+        local tok = xpcall(function()
+          for _, f in ipairs(t.befores) do f() end
+          t.fn()
+        end, function(e) terr = e; return e end)
+        for _, f in ipairs(t.afters) do
+          local aok, aerr = pcall(f)
+          if not aok and tok then tok, terr = false, aerr end
+        end
+        if tok then
+          passed = passed + 1
+          io.stdout:write(("ok %d - %s\n"):format(n, t.name))
+        else
+          failed = failed + 1
+          io.stdout:write(("not ok %d - %s\n# %s\n"):format(n, t.name, (message(terr):gsub("\n", "\n# "))))
+        end
+      end
+    end
+  end
+  io.stdout:write(("1..%d\n"):format(n))
+  local skips = skipped > 0 and (", %d skipped"):format(skipped) or ""
+  io.stdout:write(("%d passed, %d failed%s\n"):format(passed, failed, skips))
+  io.stderr:write(("luaop --test: %d file%s in %.2f s of CPU\n"):format(#files, #files == 1 and "" or "s",
+    os.clock() - t0))
+  io.stdout:flush()
+  return failed == 0 and 0 or 1
+end
+
+return M
