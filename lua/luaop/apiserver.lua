@@ -521,8 +521,7 @@ strategic_into = function(target, patch)
   return target
 end
 
--- RFC 6902 on doc (changed in place): the new document | nil, the error
--- as evanphx/json-patch words it.
+-- RFC 6902 on doc (changed in place): the new document | nil, failure.
 local function pointer(path)
   if type(path) ~= "string" or (path ~= "" and path:sub(1, 1) ~= "/") then return nil end
   local toks = {}
@@ -599,7 +598,13 @@ local function json_patch(doc, ops)
   if not is_array(ops) then
     return nil, bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
   end
-  local function fail(msg) return nil, failure(422, "Invalid", msg, {}) end
+  -- The API server answers a patch that does not apply with a generic 422
+  -- (NewGenericServerResponse drops json-patch's words); they are kept
+  -- here as the cause, for the test's reader.
+  local function fail(msg)
+    return nil, failure(422, "Invalid", "the server rejected our request due to an error in our request",
+      { causes = array { { message = msg } } })
+  end
   for _, op in ipairs(ops) do
     if not is_object(op) then return fail("Unexpected kind: unknown object type") end
     local path = pointer(op.path)
@@ -718,19 +723,23 @@ end
 local BUILTIN = {
   { version = "v1", kind = "Namespace", resource = "namespaces", namespaced = false, status = true,
     status_on_create = { phase = "Active" }, name_rule = "label", field_labels = { "status.phase", "metadata.name" },
-    prepare = prepare_namespace, keep_on_update = keep_namespace, short_names = { "ns" } },
+    prepare = prepare_namespace, keep_on_update = keep_namespace, short_names = { "ns" },
+    return_deleted = true },
   { version = "v1", kind = "ConfigMap", resource = "configmaps", short_names = { "cm" } },
   { version = "v1", kind = "Secret", resource = "secrets", prepare = prepare_secret,
     field_labels = { "metadata.name", "metadata.namespace", "type" } },
   { version = "v1", kind = "Pod", resource = "pods", status = true,
-    status_on_create = { phase = "Pending" }, field_labels = POD_FIELDS, short_names = { "po" } },
+    status_on_create = { phase = "Pending" }, field_labels = POD_FIELDS, short_names = { "po" },
+    return_deleted = true },
   { version = "v1", kind = "Service", resource = "services", status = true, name_rule = "dns1035",
-    field_labels = { "metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type" }, short_names = { "svc" } },
-  { version = "v1", kind = "ServiceAccount", resource = "serviceaccounts", short_names = { "sa" } },
+    field_labels = { "metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type" }, short_names = { "svc" },
+    return_deleted = true },
+  { version = "v1", kind = "ServiceAccount", resource = "serviceaccounts", short_names = { "sa" },
+    return_deleted = true },
   { version = "v1", kind = "Event", resource = "events", field_labels = EVENT_FIELDS,
     field_paths = { source = "source.component" }, short_names = { "ev" } },
   { version = "v1", kind = "Node", resource = "nodes", namespaced = false, status = true, status_on_create = "keep",
-    field_labels = { "metadata.name", "spec.unschedulable" }, short_names = { "no" } },
+    field_labels = { "metadata.name", "spec.unschedulable" }, short_names = { "no" }, return_deleted = true },
   { group = "events.k8s.io", version = "v1", kind = "Event", resource = "events", short_names = { "ev" } },
   { group = "coordination.k8s.io", version = "v1", kind = "Lease", resource = "leases" },
   { group = "apps", version = "v1", kind = "Deployment", resource = "deployments", status = true,
@@ -750,7 +759,8 @@ local CRD_STORE = "apiextensions.k8s.io/customresourcedefinitions"
 -- field selector it takes; default metadata.name and metadata.namespace),
 -- custom (a custom resource: no strategic merge patch, no unconditional
 -- update), status_on_create ("keep", or the status a create starts with;
--- default: none), name_rule ("subdomain", "label", "dns1035").
+-- default: none), name_rule ("subdomain", "label", "dns1035"), return_deleted
+-- (a DELETE answers with the object rather than a Status, as for Pods).
 function Server:add_kind(spec)
   if type(spec) ~= "table" then error("add_kind needs a table", 2) end
   for _, f in ipairs { "version", "kind", "resource" } do
@@ -763,6 +773,7 @@ function Server:add_kind(spec)
     short_names = spec.short_names, custom = spec.custom and true or false,
     status_on_create = spec.status_on_create, prepare = spec.prepare, keep_on_update = spec.keep_on_update,
     name_rule = spec.name_rule or "subdomain", field_paths = spec.field_paths or {}, crd = spec.crd,
+    return_deleted = spec.return_deleted and true or false,
   }
   k.gv = k.group == "" and k.version or k.group .. "/" .. k.version
   k.store = k.group .. "/" .. k.resource
@@ -1458,7 +1469,7 @@ end
 local function patched(kind, cur, patch, k)
   if kind == "json" then return json_patch(cur, patch) end
   if not is_object(patch) then
-    return nil, bad_request("json: cannot unmarshal array into Go value of type map[string]interface {}")
+    return nil, bad_request("Invalid JSON Patch")
   end
   if kind == "strategic" then return strategic_into(cur, patch) end
   if kind == "apply" then
@@ -1547,8 +1558,8 @@ function Server:_delete_namespace(old, dry)
   return new
 end
 
--- Delete old as DELETE with propagation policy does: the object answered
--- (as it was when it goes at once; marked when finalizers keep it).
+-- Delete old as DELETE with propagation policy does: the object as it was
+-- and true when it goes at once; the marked object when finalizers keep it.
 function Server:_delete_object(k, old, policy, dry)
   if k == self.ns_kind then return self:_delete_namespace(old, dry) end
   local md = old.metadata
@@ -1561,7 +1572,7 @@ function Server:_delete_object(k, old, policy, dry)
   end
   if #fins == 0 then
     if not dry then self:_remove(k, old) end
-    return old
+    return old, true
   end
   if md.deletionTimestamp and same(fins, md.finalizers or {}) then return old end
   local new = copy(old)
@@ -1619,7 +1630,14 @@ function Server:_delete(r)
   if k == self.ns_kind and IMMORTAL[r.name] then
     return nil, forbidden(k, r.name, "this namespace may not be deleted")
   end
-  return 200, self:_delete_object(k, old, opts.propagationPolicy, dry_run(r))
+  local obj, gone = self:_delete_object(k, old, opts.propagationPolicy, dry_run(r))
+  if gone and not k.return_deleted then
+    -- most registries answer an object that went at once with a Status (ReturnDeletedObject false)
+    return 200, { kind = "Status", apiVersion = "v1", metadata = {}, status = "Success",
+      details = { name = r.name, group = k.group ~= "" and k.group or nil, kind = k.resource,
+        uid = obj.metadata.uid } }, true
+  end
+  return 200, obj
 end
 
 function Server:_deletecollection(r)
@@ -1785,12 +1803,12 @@ function Server:request(method, path, body, content_type)
     e.injected, e.code, e.reason = true, injected.code, injected.reason
     return injected.code, status_text(injected)
   end
-  local code, res = self["_" .. r.verb](self, r)
+  local code, res, raw = self["_" .. r.verb](self, r)
   if not code then
     e.code, e.reason = res.code, res.reason
     return res.code, status_text(res)
   end
-  if r.verb ~= "list" and r.verb ~= "deletecollection" then res = view(r.k, res) end
+  if not raw and r.verb ~= "list" and r.verb ~= "deletecollection" then res = view(r.k, res) end
   e.code = code
   -- create and update log what was sent, and what came back beside it
   if r.verb == "create" or r.verb == "update" then e.result = copy(res) else e.object = copy(res) end

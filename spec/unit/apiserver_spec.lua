@@ -472,7 +472,8 @@ describe("luaop.apiserver", function()
       assert.are.same({ "x", "y", "z", "end" }, b.metadata.finalizers)
       local st
       code, st = call(s, "PATCH", CMS .. "/a", { { op = "test", path = "/data/a", value = "1" } }, "application/json-patch+json")
-      assert.are.same({ 422, "Invalid", "testing value /data/a failed: test failed" }, { code, st.reason, st.message })
+      assert.are.same({ 422, "Invalid", "the server rejected our request due to an error in our request",
+        "testing value /data/a failed: test failed" }, { code, st.reason, st.message, st.details.causes[1].message })
       code, st = call(s, "PATCH", CMS .. "/a", { { op = "remove", path = "/spec/nope" } }, "application/json-patch+json")
       assert.are.same({ 422, "Invalid" }, { code, st.reason })
       code, st = call(s, "PATCH", CMS .. "/a", { { op = "replace", path = "/metadata/name", value = "b" } },
@@ -569,11 +570,15 @@ describe("luaop.apiserver", function()
       local gone
       code, gone = call(s, "DELETE", CMS .. "/a", { preconditions = { uid = a.metadata.uid,
         resourceVersion = a.metadata.resourceVersion } })
-      assert.are.same({ 200, a.metadata.resourceVersion }, { code, gone.metadata.resourceVersion })
+      assert.are.same({ 200, "Status", "Success", { name = "a", kind = "configmaps", uid = a.metadata.uid } },
+        { code, gone.kind, gone.status, gone.details })
       assert.are.equal(404, (call(s, "GET", CMS .. "/a")))
       local ev = got()[1]
       assert.are.same({ "DELETED", "a", tostring(tonumber(a.metadata.resourceVersion) + 1) }, { ev.type, ev.name, ev.rv })
       assert.are.equal(404, (call(s, "DELETE", CMS .. "/a")))
+      local pod = s:seed { apiVersion = "v1", kind = "Pod", metadata = { name = "p" } }
+      code, gone = call(s, "DELETE", "/api/v1/namespaces/default/pods/p")
+      assert.are.same({ 200, "Pod", pod.metadata.resourceVersion }, { code, gone.kind, gone.metadata.resourceVersion })
       code, st = call(s, "DELETE", CMS .. "/a", { propagationPolicy = "Sometimes" })
       assert.are.same({ 422, 'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Sometimes": '
         .. 'supported values: "Foreground", "Background", "Orphan"' }, { code, st.message })
