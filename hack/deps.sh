@@ -17,7 +17,7 @@
 #            installed). Debian's containerd is installed, not started: the
 #            node runs its own on private paths (hack/node.sh)
 #   image    what `make image` and spec/image need: buildah, runc, debootstrap
-#   bench    what bench/ adds: bc, gdb
+#   bench    what bench/ adds: bc, gdb, time (peak RSS)
 #
 # The only change to the system's package setup is `apt-get update` and
 # `apt-get install` of what is missing, both printed before they run. The
@@ -33,7 +33,7 @@ declare -A set_pkgs=(
   [test]="lua-busted lua-check valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
   [cluster]="curl procps containerd runc containernetworking-plugins iptables iproute2 openssl buildah"
   [image]="buildah runc debootstrap"
-  [bench]="bc gdb"
+  [bench]="bc gdb time"
 )
 all_sets=(build test cluster image bench)
 

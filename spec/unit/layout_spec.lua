@@ -115,4 +115,20 @@ describe("the source's layout", function()
       end
     end
   end)
+  it("keeps the operators short: at.lua at most 50 code lines, useless-machine.lua at most 90, none over 100 columns, as the README counts them", function()
+    local f = assert(io.open("README.md"))
+    local readme = f:read("a")
+    f:close()
+    local limits = { ["at.lua"] = 50, ["useless-machine.lua"] = 90 }
+    for _, name in ipairs { "at.lua", "useless-machine.lua", "secret-copy.lua", "pod-watcher.lua" } do
+      local code = 0
+      for line in io.lines("operators/" .. name) do
+        assert.is_true(#line <= 100, ("%s: a line of %d columns"):format(name, #line))
+        if not line:match("^%s*$") and not line:match("^%s*%-%-") then code = code + 1 end
+      end
+      if limits[name] then assert.is_true(code <= limits[name], ("%s: %d code lines"):format(name, code)) end
+      assert.is_truthy(readme:find("| `" .. name .. "` | " .. code .. " |", 1, true),
+        ("README.md does not say %s has %d code lines"):format(name, code))
+    end
+  end)
 end)
