@@ -246,12 +246,15 @@ static int sched_raw_string(lua_State *L, int idx, const char *key)
 }
 
 /* The text of the error value on top of co's stack, pushed there and
- * returned. No metamethod runs (the task is over; its budget with it): a
- * table is read raw as the client's errors are made, {reason =, message =},
- * and anything else is named by its type, as lua.c does. */
+ * returned. No metamethod runs (the task is over, its budget with it, and
+ * a script's __tostring may never return): a table is read raw as the
+ * client's errors are made, {code =, reason =, message =}, written
+ * "Reason (code): message" as their __tostring writes it, and anything
+ * else is named by its type, as lua.c does. */
 static const char *sched_error_text(lua_State *co)
 {
     const char *reason = NULL, *message = NULL;
+    lua_Integer code = 0;
 
     if (!lua_checkstack(co, 4))
         return "(error object not shown: no stack left)";
@@ -260,11 +263,17 @@ static const char *sched_error_text(lua_State *co)
         return lua_tostring(co, -1);
     }
     if (lua_type(co, -1) == LUA_TTABLE) {
+        lua_pushliteral(co, "code");
+        if (lua_rawget(co, -2) == LUA_TNUMBER && lua_isinteger(co, -1))
+            code = lua_tointeger(co, -1);
+        lua_pop(co, 1);
         if (sched_raw_string(co, -1, "reason"))
             reason = lua_tostring(co, -1);
         if (sched_raw_string(co, -2, "message"))
             message = lua_tostring(co, -1);
-        if (reason && message)
+        if (reason && code > 0)
+            lua_pushfstring(co, "%s (%I)%s%s", reason, (lua_Integer)code, message ? ": " : "", message ? message : "");
+        else if (reason && message)
             lua_pushfstring(co, "%s: %s", reason, message);
         else if (reason || message)
             lua_pushstring(co, reason ? reason : message);

@@ -21,9 +21,16 @@ client.__index = client
 
 local Error = {}
 Error.__index = Error
-Error.__tostring = function(e)
-  return ("%s: %s"):format(e.reason, e.message)
+-- "Reason (code): message", as luaop's core writes an error raised as a
+-- value (src/sched.c), without the code when no answer came.
+local function describe(e)
+  local reason, message, code = rawget(e, "reason"), rawget(e, "message"), rawget(e, "code")
+  reason = type(reason) == "string" and reason or "Error"
+  if math.type(code) == "integer" and code > 0 then reason = ("%s (%d)"):format(reason, code) end
+  if type(message) ~= "string" then return reason end
+  return reason .. ": " .. message
 end
+Error.__tostring = describe
 
 local reason_of_code = {
   [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
@@ -59,6 +66,20 @@ local function is_error(v)
   return getmetatable(v) == Error
 end
 client.is_error = is_error
+
+-- The text of any error value, running none of its metamethods (a
+-- script's __tostring is its code, and may never return): a string or
+-- number as it is, a table as an API error's reason, code and message,
+-- anything else by its type.
+function client.error_text(v)
+  local t = type(v)
+  if t == "string" then return v end
+  if t == "number" then return tostring(v) end
+  if t == "table" and (type(rawget(v, "reason")) == "string" or type(rawget(v, "message")) == "string") then
+    return describe(v)
+  end
+  return ("(error object is a %s value)"):format(t)
+end
 
 -- ---- requests -----------------------------------------------------------------
 

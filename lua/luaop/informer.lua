@@ -15,6 +15,7 @@
 -- not block (queue work instead).
 local core = require "luaop.core"
 local luaop = require "luaop"
+local error_text = require("luaop.client").error_text
 
 local M = {}
 local Informer = {}
@@ -56,7 +57,7 @@ function Informer:emit(event, a, b)
     local f = h[event]
     if f then
       local ok, err = pcall(f, a, b)
-      if not ok then self.log:error("event handler failed", { event = event, error = tostring(err) }) end
+      if not ok then self.log:error("event handler failed", { event = event, error = error_text(err) }) end
     end
   end
 end

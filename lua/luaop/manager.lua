@@ -13,6 +13,7 @@
 --   - controllers no longer defined stop.
 local core = require "luaop.core"
 local luaop = require "luaop"
+local client = require "luaop.client"
 local informer = require "luaop.informer"
 local definition = require "luaop.definition"
 local plan = require "luaop.plan"
@@ -61,7 +62,7 @@ function Manager:entry(kind, opts)
           local f = sub[event]
           if f then
             local ok, err = pcall(f, a, b)
-            if not ok then sub.log:error("event handler failed", { event = event, error = tostring(err) }) end
+            if not ok then sub.log:error("event handler failed", { event = event, error = client.error_text(err) }) end
           end
         end
       end

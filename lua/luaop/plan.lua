@@ -8,6 +8,7 @@ local informer = require "luaop.informer"
 local definition = require "luaop.definition"
 local context = require "luaop.context"
 local kind_name = definition.kind_name
+local error_text = require("luaop.client").error_text
 
 local M = {}
 
@@ -36,7 +37,7 @@ function M.deliver(self, c, h, a, b)
     log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
   local ok, err = core.task.call_limited(definition.budgets(c.def).instructions, f, ctx, luaop.copy(a),
     b ~= nil and luaop.copy(b) or nil)
-  if not ok then error(("%s of %s: %s"):format(h, c.name, tostring(err)), 0) end
+  if not ok then error(("%s of %s: %s"):format(h, c.name, error_text(err)), 0) end
 end
 
 -- The subscriptions a definition needs: {entry, add, update, delete} each,
@@ -88,7 +89,7 @@ function M.plan(self, c, def)
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
       local ok, reqs = core.task.call_limited(definition.budgets(def).instructions, w.map, luaop.copy(o), map_ctx)
-      if not ok then error(("watch map of %s: %s"):format(w[1], tostring(reqs)), 0) end
+      if not ok then error(("watch map of %s: %s"):format(w[1], error_text(reqs)), 0) end
       for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,

@@ -79,7 +79,8 @@ local function reconcile_one(self, c, key)
     -- A Conflict is a normal outcome (the object changed since it was
     -- read): run again from fresh state, saying so at debug level only
     local head = tostring(res):match("^[^\n]*")
-    local conflict = why == "api" and (head:match("^Conflict: (.*)") or head:match("^[^:]*:%d+: Conflict: (.*)"))
+    local conflict = why == "api"
+      and (head:match("^Conflict %(409%): (.*)") or head:match("^[^:]*:%d+: Conflict %(409%): (.*)"))
     if conflict then
       c.log:debug("Reconcile conflict, retrying", { namespace = ns, name = name, reason = "Conflict",
         message = conflict })
@@ -153,7 +154,7 @@ function M.start_workers(self, c)
       c.log:info("Starting event handlers", {})
       for _, obj in pairs(c.primary and c.primary.inf.store or {}) do
         local ok, err = pcall(require("luaop.plan").deliver, self, c, "on_add", obj)
-        if not ok then c.log:error("event handler failed", { event = "add", error = tostring(err) }) end
+        if not ok then c.log:error("event handler failed", { event = "add", error = err }) end
       end
       return
     end

@@ -14,7 +14,7 @@ describe("luaop.client errors", function()
     assert.are.equal(404, err.code)
     assert.are.equal("NotFound", err.reason)
     assert.are.equal('configmaps "x" not found', err.message)
-    assert.are.equal('NotFound: configmaps "x" not found', tostring(err))
+    assert.are.equal('NotFound (404): configmaps "x" not found', tostring(err))
     assert.is_true(client.is_error(err))
   end)
 

@@ -115,7 +115,8 @@ describe("the source's layout", function()
       end
     end
   end)
-  it("keeps the operators short: at.lua at most 50 code lines, useless-machine.lua at most 90, none over 100 columns, as the README counts them", function()
+  it("keeps the operators short: at.lua at most 50 code lines, useless-machine.lua at most 90, " ..
+    "none over 100 columns, as the README counts them", function()
     local f = assert(io.open("README.md"))
     local readme = f:read("a")
     f:close()

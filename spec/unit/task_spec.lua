@@ -91,7 +91,7 @@ describe("tasks", function()
       local luaop = require "luaop"
       local function raise(v) return select(2, luaop.spawn(function() error(v) end):wait()) end
       -- an API error, as the client makes them; its __tostring never ends
-      print(raise(setmetatable({ reason = "Conflict", message = "the object has been modified" },
+      print(raise(setmetatable({ code = 409, reason = "Conflict", message = "the object has been modified" },
         { __tostring = function() while true do end end })))
       print(raise({ message = "only a message" }))
       print(raise({}))
@@ -100,7 +100,7 @@ describe("tasks", function()
     ]], { offline = true, deadline = 20 })
     assert.are.equal(0, code, err)
     -- a value raised carries no position: the place of the error call is put in front
-    assert.matches("^[^\n]*%.lua:2: Conflict: the object has been modified\nstack traceback:", out)
+    assert.matches("^[^\n]*%.lua:2: Conflict %(409%): the object has been modified\nstack traceback:", out)
     assert.matches("\n[^\n]*%.lua:2: only a message\nstack traceback:", out)
     assert.matches("\n[^\n]*%.lua:2: %(error object is a table value%)\nstack traceback:", out)
     assert.matches("\n[^\n]*%.lua:2: %(error object is a boolean value%)\nstack traceback:", out)

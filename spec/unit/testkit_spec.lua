@@ -116,7 +116,7 @@ describe("the test kit", function()
     assert.are.equal(2, #failed)
     local errors = env:logs { level = "error", msg = "^Reconciler error$" }
     assert.are.equal(2, #errors)
-    assert.matches("kit%.lua:%d+: Forbidden: ", errors[1].fields.error)
+    assert.matches("kit%.lua:%d+: Forbidden %(403%): ", errors[1].fields.error)
   end)
 
   it("seeds CRDs and objects from YAML manifests, as kubectl apply -f would read them", function()
