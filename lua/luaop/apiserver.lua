@@ -249,6 +249,104 @@ local function name_errors(rule, name)
   return errs
 end
 
+-- Labels, annotations, finalizers and ownerReferences as ValidateObjectMeta
+-- checks them: a list of field errors.
+local LABEL_VALUE = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+  .. "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+  .. "used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+local NAME_PART = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+  .. "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+  .. "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+local MAX_ANNOTATIONS = 256 * 1024
+
+local function is_name_part(s) return s:match("^%w[%w_%.%-]*$") ~= nil and s:match("%w$") ~= nil end
+
+-- What is wrong with a qualified name ("prefix/name" or "name"): messages.
+local function qualified_name_problems(key)
+  local parts = {}
+  for p in (key .. "/"):gmatch("(.-)/") do parts[#parts + 1] = p end
+  if #parts > 2 then
+    return { "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+      .. "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
+      .. "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. "
+      .. "'example.com/MyName')" }
+  end
+  local out, name = {}, parts[#parts]
+  if #parts == 2 then
+    if parts[1] == "" then
+      out[#out + 1] = "prefix part must be non-empty"
+    elseif #parts[1] > 253 or not is_subdomain(parts[1]) then
+      out[#out + 1] = "prefix part " .. SUBDOMAIN
+    end
+  end
+  if name == "" then
+    out[#out + 1] = "name part must be non-empty"
+  elseif #name > 63 then
+    out[#out + 1] = "name part must be no more than 63 characters"
+  elseif not is_name_part(name) then
+    out[#out + 1] = NAME_PART
+  end
+  return out
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(is_object(t) and t or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+local function owner_errors(refs, errs)
+  local controllers = {}
+  for _, ref in ipairs(is_array(refs) and refs or {}) do
+    for _, f in ipairs { { "apiVersion", "version" }, { "kind", "kind" }, { "name", "name" }, { "uid", "uid" } } do
+      if not nonempty(ref[f[1]]) then
+        errs[#errs + 1] = field_error("metadata.ownerReferences." .. f[1], "Invalid", f[2] .. " must not be empty",
+          '""')
+      end
+    end
+    if ref.controller == true then controllers[#controllers + 1] = ("%s/%s"):format(ref.kind, ref.name) end
+  end
+  if #controllers > 1 then
+    errs[#errs + 1] = field_error("metadata.ownerReferences", "Invalid",
+      ('Only one reference can have Controller set to true. Found "true" in references for %s')
+        :format(table.concat(controllers, " and ")), encode(refs))
+  end
+end
+
+local function meta_errors(md)
+  local errs = {}
+  local labels = md.labels
+  for _, key in ipairs(sorted_keys(labels)) do
+    for _, p in ipairs(qualified_name_problems(key)) do
+      errs[#errs + 1] = field_error("metadata.labels", "Invalid", p, quote(key))
+    end
+    local v = labels[key]
+    if type(v) ~= "string" or #v > 63 or not (v == "" or is_name_part(v)) then
+      local why = type(v) == "string" and #v > 63 and "must be no more than 63 characters" or LABEL_VALUE
+      errs[#errs + 1] = field_error("metadata.labels", "Invalid", why, quote(tostring(v)))
+    end
+  end
+  local size = 0
+  for _, key in ipairs(sorted_keys(md.annotations)) do
+    for _, p in ipairs(qualified_name_problems(key)) do
+      errs[#errs + 1] = field_error("metadata.annotations", "Invalid", p, quote(key))
+    end
+    size = size + #key + #tostring(md.annotations[key])
+  end
+  if size > MAX_ANNOTATIONS then
+    errs[#errs + 1] = { field = "metadata.annotations", reason = "FieldValueTooLong",
+      message = ("Too long: must have at most %d bytes"):format(MAX_ANNOTATIONS) }
+  end
+  for _, f in ipairs(is_array(md.finalizers) and md.finalizers or {}) do
+    for _, p in ipairs(qualified_name_problems(tostring(f))) do
+      errs[#errs + 1] = field_error("metadata.finalizers", "Invalid", p, quote(tostring(f)))
+    end
+  end
+  owner_errors(md.ownerReferences, errs)
+  return errs
+end
+
 -- ---- selectors -----------------------------------------------------------------------
 
 local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
@@ -1293,6 +1391,7 @@ function Server:_create_object(k, ns, obj, dry, seeding)
     end
   end
   local errs = name_errors(k.name_rule, md.name)
+  for _, e in ipairs(seeding and {} or meta_errors(md)) do errs[#errs + 1] = e end
   if #errs > 0 then return nil, invalid_object(k, md.name, errs) end
   if self:_find(k, ns, md.name) then return nil, already_exists(k, md.name) end
   if k.prepare then k.prepare(obj) end
@@ -1366,50 +1465,58 @@ local function spec_text(k, obj)
   return encode(t)
 end
 
+-- The metadata a PUT or PATCH of the object itself may not change, kept
+-- as rest.BeforeUpdate keeps it, and checked: nil | failure. Changes new.
+function Server:_before_update(k, old, new, dry)
+  local omd, md = old.metadata, new.metadata
+  if not nonempty(md.uid) then
+    md.uid = omd.uid
+  elseif md.uid ~= omd.uid then
+    return invalid_object(k, omd.name, { immutable("metadata.uid", md.uid) })
+  end
+  md.creationTimestamp, md.generation, md.managedFields = omd.creationTimestamp, omd.generation, nil
+  if omd.deletionTimestamp then
+    md.deletionTimestamp = omd.deletionTimestamp
+    if md.deletionGracePeriodSeconds == nil then md.deletionGracePeriodSeconds = omd.deletionGracePeriodSeconds end
+    local added = added_finalizers(md.finalizers, omd.finalizers)
+    if #added > 0 then
+      return invalid_object(k, omd.name, { field_error("metadata.finalizers", "Forbidden",
+        ("no new finalizers can be added if the object is being deleted, found new finalizers []string{%s}")
+          :format(table.concat(added, ", "))) })
+    end
+  elseif md.deletionTimestamp then
+    return invalid_object(k, omd.name, { immutable("metadata.deletionTimestamp", md.deletionTimestamp) })
+  end
+  local errs = meta_errors(md)
+  if #errs > 0 then return invalid_object(k, omd.name, errs) end
+  if k.status then new.status = copy(old.status) end
+  if k.keep_on_update then k.keep_on_update(new, old) end
+  if k.store == CRD_STORE then
+    local kinds, cerrs = crd_kinds(new)
+    if not kinds then return invalid_object(k, omd.name, cerrs) end
+    if not dry then
+      for _, spec in ipairs(kinds) do self:add_kind(spec) end
+    end
+  end
+  if spec_text(k, new) ~= spec_text(k, old) then md.generation = (omd.generation or 0) + 1 end
+  return nil
+end
+
 -- Update old with obj (a fresh table of the caller's) as PUT or PATCH of
 -- sub does: 200, the object | nil, failure. The caller has checked the
 -- resourceVersion.
 function Server:_change(k, old, obj, sub, dry)
-  local omd = old.metadata
-  local new
+  local new = obj
   if sub == "status" then
     -- the status subresource changes status alone
     new = copy(old)
     new.status = obj.status
   else
-    new = obj
-    local md = new.metadata
-    if not nonempty(md.uid) then
-      md.uid = omd.uid
-    elseif md.uid ~= omd.uid then
-      return nil, invalid_object(k, omd.name, { immutable("metadata.uid", md.uid) })
-    end
-    md.creationTimestamp, md.generation, md.managedFields = omd.creationTimestamp, omd.generation, nil
-    if omd.deletionTimestamp then
-      md.deletionTimestamp = omd.deletionTimestamp
-      if md.deletionGracePeriodSeconds == nil then md.deletionGracePeriodSeconds = omd.deletionGracePeriodSeconds end
-      local added = added_finalizers(md.finalizers, omd.finalizers)
-      if #added > 0 then
-        return nil, invalid_object(k, omd.name, { field_error("metadata.finalizers", "Forbidden",
-          ("no new finalizers can be added if the object is being deleted, found new finalizers []string{%s}")
-            :format(table.concat(added, ", "))) })
-      end
-    elseif md.deletionTimestamp then
-      return nil, invalid_object(k, omd.name, { immutable("metadata.deletionTimestamp", md.deletionTimestamp) })
-    end
-    if k.status then new.status = copy(old.status) end
-    if k.keep_on_update then k.keep_on_update(new, old) end
-    if k.store == CRD_STORE then
-      local kinds, errs = crd_kinds(new)
-      if not kinds then return nil, invalid_object(k, omd.name, errs) end
-      if not dry then
-        for _, spec in ipairs(kinds) do self:add_kind(spec) end
-      end
-    end
-    if spec_text(k, new) ~= spec_text(k, old) then md.generation = (omd.generation or 0) + 1 end
+    local err = self:_before_update(k, old, new, dry)
+    if err then return nil, err end
   end
   new.apiVersion, new.kind = old.apiVersion, old.kind
-  new.metadata.resourceVersion = omd.resourceVersion
+  new.metadata.resourceVersion = old.metadata.resourceVersion
   -- an update that changes nothing stores nothing and tells no watch
   if same(new, old) then return 200, old end
   if dry then return 200, new end

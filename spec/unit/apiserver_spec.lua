@@ -199,6 +199,28 @@ describe("luaop.apiserver", function()
       assert.matches('^ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 '
         .. "subdomain", st.message)
 
+      local labelled = cm("l")
+      labelled.metadata.labels = { ["app"] = "2027-01-15T08:00:00Z", ["bad key"] = "v", ["a/b/c"] = "" }
+      code, st = call(s, "POST", CMS, labelled)
+      assert.are.equal(422, code)
+      assert.are.equal(3, #st.details.causes)
+      assert.matches('^ConfigMap "l" is invalid: %[metadata.labels: Invalid value: "a/b/c": a qualified name must', st.message)
+      assert.matches('metadata.labels: Invalid value: "2027%-01%-15T08:00:00Z": a valid label must be an empty string',
+        st.message)
+      assert.matches('metadata.labels: Invalid value: "bad key": name part must consist of alphanumeric', st.message)
+
+      local owners = cm("o")
+      owners.metadata.ownerReferences = { { apiVersion = "v1", kind = "ConfigMap", name = "p1", uid = "1", controller = true },
+        { apiVersion = "v1", kind = "ConfigMap", name = "p2", uid = "2", controller = true }, { kind = "X", name = "n" } }
+      code, st = call(s, "POST", CMS, owners)
+      assert.are.equal(422, code)
+      local fields = {}
+      for i, c in ipairs(st.details.causes) do fields[i] = c.field end
+      assert.are.same({ "metadata.ownerReferences.apiVersion", "metadata.ownerReferences.uid", "metadata.ownerReferences" },
+        fields)
+      assert.matches('Only one reference can have Controller set to true. Found "true" in references for ConfigMap/p1 '
+        .. "and ConfigMap/p2%]$", st.message)
+
       call(s, "POST", ATS, at("x"))
       code, st = call(s, "POST", ATS, at("x"))
       assert.are.same({ 409, "AlreadyExists", 'ats.cnat.programming-kubernetes.info "x" already exists' },
@@ -431,6 +453,10 @@ describe("luaop.apiserver", function()
       c.metadata.deletionTimestamp = STAMP
       code = call(s, "PUT", CMS .. "/a", c)
       assert.are.equal(422, code)
+      c.metadata.deletionTimestamp = nil
+      c.metadata.labels = { ok = "not ok!" }
+      code, st = call(s, "PUT", CMS .. "/a", c)
+      assert.are.same({ 422, "metadata.labels" }, { code, st.details.causes[1].field })
     end)
   end)
 
