@@ -844,6 +844,37 @@ local BUILTIN = {
     short_names = { "deploy" } },
   { group = "apiextensions.k8s.io", version = "v1", kind = "CustomResourceDefinition",
     resource = "customresourcedefinitions", namespaced = false, status = true, short_names = { "crd", "crds" } },
+  -- more of what operators own or manifests hold
+  { version = "v1", kind = "PersistentVolumeClaim", resource = "persistentvolumeclaims", status = true,
+    short_names = { "pvc" } },
+  { version = "v1", kind = "PersistentVolume", resource = "persistentvolumes", namespaced = false, status = true,
+    short_names = { "pv" } },
+  { version = "v1", kind = "Endpoints", resource = "endpoints", short_names = { "ep" } },
+  { group = "apps", version = "v1", kind = "ReplicaSet", resource = "replicasets", status = true,
+    short_names = { "rs" } },
+  { group = "apps", version = "v1", kind = "StatefulSet", resource = "statefulsets", status = true,
+    short_names = { "sts" } },
+  { group = "apps", version = "v1", kind = "DaemonSet", resource = "daemonsets", status = true,
+    short_names = { "ds" } },
+  { group = "batch", version = "v1", kind = "Job", resource = "jobs", status = true },
+  { group = "batch", version = "v1", kind = "CronJob", resource = "cronjobs", status = true, short_names = { "cj" } },
+  { group = "rbac.authorization.k8s.io", version = "v1", kind = "Role", resource = "roles" },
+  { group = "rbac.authorization.k8s.io", version = "v1", kind = "RoleBinding", resource = "rolebindings" },
+  { group = "rbac.authorization.k8s.io", version = "v1", kind = "ClusterRole", resource = "clusterroles",
+    namespaced = false },
+  { group = "rbac.authorization.k8s.io", version = "v1", kind = "ClusterRoleBinding", resource = "clusterrolebindings",
+    namespaced = false },
+  { group = "networking.k8s.io", version = "v1", kind = "Ingress", resource = "ingresses", status = true,
+    short_names = { "ing" } },
+  { group = "networking.k8s.io", version = "v1", kind = "NetworkPolicy", resource = "networkpolicies",
+    short_names = { "netpol" } },
+  { group = "policy", version = "v1", kind = "PodDisruptionBudget", resource = "poddisruptionbudgets", status = true,
+    short_names = { "pdb" } },
+  { group = "discovery.k8s.io", version = "v1", kind = "EndpointSlice", resource = "endpointslices" },
+  { group = "autoscaling", version = "v2", kind = "HorizontalPodAutoscaler", resource = "horizontalpodautoscalers",
+    status = true, short_names = { "hpa" } },
+  { group = "storage.k8s.io", version = "v1", kind = "StorageClass", resource = "storageclasses", namespaced = false,
+    short_names = { "sc" } },
 }
 
 local DEFAULT_NAMESPACES = { "default", "kube-system", "kube-public", "kube-node-lease" }
@@ -2116,9 +2147,25 @@ function Server:get(kind, ns, name)
   return obj and copy(view(k, obj)) or nil
 end
 
+-- Seeding an object that exists replaces it (its uid and creationTimestamp
+-- stay unless given; its status too unless given): MODIFIED.
+function Server:_reseed(k, old, obj)
+  local md, omd = obj.metadata, old.metadata
+  md.uid = nonempty(md.uid) and md.uid or omd.uid
+  md.creationTimestamp = md.creationTimestamp or omd.creationTimestamp
+  md.generation = md.generation or omd.generation
+  md.resourceVersion, md.managedFields = omd.resourceVersion, nil
+  if obj.status == nil then obj.status = copy(old.status) end
+  if k.prepare then k.prepare(obj) end
+  obj.apiVersion = old.apiVersion
+  if same(obj, old) then return old end
+  return self:_write(k, old, obj)
+end
+
 -- Put an object in as a create would (name from generateName, uid,
 -- resourceVersion, creationTimestamp, generation; its namespace made when
--- missing), keeping its status; no action is logged. Returns it (a copy).
+-- missing), keeping its status; no action is logged. An object that
+-- exists is replaced. Returns it (a copy).
 function Server:seed(obj)
   obj = canonical(obj)
   if not is_object(obj) or not nonempty(obj.apiVersion) or not nonempty(obj.kind) then
@@ -2133,6 +2180,11 @@ function Server:seed(obj)
   drop_nulls(obj)
   if not is_object(obj.metadata) then obj.metadata = {} end
   local ns = k.namespaced and (nonempty(obj.metadata.namespace) and obj.metadata.namespace or "default") or nil
+  local old = nonempty(obj.metadata.name) and self:_find(k, ns, obj.metadata.name)
+  if old then
+    obj.metadata.namespace = ns
+    return copy(view(k, self:_reseed(k, old, obj)))
+  end
   local code, res = self:_create_object(k, ns, obj, false, true)
   if not code then error("seed: " .. res.message, 2) end
   return copy(view(k, res))

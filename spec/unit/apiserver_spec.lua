@@ -905,6 +905,41 @@ describe("luaop.apiserver", function()
       assert.are.equal("True", s:get("crd", "ats.cnat.programming-kubernetes.info").status.conditions[2].status)
       s:add_crd(AT_CRD) -- again: still served, still one
       assert.are.equal(1, #s:objects("customresourcedefinitions"))
+      -- seeding again replaces (uid and status stay unless given)
+      local again = s:seed { apiVersion = "v1", kind = "Pod", metadata = { name = "p", namespace = "new-ns",
+        labels = { v = "2" } } }
+      assert.are.same({ pod.metadata.uid, "Running", "2" }, { again.metadata.uid, again.status.phase,
+        again.metadata.labels.v })
+      assert.are.equal(s:resource_version(), again.metadata.resourceVersion)
+    end)
+
+    it("takes the repository's manifests as they are: CRDs served, every other object seeded", function()
+      local s = new { crd = false }
+      local files = {}
+      local ls = assert(io.popen("ls manifests/crds/*.yaml manifests/rbac/*.yaml manifests/deploy/*.yaml "
+        .. "manifests/samples/*.yaml"))
+      for f in ls:lines() do files[#files + 1] = f end
+      ls:close()
+      local seeded = 0
+      for _, f in ipairs(files) do
+        local fh = assert(io.open(f))
+        local docs = assert(core.yaml.decode(fh:read("a")))
+        fh:close()
+        for _, d in ipairs(docs) do
+          if d.kind == "CustomResourceDefinition" then
+            s:add_crd(d)
+          elseif next(d) and d.kind ~= "Kustomization" then
+            s:seed(d)
+            seeded = seeded + 1
+          end
+        end
+      end
+      assert.is_true(seeded >= 10, seeded)
+      assert.are.equal(3, #s:objects("crd"))
+      for _, kind in ipairs { "ClusterRole", "RoleBinding", "Deployment", "Service", "At", "Machine", "Switch" } do
+        assert.are.equal(1, #s:objects(kind), kind)
+      end
+      assert.are.equal("Active", s:get("Namespace", "luaop-system").status.phase)
     end)
 
     it("serves a CRD created through the API, and stops serving it (and its objects) when it is deleted", function()
