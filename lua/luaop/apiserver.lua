@@ -8,6 +8,12 @@
 --   local status, text = s:request("POST", "/api/v1/namespaces/default/configmaps", body, content_type)
 --   local w = s:watch("/api/v1/pods?watch=true&resourceVersion=12")  -- w:next() waits (yields the task)
 --   s:actions(), s:fail{...}, s:objects(kind), s:get(kind, ns, name), s:seed(obj)
+--   s:expire_watches(), s:end_watches(), s:last_action(), s:clear_actions(),
+--   s:clear_failures(), s:resource_version()
+--
+-- Requests never yield: a request is served whole when it is made (a
+-- transport in front may yield, as luaop.testing's does). Watches wait on
+-- a core.task.cond each, so w:next() must run in a task.
 --
 -- What it serves as the API server does: discovery (/api, /api/v1, /apis,
 -- /apis/<g>[/<v>]); create (generateName, uid, one increasing
@@ -37,7 +43,11 @@
 --   - Pods are deleted at once (no kubelet: no graceful deletion);
 --   - no schema validation, defaulting or pruning beyond names,
 --     metadata and a few defaults (Secret type, Namespace phase);
---   - core v1 Events and events.k8s.io/v1 Events are stored apart.
+--   - core v1 Events and events.k8s.io/v1 Events are stored apart;
+--   - a dependent whose owner never existed is not collected (the real
+--     collector deletes it once it has looked the owner up);
+--   - the whole event history is kept (no compaction until
+--     expire_watches), so memory grows with every change.
 local core = require "luaop.core"
 
 local json = core.json

@@ -694,6 +694,21 @@ describe("luaop.apiserver", function()
       assert.are.equal("", left(s))
     end)
 
+    it("deletes a collection by selector, and deletes nothing on a dry run", function()
+      local s = new()
+      for _, n in ipairs { "a", "b", "c" } do
+        call(s, "POST", CMS, cm(n, { metadata = { name = n, labels = { drop = n == "c" and "no" or "yes" } } }))
+      end
+      local code, st = call(s, "DELETE", CMS .. "/a?dryRun=All")
+      assert.are.same({ 200, "Success" }, { code, st.status })
+      assert.are.equal("a b c", left(s))
+      local list
+      code, list = call(s, "DELETE", CMS .. "?labelSelector=drop%3Dyes")
+      assert.are.same({ 200, "ConfigMapList", 2 }, { code, list.kind, #list.items })
+      assert.are.equal("c", left(s))
+      assert.are.equal("deletecollection", s:last_action().verb)
+    end)
+
     it("terminates a namespace: its objects go, then it does; the first namespaces may not be deleted", function()
       local s = new()
       call(s, "POST", "/api/v1/namespaces", { apiVersion = "v1", kind = "Namespace", metadata = { name = "work" } })
@@ -795,6 +810,16 @@ describe("luaop.apiserver", function()
       assert.are.equal(400, bad()[1].ended)
       local unknown = consume(s:watch("/api/v1/namespaces/default/widgets?watch=true"))
       assert.are.equal(404, unknown()[1].ended)
+    end)
+
+    it("watches one object by its path", function()
+      local s = new()
+      call(s, "POST", CMS, cm("a"))
+      call(s, "POST", CMS, cm("b"))
+      local got = consume(s:watch(CMS .. "/a?watch=true"))
+      call(s, "PATCH", CMS .. "/b", { data = { a = "2" } }, "application/merge-patch+json")
+      call(s, "PATCH", CMS .. "/a", { data = { a = "2" } }, "application/merge-patch+json")
+      assert.are.same({ "ADDED a", "MODIFIED a" }, types(got()))
     end)
 
     it("refuses a second task waiting on the same watch", function()
@@ -1030,7 +1055,28 @@ describe("luaop.apiserver", function()
         table.concat(verbs, " "))
     end)
 
-    it("keeps an informer's cache: a list, then a watch that follows creates, updates and deletes; a relist after expiry", function()
+    it("takes luaop's Events: the first as a create, the repeat as a merge patch of its series", function()
+      local s = new()
+      wire(s)
+      local events = require "luaop.events"
+      local pod = s:seed { apiVersion = "v1", kind = "Pod", metadata = { name = "p" } }
+      in_task(function()
+        for _ = 1, 2 do
+          assert(events.record { regarding = pod, type = "Warning", reason = "ApiserverSpec", note = "n",
+            controller = "spec" })
+        end
+        events.flush(5)
+      end)
+      local stored = s:objects("events.k8s.io/v1/Event")
+      assert.are.equal(1, #stored)
+      assert.are.same({ "ApiserverSpec", 2, "p" }, { stored[1].reason, stored[1].series.count, stored[1].regarding.name })
+      local verbs = {}
+      for i, e in ipairs(s:actions()) do verbs[i] = e.verb .. " " .. e.resource .. " " .. tostring(e.code) end
+      assert.are.same({ "create events 201", "patch events 200" }, verbs)
+    end)
+
+    it("keeps an informer's cache: a list, then a watch that follows creates, updates and deletes; a relist after expiry",
+      function()
       local s = new()
       call(s, "POST", CMS, cm("a"))
       call(s, "POST", CMS, cm("b"))
