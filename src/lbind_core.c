@@ -78,6 +78,10 @@ static int lbind_core_runtime_gc(lua_State *L)
 
     if (*rt) {
         sched_detach((*rt)->sched); /* the state outlives this finalizer */
+        /* tasks still asleep are dropped, as the binary drops them at exit
+         * (main.c): their timers would otherwise hold runtime_free's loop */
+        lbind_task_shutdown(*rt);
+        lbind_fs_shutdown(*rt);
         runtime_free(*rt);
     }
     *rt = NULL;

@@ -217,8 +217,11 @@ function Env:advance(secs)
       kit.run()
       return
     end
-    kit.advance(due)
-    left = math.max(left - due, 0)
+    -- to the microsecond (up), so the wall clock a reconcile reads at its
+    -- requeue_after's time is that second, not a nanosecond short of it
+    local step = math.max(due, math.min(left, math.ceil(due * 1e6) / 1e6))
+    kit.advance(step)
+    left = math.max(left - step, 0)
     kit.run()
   end
   error(("still something due at every step after %d steps: a reconcile that requeues at once, forever?")
