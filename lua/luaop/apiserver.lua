@@ -64,12 +64,7 @@ Watch.__index = Watch
 -- ---- values ----------------------------------------------------------------------
 
 -- A deep copy (JSON arrays stay arrays).
-local function copy(v)
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for k, x in pairs(v) do out[k] = copy(x) end
-  return setmetatable(out, getmetatable(v))
-end
+local copy = require("luaop").copy
 
 local function is_object(v) return type(v) == "table" and not is_array(v) end
 
