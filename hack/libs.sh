@@ -234,6 +234,12 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ -n 
     exec "$0" "$out" ${stamp:+"$stamp"} # now not stale: only the link
   fi
   rm -rf "$stage"
+  # libcurl's configure goes on without what it cannot find, and the build
+  # is cached: a libcurl built before nghttp2's headers were installed
+  # spoke HTTP/1.1 only until the cache key changed
+  for p in libnghttp2 zlib; do
+    pkg-config --exists "$p" || die "$p's headers are missing (run 'hack/deps.sh build' first): libcurl would be built without it"
+  done
   jobs=$(nproc)
   flags="-O2 -ffunction-sections -fdata-sections"
   (
@@ -261,6 +267,7 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ -n 
       --disable-alt-svc --disable-hsts --disable-websockets --disable-doh --disable-crypto-auth \
       --disable-unix-sockets --disable-libcurl-option --disable-get-easy-options \
       --disable-openssl-auto-load-config CFLAGS="$flags" >"$work/curl.log" 2>&1
+    grep -q "^#define USE_NGHTTP2 1" lib/curl_config.h || { echo "libcurl: configured without HTTP/2" >>"$work/curl.log"; false; }
     make -j"$jobs" -C lib >>"$work/curl.log" 2>&1
     make -C lib install >>"$work/curl.log" 2>&1
     make -C include install >>"$work/curl.log" 2>&1
