@@ -104,7 +104,7 @@ end
 -- The transport luaop's client, Events and informers use, served by s:
 -- each request yields once, as a real one does (so a watch map that calls
 -- the API server fails as it would in a cluster). Requests the test makes
--- itself are marked in the action log (by = "test").
+-- itself (as_test's task) are noted, so that env:actions() leaves them out.
 local function install(env)
   local s = env.server
   local saved = { request = api.request, start = api.start, watch = api.watch, info = api.info }
