@@ -50,6 +50,7 @@ static int lbind_kit_virtual_clock(lua_State *L)
     }
     luaL_argcheck(L, isfinite(wall) && wall >= 0, 1, "a wall time is seconds since the epoch");
     rt->virtual_wall = wall;
+    rt->virtual_base = rt->virtual_ns;
     lbind_task_clock_moved(rt);
     lbind_workqueue_clock_moved(rt);
     return 0;
@@ -74,7 +75,6 @@ static int lbind_kit_advance(lua_State *L)
 
     luaL_argcheck(L, secs >= 0 && secs <= 100.0 * 365 * 24 * 3600, 1, "seconds from 0 to 100 years");
     rt->virtual_ns += (uint64_t)ceil(secs * 1e9);
-    rt->virtual_wall += secs;
     lbind_task_clock_moved(rt);
     lbind_workqueue_clock_moved(rt);
     return 0;

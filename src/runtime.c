@@ -100,7 +100,7 @@ double runtime_wall(const runtime *rt)
     uv_timeval64_t tv;
 
     if (rt->virtual_clock)
-        return rt->virtual_wall;
+        return rt->virtual_wall + (double)(rt->virtual_ns - rt->virtual_base) / 1e9;
     if (uv_gettimeofday(&tv) != 0)
         return -1;
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;

@@ -46,7 +46,11 @@ typedef struct runtime {
      * still until it is moved (lbind_task.c: task.virtual_clock) */
     int virtual_clock;
     uint64_t virtual_ns; /* its monotonic time, in ns */
-    double virtual_wall; /* its wall time at virtual_ns, in s since the epoch */
+    /* its wall time is virtual_wall at virtual_base, and moves with
+     * virtual_ns (one clock, so a key due at an hour on the one is at the
+     * hour on the other, not a rounding short of it) */
+    uint64_t virtual_base;
+    double virtual_wall;
 } runtime;
 
 /* A runtime with a new loop; NULL when out of memory. */
