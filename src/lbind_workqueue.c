@@ -66,6 +66,8 @@ static uint64_t lbind_wq_due_ns(const runtime *rt, double due, double now)
 
     if (due <= now)
         return now_ns;
+    if (!(due - now <= 365.0 * 24 * 3600))
+        due = now + 365.0 * 24 * 3600; /* a delay of math.huge: look again in a year */
     ns = (uint64_t)ceil(due * 1e9);
     return ns > now_ns ? ns : now_ns + 1;
 }

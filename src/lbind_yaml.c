@@ -40,12 +40,14 @@ static int lbind_yaml_number(lua_State *L, const char *s, size_t len)
 
     if (len == i || len > 64)
         return 0;
-    /* Lua reads hexadecimal itself; YAML's 0o is octal */
-    if (s[i] == '0' && s[i + 1] == 'o') {
+    /* Lua reads hexadecimal itself; YAML's 0o is octal, and so is a
+     * leading 0 as go-yaml v2 reads it (defaultMode: 0644 is 420) */
+    if (s[i] == '0' && (s[i + 1] == 'o' || (s[i + 1] >= '0' && s[i + 1] <= '7'))) {
         lua_Integer v = 0;
-        if (len == i + 2)
+        size_t from = i + (s[i + 1] == 'o' ? 2 : 1);
+        if (len == from)
             return 0;
-        for (size_t j = i + 2; j < len; j++) {
+        for (size_t j = from; j < len; j++) {
             if (s[j] < '0' || s[j] > '7' || v > (LUA_MAXINTEGER >> 3))
                 return 0;
             v = v * 8 + (s[j] - '0');

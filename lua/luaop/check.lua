@@ -26,7 +26,7 @@ end
 -- definitions when it loads.
 function M.file(path, text, known)
   local chunk, err = script.compile(path, text)
-  if not chunk then return { err } end
+  if not chunk then return { script.located(path, err) } end
   local out, sets = {}, {}
   local globals = core.check.globals(chunk)
   for _, g in ipairs(globals) do

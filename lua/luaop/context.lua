@@ -11,15 +11,21 @@ local M = {}
 local Ctx = {}
 Ctx.__index = Ctx
 
+-- What a context works with (the manager, the shared client, the
+-- controller) is kept here, out of the script's reach: ctx itself holds
+-- only ctx.log, so a script cannot reach another's caches, controllers or
+-- client through it.
+local private = setmetatable({}, { __mode = "k" })
+
 -- The informer cache that holds every object of `kind` the query asks for
 -- (q.namespace, q.label_selector, q.field_selector), if one runs: one with
 -- no namespace or the query's, and exactly the query's selectors. Else, for
 -- the controller's own kind, its cache, selectors and all (what they leave
 -- out reads as absent, as with controller-runtime's cache selectors).
 function Ctx:cache(kind, q)
-  local inf = self.manager:cache_for(kind, q or {})
+  local inf = private[self].manager:cache_for(kind, q or {})
   if inf then return inf end
-  local p = self.controller and self.controller.primary
+  local p = private[self].controller and private[self].controller.primary
   if p and (p.kind == kind or (not kind:find("/", 1, true) and kind_name(p.kind) == kind)) then return p.inf end
   return nil
 end
@@ -44,7 +50,7 @@ function Ctx:get(kind, req, ns)
     if obj == nil then return nil, not_found(kind, name) end
     return luaop.copy(obj)
   end
-  return self.client:get(kind, name, ns)
+  return private[self].client:get(kind, name, ns)
 end
 
 -- list(kind [, opts]): cached objects (opts.namespace, opts.label_selector
@@ -66,7 +72,7 @@ function Ctx:list(kind, opts)
     for i, o in ipairs(out) do out[i] = luaop.copy(o) end
     return out
   end
-  local list, err = self.client:list(kind, {
+  local list, err = private[self].client:list(kind, {
     namespace = opts.namespace, all_namespaces = opts.namespace == nil,
     label_selector = opts.label_selector, field_selector = opts.field_selector,
   })
@@ -83,26 +89,27 @@ end
 -- the object this one created, changed or deleted even before its watch
 -- event, so a controller needs no expectations of its own.
 local function written(self, kind, obj)
-  if type(obj) == "table" and obj.metadata then self.manager:observe(kind, obj) end
+  if type(obj) == "table" and obj.metadata then private[self].manager:observe(kind, obj) end
   return obj
 end
 
 function Ctx:create(obj, opts)
-  local res, err = self.client:create(obj, opts)
+  local res, err = private[self].client:create(obj, opts)
   if not res then return nil, err end
+  if opts and opts.dry_run then return res end -- nothing was written
   return written(self, obj.apiVersion .. "/" .. obj.kind, res)
 end
 
 for _, verb in ipairs { "update", "update_status", "apply" } do
   Ctx[verb] = function(self, obj, opts)
-    local res, err = self.client[verb](self.client, obj, opts)
+    local res, err = private[self].client[verb](private[self].client, obj, opts)
     if not res then return nil, err end
     return written(self, obj.apiVersion .. "/" .. obj.kind, res)
   end
 end
 
 function Ctx:patch(kind, req, patch, opts)
-  local res, err = self.client:patch(kind, req, patch, opts)
+  local res, err = private[self].client:patch(kind, req, patch, opts)
   if not res then return nil, err end
   return written(self, kind, res)
 end
@@ -124,21 +131,27 @@ function Ctx:delete(kind, req, opts)
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
     o.preconditions = o.preconditions or { uid = md.uid, resourceVersion = md.resourceVersion }
-    local res, err = self.client:delete(kind, { namespace = ns, name = name }, o)
+    local res, err = private[self].client:delete(kind, { namespace = ns, name = name }, o)
     if not res then
-      if err.reason == "NotFound" then
-        self.manager:observe_delete(kind, ns, name, md.uid)
+      -- gone already: the API server's NotFound for this object (one for
+      -- a kind it does not serve, a typo in apiVersion, is no such answer)
+      local d = err.reason == "NotFound" and type(err.details) == "table" and err.details
+      if d and d.name == name then
+        private[self].manager:observe_delete(kind, ns, name, md.uid)
         return true
       end
       return nil, err
     end
-    self.manager:observe_delete(kind, ns, name, md.uid, res)
+    private[self].manager:observe_delete(kind, ns, name, md.uid, res)
     return res
   end
-  local res, err = self.client:delete(kind, req, opts)
+  local res, err = private[self].client:delete(kind, req, opts)
   if not res then return nil, err end
   if type(req) == "table" then ns, name = req.namespace, req.name else ns, name = opts and opts.namespace, req end
-  self.manager:observe_delete(kind, ns, name, nil, res)
+  -- the uid of what went: the object answered, or the Status's details
+  local uid = type(res) == "table" and (type(res.metadata) == "table" and res.metadata.uid
+    or type(res.details) == "table" and res.details.uid) or nil
+  private[self].manager:observe_delete(kind, ns, name, uid, res)
   return res
 end
 
@@ -149,13 +162,15 @@ end
 -- (luaop.events); never waits. Raises when the Event is not valid.
 function Ctx:event(obj, type_, reason, note, action)
   local ok, err = events.record { regarding = obj, type = type_, reason = reason, note = note, action = action,
-    controller = self.controller and self.controller.name }
+    controller = private[self].controller and private[self].controller.name }
   if not ok then error(err, 2) end
 end
 
--- A context: fields manager, client, controller, log.
+-- A context: fields manager, client, controller (kept private), log.
 function M.new(fields)
-  return setmetatable(fields, Ctx)
+  local ctx = setmetatable({ log = fields.log }, Ctx)
+  private[ctx] = fields
+  return ctx
 end
 
 return M

@@ -38,7 +38,8 @@ function M.new(kind, opts)
   return setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
-    store = {}, count = 0, handlers = {}, tombstones = {}, synced = false, synced_cond = core.task.cond(),
+    store = {}, count = 0, handlers = {}, tombstones = {}, deferred = {}, dispatch = core.task.cond(),
+    synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
     -- selectors share it: the last to change sets it)
@@ -52,7 +53,12 @@ function Informer:on(handlers)
   self.handlers[#self.handlers + 1] = handlers
 end
 
-function Informer:emit(event, a, b)
+function Informer:emit(event, a, b, defer)
+  if defer then
+    self.deferred[#self.deferred + 1] = { event, a, b }
+    self.dispatch:signal()
+    return
+  end
   for _, h in ipairs(self.handlers) do
     local f = h[event]
     if f then
@@ -83,7 +89,10 @@ function Informer:stale(k, obj)
 end
 
 -- Put obj in the cache and tell the handlers.
-function Informer:upsert(obj)
+-- (defer: the handlers are told from the informer's own dispatcher task,
+-- not from the caller's: a write of one reconcile must not run every
+-- subscriber's handlers and maps in its task, on its budget)
+function Informer:upsert(obj, defer)
   strip(obj)
   local k = key(obj)
   if self.tombstones[k] and self:stale(k, obj) then return end -- an event from before this process deleted it
@@ -92,21 +101,23 @@ function Informer:upsert(obj)
   if old == nil then
     self.count = self.count + 1
     self.objects:set(self.count)
-    self:emit("add", obj)
+    self:emit("add", obj, nil, defer)
   elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
-    self:emit("update", old, obj)
+    self:emit("update", old, obj, defer)
   end
 end
 
-function Informer:remove(obj)
+function Informer:remove(obj, defer)
   local k = key(obj)
   local old = self.store[k]
+  local uid = obj.metadata and obj.metadata.uid
+  if old and uid and old.metadata.uid ~= uid then return end -- an earlier object of that name
   self.tombstones[k] = nil
   if old == nil then return end -- gone already (this process deleted it)
   self.store[k] = nil
   self.count = self.count - 1
   self.objects:set(self.count)
-  self:emit("delete", old)
+  self:emit("delete", old, nil, defer)
 end
 
 -- This process wrote obj (the API server's answer): into the cache now,
@@ -114,7 +125,7 @@ end
 function Informer:observe(obj)
   local k = key(obj)
   if self:stale(k, obj) then return end
-  self:upsert(luaop.copy(obj))
+  self:upsert(luaop.copy(obj), true)
 end
 
 -- This process deleted namespace/name (of uid, when known): out of the
@@ -126,8 +137,8 @@ function Informer:observe_delete(ns, name, uid, res)
   local md = type(res) == "table" and res.kind ~= "Status" and res.metadata
   if md and md.deletionTimestamp and md.finalizers and #md.finalizers > 0 then return self:observe(res) end
   local old = self.store[k]
-  if old == nil or (uid and old.metadata.uid ~= uid) then return end
-  self:remove(old)
+  if old == nil or not uid or old.metadata.uid ~= uid then return end -- only the object deleted
+  self:remove(old, true)
   self.tombstones[k] = { uid = old.metadata.uid }
 end
 
@@ -244,6 +255,17 @@ end
 -- Start run() in a task; returns the informer.
 function Informer:start()
   self.task = luaop.spawn(function() self:run() end)
+  -- the dispatcher of deferred events (this process's own writes)
+  luaop.spawn(function()
+    while not self.stopped do
+      if #self.deferred == 0 then self.dispatch:wait() end
+      local events = self.deferred
+      self.deferred = {}
+      for _, e in ipairs(events) do
+        if not self.stopped then self:emit(e[1], e[2], e[3]) end
+      end
+    end
+  end)
   return self
 end
 
@@ -255,6 +277,7 @@ end
 
 function Informer:stop()
   self.stopped = true
+  self.dispatch:signal()
   if self.watching then self.watching:close() end
   self.synced_cond:signal() -- nobody waits for a cache that will not come
 end

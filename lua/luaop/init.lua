@@ -13,12 +13,16 @@ local luaop = {
   is_error = client.is_error,
 }
 
--- A deep copy of a decoded object (JSON arrays stay arrays).
+-- A deep copy of a decoded object (JSON arrays stay arrays; no other
+-- metatable is copied: a script's, with a __gc added after it was set,
+-- would get a finalizer the sandbox refuses).
+local is_array, make_array = core.json.is_array, core.json.array
 local function copy(v)
   if type(v) ~= "table" then return v end
   local out = {}
   for k, x in pairs(v) do out[k] = copy(x) end
-  return setmetatable(out, getmetatable(v))
+  if is_array(v) then make_array(out) end
+  return out
 end
 luaop.copy = copy
 
@@ -51,8 +55,10 @@ function luaop.set_controller(obj, owner)
   end
   obj.metadata = obj.metadata or {}
   local md = obj.metadata
-  if om.namespace and om.namespace ~= "" and md.namespace and md.namespace ~= om.namespace then
-    error(("an owner in namespace %s cannot own an object in %s"):format(om.namespace, md.namespace), 2)
+  if om.namespace and om.namespace ~= "" and md.namespace ~= om.namespace then
+    -- as controller-runtime: an owner's dependents are in its namespace
+    error(("an owner in namespace %s can only own objects in it (this one's metadata.namespace is %s)"):format(
+      om.namespace, md.namespace == nil and "not set" or tostring(md.namespace)), 2)
   end
   local ref = { apiVersion = owner.apiVersion, kind = owner.kind, name = om.name, uid = om.uid,
     controller = true, blockOwnerDeletion = true }

@@ -92,9 +92,15 @@ end
 -- Whether two kinds as scripts write them ("Switch", "v1/Pod",
 -- "group/version/Kind") can name the same kind: the same name, and the
 -- same group where both say it.
+local function group_of(spec) -- "" for core ("v1/Pod"), nil when not said ("Pod")
+  local parts = select(2, spec:gsub("/", "/"))
+  if parts == 0 then return nil end
+  return parts == 1 and "" or spec:match("^(.*)/[^/]*/[^/]*$")
+end
+
 local function same_kind(a, b)
   if kind_name(a) ~= kind_name(b) then return false end
-  local ga, gb = a:match("^(.*)/[^/]*/[^/]*$"), b:match("^(.*)/[^/]*/[^/]*$")
+  local ga, gb = group_of(a), group_of(b)
   return ga == nil or gb == nil or ga == gb
 end
 

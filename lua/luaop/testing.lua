@@ -205,7 +205,9 @@ end
 -- on the way (a requeue_after, a backoff, a sleep), runs it until idle,
 -- and ends at now + secs.
 function Env:advance(secs)
-  if type(secs) ~= "number" or secs < 0 then error("advance needs seconds >= 0", 2) end
+  if type(secs) ~= "number" or not (secs >= 0 and secs <= 100 * 365 * 86400) then
+    error("advance needs seconds from 0 to 100 years", 2)
+  end
   kit.run()
   local left = secs
   for _ = 1, M.MAX_STEPS do

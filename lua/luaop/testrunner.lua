@@ -72,7 +72,7 @@ local function chain(negate)
     __index = function(_, key)
       local neg, name = negate, {}
       for w in key:gmatch("[^_]+") do
-        if w == "not" then neg = not neg elseif not filler[w] then name[#name + 1] = w end
+        if w == "not" or w == "no" then neg = not neg elseif not filler[w] then name[#name + 1] = w end
       end
       if #name == 0 then return chain(neg) end
       local check = checks[table.concat(name, "_")] or checks[name[#name]]

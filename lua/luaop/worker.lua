@@ -45,6 +45,26 @@ function M.requeue_all(c, rate_limited)
   end
 end
 
+-- reconcile(ctx, req) in its task, and what it returned read there, raw
+-- (under its budget: a metatable on the result runs no code outside it),
+-- as nothing, {requeue_after = seconds} or {requeue = true}; anything else
+-- fails the reconcile, saying what it was.
+function M.reconcile(reconcile, ctx, req)
+  local r = reconcile(ctx, req)
+  if r == nil then return nil end
+  local after = type(r) == "table" and rawget(r, "requeue_after")
+  if after ~= nil and after ~= false then
+    if type(after) ~= "number" or after ~= after or after < 0 then
+      error(("reconcile returned requeue_after = %s: a number of seconds >= 0 is needed"):format(
+        type(after) == "number" and tostring(after) or type(after)), 0)
+    end
+    return { requeue_after = after }
+  end
+  if type(r) == "table" and rawget(r, "requeue") then return { requeue = true } end
+  if type(r) == "table" and next(r) == nil then return nil end
+  error(("reconcile returned a %s: return nothing, luaop.requeue_after(seconds) or luaop.requeue()"):format(type(r)), 0)
+end
+
 local function reconcile_one(self, c, key)
   local def = c.def -- this reconcile runs the code it started with
   local ns, name = split_key(key)
@@ -62,7 +82,7 @@ local function reconcile_one(self, c, key)
   local b = definition.budgets(def)
   local t0 = core.task.now()
   local ok, res, why = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
-    name = ("reconcile %s %s"):format(def.name, key) }, def.reconcile, ctx, req):wait()
+    name = ("reconcile %s %s"):format(def.name, key) }, M.reconcile, def.reconcile, ctx, req):wait()
   m.time:observe(core.task.now() - t0)
   c.active = c.active - 1
   m.active:set(c.active)

@@ -47,7 +47,7 @@ describe("a Lua controller", function()
             error("first attempt fails on purpose")
           end
           ctx.log:info("reconciling", { attempt = attempts[req.name] })
-          local child = ctx.client:get("ConfigMap", req.name .. "-child", ns)
+          local child = luaop.client():get("ConfigMap", req.name .. "-child", ns)
           if not child then
             local _, err = ctx:create {
               apiVersion = "v1", kind = "ConfigMap",

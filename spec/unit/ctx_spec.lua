@@ -1,0 +1,174 @@
+-- What a reconcile context, handlers and the reconcile's result give a
+-- script, and what they keep from it (found by an adversarial review of
+-- this session's API), with the test kit: several scripts side by side.
+local testing = require "luaop.testing"
+local proc = require "support.proc"
+
+local function write(dir, name, text)
+  local f = assert(io.open(dir .. "/" .. name, "w"))
+  f:write(text)
+  f:close()
+  return dir .. "/" .. name
+end
+
+local function cm(name, data)
+  return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" }, data = data }
+end
+
+describe("a reconcile context", function()
+  local dir, env
+  before_each(function() dir = proc.tempdir() end)
+  after_each(function()
+    if env then env:stop() end
+    env = nil
+    proc.sh("rm -rf " .. dir)
+  end)
+
+  it("hands a script nothing of the runtime's: no manager, shared client or controller to reach others through", function()
+    env = testing.env { script = write(dir, "peek.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "peek", resource = "v1/ConfigMap",
+  reconcile = function(ctx, req)
+    local seen = {}
+    for k in pairs(ctx) do seen[#seen + 1] = tostring(k) end
+    table.sort(seen)
+    ctx.log:info("fields", { fields = table.concat(seen, ","), manager = ctx.manager == nil,
+      client = ctx.client == nil, controller = ctx.controller == nil })
+  end }
+]]) }
+    env:create(cm("a"))
+    local line = env:logs { msg = "^fields$" }[1]
+    assert.are.same({ "log", true, true, true },
+      { line.fields.fields, line.fields.manager, line.fields.client, line.fields.controller })
+  end)
+
+  it("deletes nothing from the caches when the API server never answered for that object (an apiVersion it does not serve)", function()
+    env = testing.env { scripts = {
+      write(dir, "watch.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "watch", resource = "v1/ConfigMap",
+  reconcile = function(ctx, req)
+    ctx.log:info("present", { name = req.name, here = ctx:get("ConfigMap", req) ~= nil })
+  end }
+]]),
+      write(dir, "typo.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "typo", resource = "v1/Secret",
+  reconcile = function(ctx, req)
+    local ok, err = ctx:delete { apiVersion = "bogus.example.com/v1", kind = "ConfigMap",
+      metadata = { namespace = "default", name = "victim" } }
+    ctx.log:info("typo delete", { ok = ok ~= nil, reason = err and err.reason })
+  end }
+]]) } }
+    env:create(cm("victim"))
+    assert(env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
+    local d = env:logs { msg = "^typo delete$" }[1]
+    assert.are.same({ false, "NotFound" }, { d.fields.ok, d.fields.reason })
+    local cmv = env:get("ConfigMap", "default", "victim")
+    cmv.data = { touched = "yes" }
+    assert(env:update(cmv)) -- its event still reaches the cache: no tombstone
+    local present = env:logs { msg = "^present$" }
+    assert.is_true(present[#present].fields.here)
+    assert.are.equal(2, #present)
+  end)
+
+  it("puts nothing in the caches for a dry-run create", function()
+    env = testing.env { script = write(dir, "dry.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "dry", resource = "v1/ConfigMap",
+  reconcile = function(ctx, req)
+    if req.name ~= "go" then ctx.log:info("seen", { name = req.name }) return end
+    assert(ctx:create({ apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = "phantom", namespace = "default" } }, { dry_run = true }))
+    ctx.log:info("phantom cached", { cached = ctx:get("ConfigMap", "phantom", "default") ~= nil })
+  end }
+]]) }
+    env:create(cm("go"))
+    assert.is_false(env:logs { msg = "^phantom cached$" }[1].fields.cached)
+    assert.are.same({}, env:logs { msg = "^seen$" })
+    assert.is_nil(env:get("ConfigMap", "default", "phantom"))
+  end)
+
+  it("tells other scripts' handlers of its writes from their own task, not on the writer's budget", function()
+    env = testing.env { scripts = {
+      write(dir, "a_writer.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "writer", resource = "v1/ConfigMap", instructions = 1000000,
+  reconcile = function(ctx, req)
+    if req.name ~= "go" then return end
+    assert(ctx:create { apiVersion = "v1", kind = "Secret", metadata = { name = "made", namespace = "default" } })
+    ctx.log:info("writer done", {})
+  end }
+]]),
+      write(dir, "b_loop.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "loop", resource = "v1/Secret",
+  on_add = function(ctx, s) while true do end end }
+]]) } }
+    env:create(cm("go"))
+    assert.are.equal(1, #env:logs { msg = "^writer done$" })
+    assert.are.same({}, env:logs { msg = "^Reconciler error$" })
+    local failed = env:logs { msg = "^event handler failed$" }
+    assert.are.equal(1, #failed)
+    assert.matches("on_add of loop: .*b_loop%.lua:3: instruction budget", failed[1].fields.error)
+  end)
+
+  it("fails a reconcile whose result is not one it can return, saying what it was, and reads it raw", function()
+    env = testing.env { script = write(dir, "ret.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "ret", resource = "v1/ConfigMap",
+  reconcile = function(ctx, req)
+    if req.name == "string" then return { requeue_after = "soon" } end
+    if req.name == "nan" then return { requeue_after = 0 / 0 } end
+    if req.name == "meta" then
+      return setmetatable({}, { __index = function() while true do end end })
+    end
+    if req.name == "forever" then return luaop.requeue_after(math.huge) end
+    ctx.log:info("fine", { name = req.name })
+  end }
+]]) }
+    for _, name in ipairs { "string", "nan", "meta", "forever", "after" } do env:create(cm(name)) end
+    env:advance(10)
+    local errors = {}
+    for _, l in ipairs(env:logs { msg = "^Reconciler error$" }) do errors[l.fields.name] = l.fields.error end
+    assert.matches("requeue_after = string: a number of seconds >= 0", errors.string)
+    assert.matches("requeue_after = %-?nan", errors.nan)
+    assert.is_nil(errors.meta) -- read raw: its __index never ran (else this spec would not end), an empty result
+    assert.is_nil(errors.forever)
+    assert.are.equal(1, #env:logs { msg = "^fine$" })
+  end)
+end)
+
+describe("luaop.copy in a script", function()
+  it("copies no metatable but a JSON array's, so a __gc added after setmetatable gets no finalizer", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local env = testing.env { script = write(dir, "gc.lua", [[
+local luaop = require "luaop"
+local mt = {}
+local t = setmetatable({ a = luaop.array() }, mt)
+mt.__gc = function() luaop.log:info("finalizer ran", {}) end
+local c = luaop.copy(t)
+assert(getmetatable(c) == nil and luaop.json.encode(c) == '{"a":[]}')
+c = nil
+collectgarbage()
+collectgarbage()
+return luaop.controller { name = "gc", resource = "v1/ConfigMap", reconcile = function() end }
+]]) }
+    finally(function() env:stop() end)
+    assert.are.same({}, env:logs { msg = "^finalizer ran$" })
+  end)
+end)
+
+describe("luaop.set_controller", function()
+  it("refuses a dependent outside its namespaced owner's namespace, or with no namespace, as controller-runtime does", function()
+    local luaop = require "luaop"
+    local owner = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "o", namespace = "team", uid = "u-1" } }
+    assert.has_error(function()
+      luaop.set_controller({ apiVersion = "v1", kind = "Secret", metadata = { name = "s" } }, owner)
+    end, "an owner in namespace team can only own objects in it (this one's metadata.namespace is not set)")
+    local child = luaop.set_controller({ apiVersion = "v1", kind = "Secret",
+      metadata = { name = "s", namespace = "team" } }, owner)
+    assert.are.equal("u-1", luaop.controller_of(child).uid)
+  end)
+end)
