@@ -23,6 +23,9 @@ M.DEBOUNCE = 0.02
 
 -- Budgets for a script's top level (it only defines controllers).
 M.LOAD_BUDGET = { instructions = controller.DEFAULT_INSTRUCTIONS, memory = controller.DEFAULT_MEMORY }
+-- ... and a time: a top level that waits (luaop.sleep) would hold up the
+-- load, and with it luaop's start or `--check`
+M.LOAD_TIMEOUT = 10
 
 -- sources(paths) -> { {path, dir = bool} } | nil, err
 function M.sources(paths)
@@ -167,6 +170,14 @@ function M.env()
   local overlay = {}
   for k, v in pairs(luaop_mod) do overlay[k] = v end
   overlay.client = script_client
+  -- a task started from code that must not wait (a handler, a watch map)
+  -- would wait and write for it, on an instructions-only account
+  overlay.spawn = function(fn, ...)
+    if not coroutine.isyieldable() then
+      error("luaop.spawn from code that must not wait (a handler, a watch map): use a reconcile", 2)
+    end
+    return luaop_mod.spawn(fn, ...)
+  end
   modules.luaop = readonly(overlay, "luaop", views)
   -- lua-cjson's interface, settings of the script's own; its array_mt a view
   local array_view = readonly(array_mt, "cjson.array_mt", views)
@@ -271,10 +282,21 @@ function M.load(path, text)
   local chunk, err = M.compile(path, text)
   if not chunk then return nil, err end
   -- the command line's limits cap the top level's budget too
-  local ok, res = core.task.spawn_limited({
+  local task = core.task.spawn_limited({
     instructions = math.min(M.LOAD_BUDGET.instructions, controller.MAX_INSTRUCTIONS),
     memory = math.min(M.LOAD_BUDGET.memory, controller.MAX_MEMORY),
-    name = "load " .. path }, chunk):wait()
+    name = "load " .. path }, chunk)
+  local out, finished = nil, core.task.cond()
+  luaop.spawn(function()
+    out = table.pack(task:wait())
+    finished:signal()
+  end)
+  if not out and not finished:wait(M.LOAD_TIMEOUT) then
+    -- (the task stays parked; what it waits for may end it later)
+    return nil, ("%s: its top level did not finish within %g s: it waits, and a top level only defines controllers")
+      :format(path, M.LOAD_TIMEOUT)
+  end
+  local ok, res = out[1], out[2]
   if not ok then return nil, field_line(M.located(path, res), path, text) end
   local defs = M.definitions(res)
   if not defs then

@@ -128,6 +128,14 @@ return luaop.controller {
       assert.matches("cannot read script .*missing%.lua", out)
     end)
 
+    it("gives a script's top level 10 s, and names one that waits", function()
+      local path = write("sleeps.lua", "local luaop = require 'luaop'\nluaop.sleep(1e9)\n")
+      local code, out = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(path .. ": its top level did not finish within 10 s: it waits, and a top level only defines "
+        .. "controllers\n", out)
+    end)
+
     it("runs a script's top level under the load budget", function()
       local path = write("loop.lua", "while true do end\n")
       local code, out = check(path)

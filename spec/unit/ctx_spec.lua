@@ -139,6 +139,25 @@ return luaop.controller { name = "ret", resource = "v1/ConfigMap",
   end)
 end)
 
+describe("handlers", function()
+  it("cannot start a task to wait or write for them", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local env = testing.env { script = write(dir, "h.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "h", resource = "v1/ConfigMap",
+  on_add = function(ctx, obj)
+    luaop.spawn(function() luaop.sleep(1) ctx.log:info("spawned ran", {}) end)
+  end }
+]]) }
+    finally(function() env:stop() end)
+    env:create(cm("a"))
+    env:advance(5)
+    assert.are.same({}, env:logs { msg = "^spawned ran$" })
+    assert.matches("luaop.spawn from code that must not wait", env:logs { msg = "^event handler failed$" }[1].fields.error)
+  end)
+end)
+
 describe("luaop.copy in a script", function()
   it("copies no metatable but a JSON array's, so a __gc added after setmetatable gets no finalizer", function()
     local dir = proc.tempdir()
