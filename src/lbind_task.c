@@ -413,14 +413,25 @@ static int lbind_task_spawn_limited(lua_State *L)
     return lbind_spawn(L, &b);
 }
 
+/* task.call_limited(instructions | {instructions =, memory =}, fn, ...) */
 static int lbind_task_call_limited(lua_State *L)
 {
-    lua_Integer n = luaL_checkinteger(L, 1);
+    lua_Integer n, mem = 0;
     int status;
 
+    if (lua_istable(L, 1)) {
+        lua_getfield(L, 1, "instructions");
+        n = luaL_checkinteger(L, -1);
+        lua_getfield(L, 1, "memory");
+        mem = luaL_optinteger(L, -1, 0);
+        lua_pop(L, 2);
+        luaL_argcheck(L, mem >= 0, 1, "a memory budget is never negative");
+    } else {
+        n = luaL_checkinteger(L, 1);
+    }
     luaL_argcheck(L, n > 0, 1, "an instruction budget must be positive");
     luaL_checktype(L, 2, LUA_TFUNCTION);
-    status = sched_pcall_limited(L, lua_gettop(L) - 2, LUA_MULTRET, (unsigned long)n);
+    status = sched_pcall_limited(L, lua_gettop(L) - 2, LUA_MULTRET, (unsigned long)n, (size_t)mem);
     if (status == -1)
         return luaL_error(L, "task.call_limited can only be called from a luaop task");
     luaL_checkstack(L, 1, "call_limited results");

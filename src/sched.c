@@ -524,7 +524,7 @@ void sched_match_steps(lua_State *L)
     lua_error(L);
 }
 
-int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions)
+int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions, size_t memory)
 {
     sched_task *t = sched_current(co);
     sched_account *outer, *limited;
@@ -539,7 +539,12 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
         if (left < instructions)
             instructions = left;
     }
-    limited = sched_account_new(instructions, 0);
+    if (outer && outer->mem_budget) {
+        size_t left = outer->mem_used < (ptrdiff_t)outer->mem_budget ? outer->mem_budget - (size_t)outer->mem_used : 1;
+        if (memory == 0 || left < memory)
+            memory = left;
+    }
+    limited = sched_account_new(instructions, memory);
     if (limited == NULL)
         return luaL_error(co, "not enough memory");
     t->acct = limited;
@@ -547,9 +552,16 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
     status = lua_pcall(co, nargs, nres, 0);
     /* a breach of the call's own budget ends with the call */
     t->acct = outer;
+    if (status != LUA_OK && limited->breached == SCHED_BREACH_MEMORY) {
+        /* an allocation it refused: say which budget, not "not enough
+         * memory" (the message is the task's to allocate, not the call's) */
+        lua_pop(co, 1);
+        sched_breach_message(co, limited);
+    }
     lua_sethook(co, outer ? sched_count_hook : NULL, outer ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
     if (outer) {
         outer->used += limited->used;
+        outer->mem_used += limited->mem_used;
         if (outer->budget && outer->used > outer->budget)
             sched_breach(t->s, outer, SCHED_BREACH_INSTRUCTIONS);
     }

@@ -58,11 +58,13 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
 
 /* lua_pcall the function below `nargs` arguments on co's stack, on task
  * co's own thread, with at most `instructions` VM instructions (counted as
- * for a budget) for it: past them it fails with "instruction budget of N
- * exceeded". The task's own budget, if it has one, caps that, is set aside
- * meanwhile and is charged what the call used. Returns lua_pcall's status; -1 (nothing
- * called, nothing popped) when co is not a task's thread. */
-int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions);
+ * for a budget) and `memory` bytes of heap growth (0: none of its own) for
+ * it: past them it fails with "instruction budget of N exceeded" or
+ * "memory budget of N bytes exceeded". The task's own budgets, if it has
+ * them, cap these, are set aside meanwhile and are charged what the call
+ * used. Returns lua_pcall's status; -1 (nothing called, nothing popped)
+ * when co is not a task's thread. */
+int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions, size_t memory);
 
 /* The task running on thread `co`, or NULL when co is no task's coroutine
  * (the main thread, or a coroutine a script made itself). */

@@ -35,7 +35,7 @@ function M.deliver(self, c, h, a, b)
   local o = b or a
   local ctx = context.new { manager = self, client = self.client, controller = c,
     log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
-  local ok, err = core.task.call_limited(definition.budgets(c.def).instructions, f, ctx, luaop.copy(a),
+  local ok, err = core.task.call_limited(definition.budgets(c.def), f, ctx, luaop.copy(a),
     b ~= nil and luaop.copy(b) or nil)
   if not ok then error(("%s of %s: %s"):format(h, c.name, error_text(err)), 0) end
 end
@@ -88,7 +88,7 @@ function M.plan(self, c, def)
   local map_ctx = context.new { manager = self, client = self.client, log = c.log, controller = c }
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      local ok, reqs = core.task.call_limited(definition.budgets(def).instructions, w.map, luaop.copy(o), map_ctx)
+      local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, luaop.copy(o), map_ctx)
       if not ok then error(("watch map of %s: %s"):format(w[1], error_text(reqs)), 0) end
       for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end

@@ -158,6 +158,30 @@ return luaop.controller { name = "h", resource = "v1/ConfigMap",
   end)
 end)
 
+describe("handlers and watch maps", function()
+  it("run under the controller's memory budget too", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local env = testing.env { script = write(dir, "m.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "m", resource = "v1/ConfigMap", memory = "16Mi",
+  watches = { { "v1/Secret", map = function() local t = {} for i = 1, 1e7 do t[i] = ("x"):rep(32) .. i end end } },
+  on_add = function(ctx, obj)
+    local t = {}
+    for i = 1, 1e7 do t[i] = ("x"):rep(32) .. i end
+    ctx.log:info("allocated", { n = #t })
+  end }
+]]) }
+    finally(function() env:stop() end)
+    env:create(cm("a"))
+    assert(env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } })
+    assert.are.same({}, env:logs { msg = "^allocated$" })
+    local failed = env:logs { msg = "^event handler failed$" }
+    assert.are.equal(2, #failed)
+    for _, f in ipairs(failed) do assert.matches("memory budget of 16777216 bytes exceeded", f.fields.error) end
+  end)
+end)
+
 describe("luaop.copy in a script", function()
   it("copies no metatable but a JSON array's, so a __gc added after setmetatable gets no finalizer", function()
     local dir = proc.tempdir()
