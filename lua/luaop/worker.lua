@@ -179,9 +179,12 @@ function M.start_workers(self, c)
       return
     end
     c.log:info("Starting workers", { ["worker count"] = n })
-    luaop.spawn(resyncer, self, c)
   end
   if not c.def.reconcile then return end
+  if not c.resyncing then -- once, whenever it first has a reconcile (a reload may bring one)
+    c.resyncing = true
+    luaop.spawn(resyncer, self, c)
+  end
   c.metrics.workers:set(n)
   while c.workers < n do
     c.workers = c.workers + 1

@@ -158,6 +158,27 @@ return luaop.controller { name = "h", resource = "v1/ConfigMap",
   end)
 end)
 
+describe("a hot reload", function()
+  it("from handlers to a reconcile with a resync period resyncs", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local path = write(dir, "h.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "h", resource = "v1/ConfigMap", on_add = function() end }
+]])
+    local env = testing.env { script = path }
+    finally(function() env:stop() end)
+    env:create(cm("a"))
+    env:load(path, [[
+local luaop = require "luaop"
+return luaop.controller { name = "h", resource = "v1/ConfigMap", resync = 10,
+  reconcile = function(ctx) ctx.log:info("reconciled", {}) end }
+]])
+    env:advance(60)
+    assert.is_true(#env:logs { msg = "^reconciled$" } >= 6)
+  end)
+end)
+
 describe("handlers and watch maps", function()
   it("run under the controller's memory budget too", function()
     local dir = proc.tempdir()
