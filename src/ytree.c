@@ -53,21 +53,25 @@ static int ytree_next(ytree_parser *yp, yaml_event_t *ev)
 
 static int ytree_push(ytree *t, char *key, ytree *child)
 {
-    size_t n = t->len + 1;
-    ytree **items = realloc(t->items, n * sizeof *items);
-
-    if (items == NULL)
-        return 0;
-    t->items = items;
-    if (t->kind == YTREE_MAP) {
-        char **keys = realloc(t->keys, n * sizeof *keys);
-        if (keys == NULL)
+    if (t->len == t->cap) {
+        /* doubling: a long mapping is no quadratic copy */
+        size_t cap = t->cap ? 2 * t->cap : 4;
+        ytree **items = realloc(t->items, cap * sizeof *items);
+        if (items == NULL)
             return 0;
-        t->keys = keys;
-        t->keys[t->len] = key;
+        t->items = items;
+        if (t->kind == YTREE_MAP) {
+            char **keys = realloc(t->keys, cap * sizeof *keys);
+            if (keys == NULL)
+                return 0;
+            t->keys = keys;
+        }
+        t->cap = cap;
     }
+    if (t->kind == YTREE_MAP)
+        t->keys[t->len] = key;
     t->items[t->len] = child;
-    t->len = n;
+    t->len++;
     return 1;
 }
 

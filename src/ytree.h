@@ -18,6 +18,7 @@ struct ytree {
     size_t len;    /* scalar length, or number of children */
     char **keys;   /* map keys (len of them) */
     ytree **items; /* children (len of them) */
+    size_t cap;    /* room in keys and items */
 };
 
 /* Parse the first document of `data`. An empty document gives an empty map.
