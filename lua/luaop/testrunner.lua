@@ -93,32 +93,39 @@ M.assert = chain(false)
 
 -- ---- files of specs ---------------------------------------------------------------
 
--- The spec files the paths name: files as given, and each directory's
--- *_spec.lua and *_test.lua, sorted. (The file system is read by tasks:
--- run here by the loop, this being outside any.)
+-- The spec files the paths name: files as given, and in each directory
+-- (and the directories below it, as busted looks) its *_spec.lua and
+-- *_test.lua, sorted. (The file system is read by tasks: run here by the
+-- loop, this being outside any.) files | nil, what could not be read.
 local function spec_files(paths)
-  local out, err
-  core.task.spawn(function()
-    local files = {}
-    for _, p in ipairs(paths) do
-      local kind, kerr = core.fs.kind(p)
-      if not kind then err = "cannot read " .. tostring(kerr) return end
-      if kind == "directory" then
-        local names = assert(core.fs.list(p))
-        table.sort(names)
-        for _, name in ipairs(names) do
-          if name:match("_spec%.lua$") or name:match("_test%.lua$") then
-            files[#files + 1] = p:gsub("/+$", "") .. "/" .. name
-          end
-        end
-      else
-        files[#files + 1] = p
+  local files, err = {}, nil
+  local function walk(dir, depth)
+    local names, lerr = core.fs.list(dir)
+    if not names then error("cannot list " .. dir .. ": " .. tostring(lerr), 0) end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local path = dir:gsub("/+$", "") .. "/" .. name
+      local kind = not name:match("^%.") and core.fs.kind(path)
+      if kind == "directory" and depth < 16 then
+        walk(path, depth + 1)
+      elseif kind == "file" and (name:match("_spec%.lua$") or name:match("_test%.lua$")) then
+        files[#files + 1] = path
       end
     end
-    out = files
+  end
+  core.task.spawn(function()
+    local ok, e = pcall(function()
+      for _, p in ipairs(paths) do
+        local kind, kerr = core.fs.kind(p)
+        if not kind then error("cannot read " .. tostring(kerr), 0) end
+        if kind == "directory" then walk(p, 0) else files[#files + 1] = p end
+      end
+    end)
+    if not ok then err = tostring(e) end
   end)
   core.kit.run()
-  return out, err
+  if err then return nil, err end
+  return files
 end
 
 -- Run the spec files the paths name; the exit status.
