@@ -29,6 +29,15 @@ function proc.read(path)
   return s
 end
 
+-- Write text to the file dir/name (raises when it cannot); its path.
+function proc.write(dir, name, text)
+  local path = dir .. "/" .. name
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+
 -- The lines of the file at path (none when it does not exist).
 function proc.lines(path)
   local lines = {}

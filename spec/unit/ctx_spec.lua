@@ -4,12 +4,7 @@
 local testing = require "luaop.testing"
 local proc = require "support.proc"
 
-local function write(dir, name, text)
-  local f = assert(io.open(dir .. "/" .. name, "w"))
-  f:write(text)
-  f:close()
-  return dir .. "/" .. name
-end
+local write = proc.write
 
 local function cm(name, data)
   return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" }, data = data }

@@ -6,12 +6,7 @@ local testing = require "luaop.testing"
 local proc = require "support.proc"
 local luaop_bin = require("support.luaop").bin
 
-local function write(dir, name, text)
-  local f = assert(io.open(dir .. "/" .. name, "w"))
-  f:write(text)
-  f:close()
-  return dir .. "/" .. name
-end
+local write = proc.write
 
 -- A script whose controller counts its reconciles and does what the
 -- ConfigMap's data.do says.
@@ -147,6 +142,32 @@ metadata:
   end)
 end)
 
+describe("luaop.core.yaml", function()
+  local yaml, json = require("luaop.core").yaml, require("luaop.core").json
+
+  it("reads every document of a manifest, typed as sigs.k8s.io/yaml types it", function()
+    local docs = assert(yaml.decode([[
+a: [1, 2.5, yes, off, '3', ~, 0x10, 0o17, 0644, 1e3, x, "0644"]
+b: {}
+c: []
+---
+---
+kind: Namespace
+]]))
+    assert.are.equal(3, #docs)
+    assert.are.equal('{"a":[1,2.5,true,false,"3",null,16,15,420,1000,"x","0644"],"b":{},"c":[]}', json.encode(docs[1]))
+    assert.are.equal("{}", json.encode(docs[2]))
+    assert.are.equal("Namespace", docs[3].kind)
+  end)
+
+  it("refuses aliases and malformed YAML, naming the line", function()
+    assert.are.same({ nil, "line 2: YAML aliases are not supported here" }, { yaml.decode("a: &x 1\nb: *x\n") })
+    local docs, err = yaml.decode("a: [\n")
+    assert.is_nil(docs)
+    assert.matches("^line 2: ", err)
+  end)
+end)
+
 describe("luaop --test", function()
   local dir
   before_each(function() dir = proc.tempdir() end)
@@ -162,6 +183,7 @@ describe("luaop --test", function()
   end)
 
   it("reports each failure with its file and line, a file that does not load, and exits 1", function()
+    -- (and finds spec files in the directories below the one named)
     write(dir, "a_spec.lua", [[
 describe("sums", function()
   it("adds", function() assert.are.equal(2, 1 + 1) end)
@@ -171,6 +193,8 @@ describe("sums", function()
 end)
 ]])
     write(dir, "b_test.lua", "describe('x', function(\n")
+    proc.sh("mkdir -p " .. dir .. "/sub/deeper")
+    write(dir .. "/sub/deeper", "c_spec.lua", "describe('deep', function() it('runs', function() end) end)\n")
     write(dir, "helpers.lua", "error('never run')")
     local code, out = proc.run { luaop_bin, "--test", dir }
     assert.are.equal(1, code)
@@ -179,7 +203,8 @@ end)
     assert.matches("ok 3 %- sums negates\n", out)
     assert.matches("ok 4 %- sums later # SKIP", out)
     assert.matches("not ok 5 %- [^\n]*b_test%.lua\n# [^\n]*b_test%.lua:2:", out)
-    assert.matches("\n2 passed, 2 failed, 1 skipped\n$", out)
+    assert.matches("ok 6 %- deep runs\n", out) -- a spec in a directory below, as busted finds them
+    assert.matches("\n3 passed, 2 failed, 1 skipped\n$", out)
     assert.not_matches("never run", out)
   end)
 
