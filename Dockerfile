@@ -1,5 +1,5 @@
-# luaop's image: built on Debian bookworm, run as a non-root user, scripts
-# from a mounted directory (default /etc/luaop/operators; the Deployment in
+# luaop's image: built on Debian bookworm into an empty base (about 7 MB),
+# run as a non-root user, scripts from a mounted directory (default /etc/luaop/operators; the Deployment in
 # manifests/deploy mounts the operators' ConfigMap there). `make image`
 # builds it with buildah.
 
@@ -15,18 +15,16 @@ COPY hack/lua hack/lua/
 COPY src src/
 COPY lua lua/
 # hack/libs.sh builds the lean static libcurl and OpenSSL from Debian's
-# source packages; the binary then needs only libc and libm
-RUN make build/luaop && strip build/luaop
+# source packages; the binary then needs only libc and libm. hack/rootfs.sh
+# lays out the image's whole tree: luaop, the C library it links, the CA
+# bundle, a non-root user, the example operators.
+COPY hack/rootfs.sh hack/
+COPY operators operators/
+RUN make build/luaop && strip build/luaop && hack/rootfs.sh build/luaop /rootfs
 
-FROM debian:bookworm-slim
-# luaop links everything but libc and libm statically; the CA bundle for TLS
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
- && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-COPY --from=build /src/build/luaop /usr/local/bin/luaop
-# the example operators, for a quick try: --script /usr/share/luaop/operators
-COPY operators/*.lua /usr/share/luaop/operators/
+# nothing but that tree: no shell, no package manager, no other program
+FROM scratch
+COPY --from=build /rootfs/ /
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/luaop"]
 CMD ["--script", "/etc/luaop/operators"]

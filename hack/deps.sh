@@ -16,7 +16,8 @@
 #            1.24 or newer, which Debian bookworm does not ship (checked, not
 #            installed). Debian's containerd is installed, not started: the
 #            node runs its own on private paths (hack/node.sh)
-#   image    what `make image` and spec/image need: buildah, runc, debootstrap
+#   image    what `make image` and spec/image need: buildah, runc, debootstrap;
+#            dnsmasq-base (a DNS server for the image spec's host name)
 #   bench    what bench/ adds: bc, gdb, time (peak RSS)
 #
 # The only change to the system's package setup is `apt-get update` and
@@ -32,7 +33,7 @@ declare -A set_pkgs=(
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
   [test]="lua-busted lua-check valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
   [cluster]="curl procps containerd runc containernetworking-plugins iptables iproute2 openssl buildah"
-  [image]="buildah runc debootstrap"
+  [image]="buildah runc debootstrap dnsmasq-base"
   [bench]="bc gdb time"
 )
 all_sets=(build test cluster image bench)

@@ -25,7 +25,7 @@ die() { log "$*"; exit 1; }
 hack/deps.sh image || die "could not install buildah, runc and debootstrap (hack/deps.sh image)"
 
 # what the build reads: the Dockerfile, the files it copies, this script
-hash=$(find Dockerfile .dockerignore Makefile hack/deps.sh hack/embed.lua hack/libs.sh hack/lua hack/image.sh \
+hash=$(find Dockerfile .dockerignore Makefile hack/deps.sh hack/embed.lua hack/libs.sh hack/lua hack/image.sh hack/rootfs.sh \
   src lua operators -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16) ||
   die "could not hash the image's inputs"
 tag="luaop:src-$hash"

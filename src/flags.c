@@ -46,8 +46,8 @@ static const char *flags_usage =
     "                           then ~/.kube/config)\n"
     "      --context NAME       kubeconfig context (default: current-context)\n"
     "  -n, --namespace NAME     namespace (default: the context's, else default)\n"
-    "      --qps N              client-side requests per second; 0 disables (default 20)\n"
-    "      --burst N            client-side burst (default 30)\n"
+    "      --qps N              client-side requests per second; 0 (the default) means no limit\n"
+    "      --burst N            client-side burst when --qps is set (default 30)\n"
     "      --max-instructions N the most instructions a reconcile may declare\n"
     "                           (more is cut down to it; default 1000000000)\n"
     "      --max-memory BYTES   the most memory a reconcile may declare, as bytes\n"
@@ -162,7 +162,7 @@ int flags_parse(int argc, char **argv, flags *o)
     double d;
     int c;
 
-    *o = (flags){.qps = 20, .burst = 30, .grace = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO,
+    *o = (flags){.qps = 0, .burst = 30, .grace = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO,
                  .le_lease = 15, .le_renew = 10, .le_retry = 2};
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hn:v:", longopts, NULL)) != -1) {

@@ -68,13 +68,45 @@ describe("the luaop image", function()
     assert.are.same({ "--script", "/etc/luaop/operators" }, cfg.Cmd)
   end)
 
-  it("holds no compiler or headers", function()
+  it("holds luaop, the C library it links, a CA bundle, its users and the example operators: no shell, at most 10 MB", function()
     local ok, c = b("from --pull=never " .. image)
     assert(ok, c)
     c = c:match("(%S+)%s*$")
-    finally(function() b("rm " .. c) end)
-    local _, out = b("run --isolation=chroot " .. c .. " -- sh -c 'command -v cc gcc make; ls /usr/include 2>/dev/null | wc -l'")
-    assert.matches("^0%s*$", out)
+    finally(function() b("umount " .. c); b("rm " .. c) end)
+    local mounted, mnt = b("mount " .. c)
+    assert(mounted, mnt)
+    mnt = mnt:match("(%S+)%s*$")
+    local files, total = {}, 0
+    for line in must("cd " .. mnt .. " && find . ! -type d -printf '%s %y %p\\n'"):gmatch("[^\n]+") do
+      local size, kind, path = line:match("^(%d+) (%S) %./(.+)$")
+      assert(path, line)
+      files[#files + 1] = path
+      if kind == "f" then total = total + tonumber(size) end
+    end
+    table.sort(files)
+    local allowed = {
+      "^usr/local/bin/luaop$", "^lib/x86_64%-linux%-gnu/libc%.so%.6$", "^lib/x86_64%-linux%-gnu/libm%.so%.6$",
+      "^lib64/ld%-linux%-x86%-64%.so%.2$", "^etc/ssl/certs/ca%-certificates%.crt$", "^etc/passwd$", "^etc/group$",
+      "^etc/nsswitch%.conf$", "^etc/hosts$", "^usr/share/luaop/operators/[%w%-]+%.lua$",
+      "^usr/share/doc/[%w%.%-]+/copyright$",
+    }
+    for _, path in ipairs(files) do
+      local known = false
+      for _, pattern in ipairs(allowed) do known = known or path:find(pattern) ~= nil end
+      assert(known, "the image holds " .. path .. " (all: " .. table.concat(files, " ") .. ")")
+    end
+    for _, path in ipairs { "usr/local/bin/luaop", "lib/x86_64-linux-gnu/libc.so.6", "etc/ssl/certs/ca-certificates.crt",
+      "usr/share/luaop/operators/at.lua" } do
+      assert.is_true(sh("test -s " .. mnt .. "/" .. path), path .. " is missing")
+    end
+    assert.matches("\nnonroot:x:65532:65532:", "\n" .. container.read(mnt .. "/etc/passwd"))
+    -- the files, and the image as stored (its one layer's tar, uncompressed)
+    assert.is_true(total <= 10 * 1000 * 1000, ("the image's files take %d bytes"):format(total))
+    local size = 0
+    local info = json.decode(must(container.buildah("inspect --type image " .. image)))
+    local manifest = json.decode(info.Manifest)
+    for _, layer in ipairs(manifest.layers) do size = size + layer.size end
+    assert.is_true(size > 0 and size <= 10 * 1000 * 1000, ("the image is %d bytes"):format(size))
   end)
 
   describe("run as a container with the four operators, as the manifests' ServiceAccount,", function()
@@ -128,16 +160,16 @@ describe("the luaop image", function()
       f:close()
     end)
 
-    it("has a read-only root filesystem", function()
-      for _, path in ipairs { "/probe", "/tmp/probe", "/etc/luaop/operators/probe.lua" } do
-        local ok, out = run.exec("touch " .. path)
-        assert.is_false(ok, path .. " was writable")
-        assert.matches("Read%-only file system", out)
+    it("has a read-only root filesystem, and its operators mounted read-only", function()
+      local pid = assert(run.pid(), "no running container")
+      -- the image has no shell to try a write with: the mounts, as the process sees them
+      local mounts = {}
+      for line in container.read("/proc/" .. pid .. "/mountinfo"):gmatch("[^\n]+") do
+        local point, options = line:match("^%S+ %S+ %S+ %S+ (%S+) (%S+)")
+        mounts[point] = options
       end
-      -- and the exec itself works: a readable file is read
-      local ok, out = run.exec("head -c 2 /etc/luaop/operators/at.lua")
-      assert(ok, out)
-      assert.are.equal("--", out)
+      assert.matches("^ro[,$]", (mounts["/"] or "?") .. ",")
+      assert.matches("^ro[,$]", (mounts["/etc/luaop/operators"] or "?") .. ",")
     end)
 
     it("runs an At to DONE", function()
@@ -210,5 +242,77 @@ current-context: c
     assert.is_nil(c.stderr():find("caches synced", 1, true), "it synced caches through an unverified server")
     -- nothing synced, so nothing to drain: SIGTERM ends it at once
     assert.are.equal(128 + 15, c.stop())
+  end)
+  -- A Pod's /etc/hosts and /etc/resolv.conf are mounted by the kubelet; an
+  -- API server named by host name is found through either, and its
+  -- certificate still verified against the kubeconfig's CA.
+  describe("finds an API server named in its kubeconfig, and verifies it,", function()
+    local dir, put, port
+
+    setup(function()
+      local server = cluster()
+      port = assert(server:match("^https://[^/]+:(%d+)"), server)
+      dir, put = container.scratch()
+      put("kubeconfig", kube.must { "config", "view", "--raw", "--minify", "--flatten" })
+    end)
+    teardown(function() if dir then sh("rm -rf '" .. dir .. "'") end end)
+
+    -- luaop --program in the image, with this kubeconfig's server renamed
+    -- to HOST, and these /etc/hosts and /etc/resolv.conf: what it printed
+    local function get_version(host, hosts, resolv)
+      local cfg = container.read(dir .. "/kubeconfig"):gsub("server: https://[^/\n]+:%d+",
+        "server: https://" .. host .. ":" .. port)
+      put("kubeconfig-" .. host, cfg)
+      put("hosts-" .. host, hosts)
+      put("resolv-" .. host, resolv)
+      put("version.lua", [[
+local core = require "luaop.core"
+local status, body = core.api.request { path = "/version" }
+if status ~= 200 then error(tostring(body), 0) end
+print(status, core.json.decode(body).gitVersion)
+]])
+      local c = container.start(image, {
+        name = "luaop-image-spec-dns",
+        env = { "KUBECONFIG=/etc/luaop/cfg/kubeconfig-" .. host },
+        args = { "/usr/local/bin/luaop", "--program", "/etc/luaop/cfg/version.lua" },
+        mounts = {
+          { source = dir, destination = "/etc/luaop/cfg" },
+          { source = dir .. "/hosts-" .. host, destination = "/etc/hosts" },
+          { source = dir .. "/resolv-" .. host, destination = "/etc/resolv.conf" },
+        },
+      })
+      finally(c.cleanup)
+      kube.wait_for("luaop --program to end", 30, function() return c.exited() ~= nil end)
+      return c.exited(), c.stdout(), c.stderr()
+    end
+
+    it("through /etc/hosts", function()
+      local code, out, err = get_version("kubernetes", "127.0.0.1\tlocalhost\n127.0.0.1\tkubernetes\n",
+        "nameserver 192.0.2.53\n") -- a server that is not there: /etc/hosts must answer
+      assert.are.equal(0, code, err)
+      assert.matches("^200\tv%d+%.%d+", out)
+      -- a name the API server's certificate does not carry: refused
+      local _
+      code, _, err = get_version("luaop-api", "127.0.0.1\tlocalhost\n127.0.0.1\tluaop-api\n", "nameserver 192.0.2.53\n")
+      assert.are_not.equal(0, code)
+      assert.matches("no alternative certificate subject name matches target host name 'luaop%-api'", err)
+    end)
+
+    it("through the DNS server of /etc/resolv.conf", function()
+      -- dnsmasq on a loopback address of its own, answering for one name only
+      local pidfile = dir .. "/dnsmasq.pid"
+      must(("dnsmasq --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.153 --port=53 "
+        .. "--address=/kubernetes.default.svc.cluster.local/127.0.0.1 --pid-file=%s"):format(pidfile))
+      finally(function() sh("kill $(cat " .. pidfile .. ")") end)
+      local code, out, err = get_version("kubernetes.default.svc.cluster.local", "127.0.0.1\tlocalhost\n",
+        "nameserver 127.0.0.153\n")
+      assert.are.equal(0, code, err)
+      assert.matches("^200\tv%d+%.%d+", out)
+      -- a name the server does not know: resolution fails, named as such
+      local _
+      code, _, err = get_version("kubernetes.default.svc", "127.0.0.1\tlocalhost\n", "nameserver 127.0.0.153\n")
+      assert.are_not.equal(0, code)
+      assert.matches("resolve host", err)
+    end)
   end)
 end)

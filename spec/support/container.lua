@@ -44,7 +44,8 @@ end
 local seq = 0
 
 -- Start image's entrypoint. opts: env = {"K=V", ...} added to the image's,
--- mounts = { {source =, destination =} } (read-only binds), name = a prefix.
+-- mounts = { {source =, destination =} } (read-only binds; a file or a
+-- directory), name = a prefix, args = a command line instead of the image's.
 -- Returns a handle: pid(), stdout(), stderr(), exited() -> code or nil,
 -- exec(cmd) -> ok, output (a shell command run inside, as the same user),
 -- stop() (SIGTERM, waits, returns the exit code), cleanup().
@@ -77,8 +78,10 @@ function container.setup(c, id, dir, wc, image, opts)
   assert(uid, "the image's User is not numeric: " .. tostring(cfg.User))
   spec.process.terminal = false
   spec.process.user = { uid = tonumber(uid), gid = tonumber(gid ~= "" and gid or uid) }
-  local args = list(cfg.Entrypoint)
-  for _, a in ipairs(cfg.Cmd or {}) do args[#args + 1] = a end
+  local args = list(opts.args or cfg.Entrypoint)
+  if not opts.args then
+    for _, a in ipairs(cfg.Cmd or {}) do args[#args + 1] = a end
+  end
   spec.process.args = args
   local env = list(cfg.Env)
   for _, e in ipairs(opts.env or {}) do env[#env + 1] = e end
@@ -152,5 +155,5 @@ function container.scratch()
   return d, function(name, s) write(d .. "/" .. name, s, "644") end
 end
 
-container.sh, container.must = sh, must
+container.sh, container.must, container.read = sh, must, read
 return container

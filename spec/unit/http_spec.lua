@@ -196,7 +196,7 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.is_true(tonumber(out:match("elapsed\t(%S+)")) < 0.5, out)
   end)
 
-  it("limits to 20 requests per second after a burst of 30 by default", function()
+  it("does not limit requests by default, as controller-runtime does, and --qps N has a burst of 30", function()
     -- one request after another (the limiter counts them all the same)
     local function elapsed(n, flags)
       local code, out, err = run(([[
@@ -207,15 +207,15 @@ contexts: [{name: x, context: {cluster: x}}]
       assert.are.equal(0, code, err)
       return tonumber(out:match("elapsed\t(%S+)"))
     end
-    -- the burst: 30 without waiting (a burst of 10 would take a second at 20/s)
-    local burst = elapsed(30)
+    -- by default none waits: 60 requests (20/s after 30 would take 1.5 s)
+    local free = elapsed(60)
+    assert.is_true(free < 0.45, ("60 requests by default took %.2f s"):format(free))
+    -- --qps 20: the burst, 30 without waiting (a burst of 10 would take a second at 20/s)
+    local burst = elapsed(30, { "--qps", "20" })
     assert.is_true(burst < 0.6, ("30 requests took %.2f s"):format(burst))
     -- ten more wait for tokens at 20/s: half a second at least
-    local more = elapsed(40)
-    assert.is_true(more >= 0.45, ("40 requests took %.2f s"):format(more))
-    -- and --qps 0 does not wait for any
-    local free = elapsed(40, { "--qps", "0" })
-    assert.is_true(free < 0.45, ("40 requests with --qps 0 took %.2f s"):format(free))
+    local more = elapsed(40, { "--qps", "20" })
+    assert.is_true(more >= 0.45, ("40 requests at --qps 20 took %.2f s"):format(more))
   end)
 
   it("pages a list whose metadata follows its items, each page asked for before the last is decoded", function()
