@@ -16,7 +16,13 @@ kc apply -k manifests/crds >/dev/null
 kc wait --for condition=Established crd --all --timeout=60s >/dev/null
 
 log=$tmp/luaop.log
-"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script operators/useless-machine.lua 2>"$log" &
+script=operators/useless-machine.lua
+if [ -n "${WORKERS:-}" ]; then # the same script with WORKERS workers
+  sed "s/^  concurrency = [0-9]*,/  concurrency = $WORKERS,/" "$script" >"$tmp/useless-machine.lua"
+  script=$tmp/useless-machine.lua
+fi
+port=${METRICS_PORT:-18471}
+"$bin" --kubeconfig "$KUBECONFIG" --log-level trace --metrics-bind-address "127.0.0.1:$port" --script "$script" 2>"$log" &
 pid=$!
 wait_until "caches synced" grep -q "caches synced" "$log"
 
@@ -28,6 +34,7 @@ wait "$watcher"
 field() { grep "^$1 " "$2" | cut -d' ' -f2; }
 converge=$(echo "$(field end "$tmp/watch") - $(field start "$tmp/create")" | bc -l)
 create=$(field seconds "$tmp/create")
+curl -s "http://127.0.0.1:$port/metrics" >"$tmp/metrics"
 writes=$(grep '"response"\|	response	' "$log" | grep -cE '"method": "(POST|PUT|PATCH|DELETE)"' || true)
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 

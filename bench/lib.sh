@@ -17,7 +17,9 @@ tmp=$(mktemp -d)
 pid=
 bench_cleanup() {
   if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null || true; fi
-  kc delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  # waits until it is gone: the next benchmark's luaop would otherwise
+  # cache, and reconcile, what a namespace being deleted still holds
+  kc delete namespace "$ns" --timeout=300s >/dev/null 2>&1 || true
   if [ -n "${KEEP:-}" ]; then echo "kept: $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap bench_cleanup EXIT
@@ -35,4 +37,9 @@ wait_until() {
     sleep 0.05
   done
 }
+# the namespaces of earlier benchmarks, still being deleted: gone first
+for old in $(kc get namespaces -o name | sed -n 's|^namespace/\(bench-.*\)|\1|p'); do
+  echo "bench: waiting for namespace $old, left by an earlier benchmark, to be deleted" >&2
+  kc delete namespace "$old" --timeout=300s >/dev/null 2>&1 || true
+done
 kc create namespace "$ns" >/dev/null

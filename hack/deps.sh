@@ -18,7 +18,7 @@
 #            node runs its own on private paths (hack/node.sh)
 #   image    what `make image` and spec/image need: buildah, runc, debootstrap;
 #            dnsmasq-base (a DNS server for the image spec's host name)
-#   bench    what bench/ adds: bc, gdb, time (peak RSS)
+#   bench    what bench/ adds: bc, gdb, time (peak RSS), gnuplot-nox (its charts)
 #
 # The only change to the system's package setup is `apt-get update` and
 # `apt-get install` of what is missing, both printed before they run. The
@@ -34,7 +34,7 @@ declare -A set_pkgs=(
   [test]="lua-busted lua-check valgrind python3 openssl curl clang libclang-rt-14-dev prometheus"
   [cluster]="curl procps containerd runc containernetworking-plugins iptables iproute2 openssl buildah"
   [image]="buildah runc debootstrap dnsmasq-base"
-  [bench]="bc gdb time"
+  [bench]="bc gdb time gnuplot-nox"
 )
 all_sets=(build test cluster image bench)
 

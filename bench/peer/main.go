@@ -3,7 +3,7 @@
 // and behaviour as operators/*.lua, written as a kubebuilder user would,
 // with controller-runtime's defaults.
 //
-//	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher]
+//	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher[,configmaps]]
 //	     [--metrics-bind-address ADDR] [--health-probe-bind-address ADDR] [--namespace NS]
 //
 // It logs "caches synced" once the caches of every operator it runs have
@@ -32,6 +32,9 @@ import (
 
 var allOperators = []string{"at", "machine", "secret-copy", "pod-watcher"}
 
+// benchOperators are known to --operators but not run by default.
+var benchOperators = []string{"configmaps"}
+
 func main() {
 	var (
 		workers     int
@@ -57,11 +60,12 @@ func main() {
 
 	for _, name := range strings.Split(operators, ",") {
 		known := false
-		for _, o := range allOperators {
+		for _, o := range append(allOperators, benchOperators...) {
 			known = known || o == name
 		}
 		if !known {
-			fmt.Fprintf(os.Stderr, "peer: --operators: unknown operator %q (known: %s)\n", name, strings.Join(allOperators, ","))
+			fmt.Fprintf(os.Stderr, "peer: --operators: unknown operator %q (known: %s)\n", name,
+				strings.Join(append(allOperators, benchOperators...), ","))
 			os.Exit(2)
 		}
 		enabled[name] = true
@@ -108,6 +112,11 @@ func main() {
 	if enabled["pod-watcher"] {
 		must(setupPodWatcher(ctx, mgr), "setting up pod-watcher")
 		watched = append(watched, &corev1.Pod{})
+	}
+
+	if enabled["configmaps"] {
+		must((&ConfigMapReconciler{}).SetupWithManager(mgr, copts), "setting up configmaps")
+		watched = append(watched, &corev1.ConfigMap{})
 	}
 
 	must(mgr.AddHealthzCheck("healthz", healthz.Ping), "adding the health check")

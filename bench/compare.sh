@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# bench/compare.sh [ROUNDS] - luaop against a controller-runtime build of the
+# same four operators (bench/peer, built by bench/peer.sh), side by side on
+# the local control plane (make cluster-up), taking turns, in one run.
+#
+# For each measure, ROUNDS rounds (default 3); in each round both run, one
+# after the other, the one that goes first alternating. Every process is
+# started the same way: --kubeconfig, --metrics-bind-address (both serve
+# controller-runtime's metric names, which this script reads), no client-side
+# rate limit (the default of both).
+#
+#   size      the stripped binaries
+#   idle      the four operators (luaop --script operators/, the peer's
+#             default): VmRSS SETTLE s after "caches synced"
+#   objects   for each N of OBJECTS (default "1000 10000 100000"; N more
+#             ConfigMaps of about 1 KiB of compact JSON are created in a
+#             namespace of their own between steps): a controller on every
+#             ConfigMap with a reconcile that does nothing (bench/configmaps.lua,
+#             the peer's "configmaps"), from launch to "caches synced", then
+#             until every ConfigMap was reconciled, then SETTLE s: the time to
+#             synced, VmRSS, VmHWM (the peak); the growth of VmRSS over the
+#             same with no ConfigMaps of the namespace, per object, against
+#             the object's compact JSON as the cache keeps it
+#   converge  for each M of MACHINES (default "250 500 1000"): the useless
+#             machine alone, WORKERS workers (default 4) for both; M Machines
+#             of 3 switches created at once (64 creates in flight) in a fresh
+#             namespace; the time from the first create until a watch has
+#             seen every Machine read "ddd"; the writes the API server counted
+#             meanwhile (its apiserver_request_total, by resource and code:
+#             Switch creates, Machine and Switch updates, deletes, 409
+#             Conflicts), the operator's reconciles, its work queue's wait and
+#             work time and its CPU time (its own /metrics and /proc); the end
+#             state checked the same for both (bench/compare.lua state); then
+#             the same writes made directly with nothing running (M Machine
+#             creates, 3M Switch creates, M status writes, 64 in flight)
+#
+# Prints each measure's median for both and their ratio, writes every value
+# to $OUT/results.tsv (default build/bench/compare) and draws
+# $OUT/memory.svg and $OUT/converge.svg with gnuplot (hack/deps.sh bench).
+rounds=${1:-3}
+objects=${OBJECTS:-"1000 10000 100000"}
+machines=${MACHINES:-"250 500 1000"}
+workers=${WORKERS:-4}
+settle=${SETTLE:-5}
+. "$(dirname "$0")/lib.sh" compare
+out=${OUT:-build/bench/compare}
+mkdir -p "$out"
+results=$out/results.tsv
+: >"$results"
+peer=$(bench/peer.sh) || { echo "bench: could not build the peer (bench/peer.sh)" >&2; exit 1; }
+port=${METRICS_PORT:-18491}
+prog() { "$bin" --kubeconfig "$KUBECONFIG" --program "$@"; }
+
+# record IMPL MEASURE PARAM VALUE
+record() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$results"; }
+now() { date +%s.%N; }
+rss() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; } # KiB
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; } # s
+metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }
+# the sum of a metric's samples (all labels) in the process's /metrics
+msum() { metrics | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $NF} END {printf "%.6f\n", s}'; }
+
+# start IMPL WHAT LOG: the implementation IMPL (luaop or peer) running WHAT
+# (four, configmaps or machine) in the background, its pid in $pid
+start() {
+  local impl=$1 what=$2 log=$3 args=()
+  if [ "$impl" = luaop ]; then
+    case $what in
+      four) args=(--script operators/) ;;
+      configmaps) args=(--script bench/configmaps.lua) ;;
+      machine)
+        sed "s/^  concurrency = [0-9]*,/  concurrency = $workers,/" operators/useless-machine.lua >"$tmp/useless-machine.lua"
+        grep -q "^  concurrency = $workers," "$tmp/useless-machine.lua" || { echo "bench: no concurrency line" >&2; exit 1; }
+        args=(--script "$tmp/useless-machine.lua") ;;
+    esac
+    "$bin" --kubeconfig "$KUBECONFIG" --metrics-bind-address "127.0.0.1:$port" "${args[@]}" 2>"$log" &
+  else
+    case $what in
+      four) args=() ;;
+      configmaps) args=(--operators configmaps) ;;
+      machine) args=(--operators machine --workers "$workers") ;;
+    esac
+    "$peer" --kubeconfig "$KUBECONFIG" --metrics-bind-address "127.0.0.1:$port" "${args[@]}" 2>"$log" &
+  fi
+  pid=$!
+}
+stop() { kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
+synced() { grep -q "caches synced" "$1"; }
+# the implementations of round R, the one going first alternating
+order() { if (($1 % 2)); then echo luaop peer; else echo peer luaop; fi; }
+median() { sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "nan"}'; }
+# value IMPL MEASURE PARAM: the median of the rounds
+value() { awk -F'\t' -v i="$1" -v m="$2" -v p="$3" '$1 == i && $2 == m && $3 == p {print $4}' "$results" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b + 0 == 0) print "-"; else printf "%.2f\n", a / b}'; }
+
+# ---- size
+strip -o "$tmp/luaop.stripped" "$bin"
+record luaop size_bytes - "$(stat -c %s "$tmp/luaop.stripped")"
+record peer size_bytes - "$(stat -c %s "$peer")"
+
+# ---- idle: the four operators
+kc apply -k manifests/crds >/dev/null
+kc wait --for condition=Established crd --all --timeout=60s >/dev/null
+for r in $(seq 1 "$rounds"); do
+  for impl in $(order "$r"); do
+    start "$impl" four "$tmp/idle.log"
+    t0=$(now)
+    wait_until "$impl caches synced" synced "$tmp/idle.log"
+    record "$impl" idle_synced_s - "$(echo "$(now) - $t0" | bc -l)"
+    sleep "$settle" # idle: what it holds once nothing happens
+    record "$impl" idle_rss_kib - "$(rss "$pid" VmRSS)"
+    stop
+  done
+done
+
+# ---- objects: N cached ConfigMaps
+objns=$ns-objects
+kc create namespace "$objns" >/dev/null
+cleanup_objects() { kc delete namespace "$objns" --timeout=300s >/dev/null 2>&1 || true; }
+trap 'cleanup_objects; bench_cleanup' EXIT
+# reconciled N: every ConfigMap of the cluster reconciled once, nothing queued
+reconciled() {
+  local total depth
+  total=$(msum controller_runtime_reconcile_total 2>/dev/null) || return 1
+  depth=$(msum workqueue_depth 2>/dev/null) || return 1
+  awk -v t="$total" -v d="$depth" -v want="$1" 'BEGIN {exit !(t >= want && d == 0)}'
+}
+have=0
+for n in 0 $objects; do
+  if [ "$n" -gt "$have" ]; then
+    prog bench/compare.lua -- configmaps "$objns" $((have + 1)) "$n"
+    have=$n
+  fi
+  all=$(kc get configmaps -A --no-headers | wc -l)
+  for r in $(seq 1 "$rounds"); do
+    for impl in $(order "$r"); do
+      start "$impl" configmaps "$tmp/objects.log"
+      t0=$(now)
+      WAIT_SECONDS=300 wait_until "$impl caches synced" synced "$tmp/objects.log"
+      record "$impl" synced_s "$n" "$(echo "$(now) - $t0" | bc -l)"
+      WAIT_SECONDS=300 wait_until "$impl to reconcile $all ConfigMaps" reconciled "$all"
+      sleep "$settle"
+      record "$impl" rss_kib "$n" "$(rss "$pid" VmRSS)"
+      record "$impl" hwm_kib "$n" "$(rss "$pid" VmHWM)"
+      stop
+    done
+  done
+done
+json=$(prog bench/compare.lua -- jsonsize "$objns" | awk '{print $2}')
+record - json_bytes - "$json"
+cleanup_objects
+
+# ---- converge
+# the API server's write count for the useless machine's group, by
+# resource/subresource, verb and code
+writes() {
+  kc get --raw /metrics | awk '/^apiserver_request_total\{/ && /group="useless.container.training"/ {
+    match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+    match($0, /subresource="[^"]*"/); s = substr($0, RSTART + 13, RLENGTH - 14)
+    match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+    match($0, /code="[^"]*"/); c = substr($0, RSTART + 6, RLENGTH - 7)
+    if (v == "POST" || v == "PUT" || v == "PATCH" || v == "DELETE") print r (s != "" ? "/" s : ""), v, c, $NF
+  }' | sort
+}
+# delta BEFORE AFTER: the writes between the two counts
+delta() { join -j1 -a2 -e 0 -o 2.2,1.2 <(awk '{print $1 "_" $2 "_" $3, $4}' "$1" | sort) <(awk '{print $1 "_" $2 "_" $3, $4}' "$2" | sort) 2>/dev/null |
+  awk '{print $1, $2}' >/dev/null; awk 'NR == FNR {b[$1 " " $2 " " $3] = $4; next} {d = $4 - b[$1 " " $2 " " $3]; if (d > 0) print $1, $2, $3, d}' "$1" "$2"; }
+for m in $machines; do
+  for r in $(seq 1 "$rounds"); do
+    for impl in $(order "$r"); do
+      cns=$ns-$impl-$m-$r
+      kc create namespace "$cns" >/dev/null
+      start "$impl" machine "$tmp/converge.log"
+      wait_until "$impl caches synced" synced "$tmp/converge.log"
+      prog bench/converge.lua -- watch "$cns" "$m" >"$tmp/watch" &
+      watcher=$!
+      wait_until "the watcher" grep -q ready "$tmp/watch"
+      writes >"$tmp/before"
+      cpu0=$(cpu "$pid")
+      prog bench/converge.lua -- machines "$cns" "$m" >"$tmp/create"
+      WAIT_SECONDS=600 wait_until "$m Machines ddd" grep -q '^end' "$tmp/watch"
+      wait "$watcher"
+      start_t=$(awk '$1 == "start" {print $2}' "$tmp/create")
+      end_t=$(awk '$1 == "end" {print $2}' "$tmp/watch")
+      record "$impl" converge_s "$m" "$(echo "$end_t - $start_t" | bc -l)"
+      record "$impl" converge_cpu_s "$m" "$(echo "$(cpu "$pid") - $cpu0" | bc -l)"
+      writes >"$tmp/after"
+      delta "$tmp/before" "$tmp/after" >"$tmp/delta"
+      # the operator's writes: all but the benchmark's own Machine creates
+      ops=$(awk '!($1 == "machines" && $2 == "POST") {s += $4} END {print s + 0}' "$tmp/delta")
+      record "$impl" writes "$m" "$ops"
+      record "$impl" switch_creates "$m" "$(awk '$1 == "switches" && $2 == "POST" && $3 == "201" {s += $4} END {print s + 0}' "$tmp/delta")"
+      record "$impl" status_writes "$m" "$(awk '$1 == "machines/status" && $3 == "200" {s += $4} END {print s + 0}' "$tmp/delta")"
+      record "$impl" conflicts "$m" "$(awk '$3 == "409" {s += $4} END {print s + 0}' "$tmp/delta")"
+      record "$impl" reconciles "$m" "$(msum controller_runtime_reconcile_total)"
+      record "$impl" queue_wait_s "$m" "$(msum workqueue_queue_duration_seconds_sum)"
+      record "$impl" work_s "$m" "$(msum workqueue_work_duration_seconds_sum)"
+      state=$(prog bench/compare.lua -- state "$cns" "$m")
+      [ "$state" = ok ] || { echo "bench: $impl did not reach the end state with $m Machines: $state" >&2; exit 1; }
+      stop
+      kc delete namespace "$cns" --timeout=600s >/dev/null
+    done
+    cns=$ns-raw-$m-$r
+    kc create namespace "$cns" >/dev/null
+    record raw converge_s "$m" "$(prog bench/compare.lua -- raw "$cns" "$m" | awk '$1 == "seconds" {print $2}')"
+    kc delete namespace "$cns" --timeout=600s >/dev/null
+  done
+done
+
+# ---- the table
+row() { # LABEL MEASURE PARAM [UNIT-DIVISOR]
+  local l p
+  l=$(value luaop "$2" "$3")
+  p=$(value peer "$2" "$3")
+  printf '%-44s %14s %14s %8s\n' "$1" "$l" "$p" "$(ratio "$l" "$p")"
+}
+{
+  echo "luaop $("$bin" --version | head -1 | awk '{print $2}') against the controller-runtime peer, medians of $rounds rounds"
+  printf '%-44s %14s %14s %8s\n' measure luaop peer ratio
+  row "stripped binary, bytes" size_bytes -
+  row "idle, four operators: VmRSS KiB" idle_rss_kib -
+  row "idle, four operators: launch to synced, s" idle_synced_s -
+  for n in 0 $objects; do
+    row "$n ConfigMaps: launch to synced, s" synced_s "$n"
+    row "$n ConfigMaps: VmRSS KiB" rss_kib "$n"
+    row "$n ConfigMaps: VmHWM KiB" hwm_kib "$n"
+  done
+  for n in $objects; do
+    l=$(awk -v a="$(value luaop rss_kib "$n")" -v b="$(value luaop rss_kib 0)" -v n="$n" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}')
+    p=$(awk -v a="$(value peer rss_kib "$n")" -v b="$(value peer rss_kib 0)" -v n="$n" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}')
+    printf '%-44s %14s %14s %8s\n' "$n ConfigMaps: VmRSS growth per object, B" "$l" "$p" "$(ratio "$l" "$p")"
+    printf '%-44s %14s %14s\n' "  over the compact JSON ($json B)" "$(ratio "$l" "$json")" "$(ratio "$p" "$json")"
+    record luaop per_object_b "$n" "$l"
+    record peer per_object_b "$n" "$p"
+  done
+  for m in $machines; do
+    row "$m Machines: converge, s ($workers workers)" converge_s "$m"
+    printf '%-44s %14s %14s\n' "  over the raw writes ($(value raw converge_s "$m") s)" \
+      "$(ratio "$(value luaop converge_s "$m")" "$(value raw converge_s "$m")")" \
+      "$(ratio "$(value peer converge_s "$m")" "$(value raw converge_s "$m")")"
+    row "  writes (necessary: $((4 * m)))" writes "$m"
+    row "  switch creates" switch_creates "$m"
+    row "  Machine status writes" status_writes "$m"
+    row "  409 Conflicts" conflicts "$m"
+    row "  reconciles" reconciles "$m"
+    row "  work queue wait, s (sum)" queue_wait_s "$m"
+    row "  reconcile time, s (sum)" work_s "$m"
+    row "  CPU, s" converge_cpu_s "$m"
+  done
+} | tee "$out/table.txt"
+
+# ---- charts
+if command -v gnuplot >/dev/null; then
+  for n in $objects; do
+    printf '%s %s %s\n' "$n" "$(awk -v a="$(value luaop rss_kib "$n")" -v b="$(value luaop rss_kib 0)" 'BEGIN {print (a - b) / 1024}')" \
+      "$(awk -v a="$(value peer rss_kib "$n")" -v b="$(value peer rss_kib 0)" 'BEGIN {print (a - b) / 1024}')"
+  done >"$out/memory.dat"
+  for m in $machines; do
+    printf '%s %s %s %s\n' "$m" "$(value luaop converge_s "$m")" "$(value peer converge_s "$m")" "$(value raw converge_s "$m")"
+  done >"$out/converge.dat"
+  gnuplot <<EOF
+set terminal svg size 640,400 dynamic font "sans,12"
+set key top left
+set grid
+set output "$out/memory.svg"
+set title "VmRSS growth with cached ConfigMaps (about ${json} B of JSON each)"
+set xlabel "cached ConfigMaps"
+set ylabel "MiB over no ConfigMaps"
+set logscale xy
+plot "$out/memory.dat" using 1:3 with linespoints lw 2 title "controller-runtime", \
+     "$out/memory.dat" using 1:2 with linespoints lw 2 title "luaop", \
+     "$out/memory.dat" using 1:(\$1 * ${json} / 1048576) with lines dt 2 title "their compact JSON"
+unset logscale
+set output "$out/converge.svg"
+set title "Useless machine converging, $workers workers"
+set xlabel "Machines (3 Switches each)"
+set ylabel "seconds to all ddd"
+set yrange [0:*]
+plot "$out/converge.dat" using 1:3 with linespoints lw 2 title "controller-runtime", \
+     "$out/converge.dat" using 1:2 with linespoints lw 2 title "luaop", \
+     "$out/converge.dat" using 1:4 with linespoints lw 2 dt 2 title "the same writes, raw"
+EOF
+  echo "charts: $out/memory.svg $out/converge.svg"
+else
+  echo "bench: gnuplot is missing (hack/deps.sh bench): no charts" >&2
+fi
