@@ -1,12 +1,12 @@
 /* main.c - luaop: wire the modules as the flags (flags.h) say: a runtime,
  * its API server, a Lua state running luaop.main, the servers, the signals
  * and the watchdog. */
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* glibc's mallopt, with no #ifdef: an #ifdef __GLIBC__ before the first
+ * header that defines it once left mallopt out of the build unnoticed */
+#include <malloc.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "flags.h"
+#include "gcmem.h"
 #include "kubeconfig.h"
 #include "lbind.h"
 #include "log.h"
@@ -136,6 +137,7 @@ static lua_State *main_lua(const flags *o, runtime *rt)
         return NULL;
     }
     luaL_openlibs(L); /* its string library's pattern matching is budgeted (pattern.h) */
+    gcmem_attach(L);  /* the collector's garbage given back as it goes */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);
     lua_setfield(L, -2, "luaop.core");
@@ -426,9 +428,7 @@ int main(int argc, char **argv)
      * LIST get pages of their own, given back when freed, instead of
      * raising glibc's dynamic threshold and fragmenting the heap that the
      * cache's small objects live in (-20% RSS for a 10k-object cache). */
-#ifdef M_MMAP_THRESHOLD
     mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-#endif
     /* stderr buffered: log_write flushes at the end of each line, so a
      * line is one write, never seen half-written by whoever reads the log */
     setvbuf(stderr, NULL, _IOFBF, 1 << 16);

@@ -1,0 +1,26 @@
+/* gcmem.h - memory given back to the system as the Lua collector frees it.
+ *
+ * A cache of N objects is N objects' worth of live Lua heap; what costs a
+ * running process more is the garbage between collection cycles (a
+ * reconcile, a watch event or a LIST page leaves some) and the freed
+ * memory the C allocator keeps. gcmem_attach sets the incremental
+ * collector's pause to GCMEM_PAUSE (a cycle starts when the heap has grown
+ * by half since the last one ended, not doubled: Lua's default is 200) and
+ * leaves an unreachable sentinel whose finalizer runs at the end of every
+ * cycle: it gives the allocator's free pages back (glibc's malloc_trim)
+ * and leaves the next sentinel. bench/compare.sh measures the effect. */
+#ifndef LUAOP_GCMEM_H
+#define LUAOP_GCMEM_H
+
+#include <lua.h>
+
+#define GCMEM_PAUSE 150
+
+/* Tune L's collector and arm the sentinel. */
+void gcmem_attach(lua_State *L);
+
+/* Cycles ended so far (sentinels finalized), and trims that gave back
+ * memory. */
+unsigned long gcmem_cycles(void);
+
+#endif
