@@ -68,7 +68,7 @@ function Ctx:list(kind, opts)
   end
   local inf = self:cache(kind, opts)
   if inf then
-    local out = inf:list(keep)
+    local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels })
     for i, o in ipairs(out) do out[i] = luaop.copy(o) end
     return out
   end

@@ -38,7 +38,7 @@ function M.new(kind, opts)
   return setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
-    store = {}, count = 0, handlers = {}, tombstones = {}, deferred = {}, dispatch = core.task.cond(),
+    store = {}, count = 0, indexes = {}, handlers = {}, tombstones = {}, deferred = {}, dispatch = core.task.cond(),
     synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
@@ -88,6 +88,58 @@ function Informer:stale(k, obj)
   return new ~= nil and old ~= nil and new <= old
 end
 
+-- Indexes of the store, each made the first time a read asks for it
+-- (Informer:list) and kept as objects come and go: by namespace
+-- ("namespace") and by the value of one label ("label:KEY"); each maps a
+-- value to the {key = obj} with that value. A controller that lists its
+-- dependents by label reads a few objects, not the whole cache.
+local function index_value(name, obj)
+  local md = obj.metadata
+  if not md then return nil end
+  if name == "namespace" then return md.namespace end
+  local v = md.labels and md.labels[name:sub(7)] -- "label:" .. key
+  return type(v) == "string" and v or nil
+end
+
+local function index_add(self, k, obj)
+  for name, map in pairs(self.indexes) do
+    local v = index_value(name, obj)
+    if v ~= nil then
+      local set = map[v]
+      if not set then set = {}; map[v] = set end
+      set[k] = obj
+    end
+  end
+end
+
+local function index_remove(self, k, obj)
+  for name, map in pairs(self.indexes) do
+    local v = index_value(name, obj)
+    local set = v ~= nil and map[v]
+    if set then
+      set[k] = nil
+      if next(set) == nil then map[v] = nil end
+    end
+  end
+end
+
+-- The index called name, made from the store if it is new.
+function Informer:index(name)
+  local map = self.indexes[name]
+  if map then return map end
+  map = {}
+  for k, obj in pairs(self.store) do
+    local v = index_value(name, obj)
+    if v ~= nil then
+      local set = map[v]
+      if not set then set = {}; map[v] = set end
+      set[k] = obj
+    end
+  end
+  self.indexes[name] = map
+  return map
+end
+
 -- Put obj in the cache and tell the handlers.
 -- (defer: the handlers are told from the informer's own dispatcher task,
 -- not from the caller's: a write of one reconcile must not run every
@@ -98,6 +150,10 @@ function Informer:upsert(obj, defer)
   if self.tombstones[k] and self:stale(k, obj) then return end -- an event from before this process deleted it
   local old = self.store[k]
   self.store[k] = obj
+  if next(self.indexes) then
+    if old then index_remove(self, k, old) end
+    index_add(self, k, obj)
+  end
   if old == nil then
     self.count = self.count + 1
     self.objects:set(self.count)
@@ -115,6 +171,7 @@ function Informer:remove(obj, defer)
   self.tombstones[k] = nil
   if old == nil then return end -- gone already (this process deleted it)
   self.store[k] = nil
+  if next(self.indexes) then index_remove(self, k, old) end
   self.count = self.count - 1
   self.objects:set(self.count)
   self:emit("delete", old, nil, defer)
@@ -288,10 +345,25 @@ function Informer:get(namespace, name)
   return self.store[namespace .. "/" .. name]
 end
 
--- Every cached object, optionally only those for which filter(obj) is true.
-function Informer:list(filter)
+-- Every cached object, optionally only those for which filter(obj) is
+-- true. hint: {namespace =, labels = {key = value}} that filter requires
+-- too: only the objects of one index entry are tried (a label's, as
+-- usually the fewer; else the namespace's), not the whole cache.
+function Informer:list(filter, hint)
+  local candidates = self.store
+  if hint then
+    local label, value = nil, nil
+    for k, v in pairs(hint.labels or {}) do
+      if type(k) == "string" and type(v) == "string" then label, value = k, v; break end
+    end
+    if label then
+      candidates = self:index("label:" .. label)[value] or {}
+    elseif type(hint.namespace) == "string" then
+      candidates = self:index("namespace")[hint.namespace] or {}
+    end
+  end
   local out = {}
-  for _, obj in pairs(self.store) do
+  for _, obj in pairs(candidates) do
     if not filter or filter(obj) then out[#out + 1] = obj end
   end
   return out
