@@ -325,8 +325,17 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
         s.password = a->password;
     }
     c->req = http_submit(a->http, &s, api_done, c);
-    if (c->req == NULL)
+    if (c->req == NULL) {
         api_fail(c, "out of memory");
+    } else if (c->on_data && log_sink_enabled(a->log, LOG_TRACE)) {
+        /* a stream's "response" line comes when it ends, minutes later:
+         * its start too (method and path only, as there) */
+        log_field f[] = {
+            {"method", LOG_STR, .v.str = {c->method, strlen(c->method)}},
+            {"path", LOG_STR, .v.str = {c->path, strlen(c->path)}},
+        };
+        log_sink_write(a->log, LOG_TRACE, "client", "stream started", f, 2);
+    }
     free(url);
 }
 

@@ -1985,7 +1985,22 @@ function Server:watch(path)
   w.k, w.namespace, w.name, w.match = r.k, r.namespace, r.name, match
   local rv = query.resourceVersion or ""
   w.rv = self.rv
-  if rv == "" or rv == "0" then
+  if query.sendInitialEvents == "true" then
+    -- the streaming list: the state as ADDED, a bookmark marking its end,
+    -- then the changes (kube-apiserver wants NotOlderThan with it)
+    if query.resourceVersionMatch ~= "NotOlderThan" then
+      err = invalid_options("ListOptions", { field_error("resourceVersionMatch", "Forbidden",
+        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan") })
+      e.code, e.reason = err.code, err.reason
+      return w:_end(err)
+    end
+    for _, obj in ipairs(self:_sorted(r.k, r.namespace)) do
+      if w:_selects(obj) then w:_push(encode { type = "ADDED", object = view(r.k, obj) }) end
+    end
+    w:_push(encode { type = "BOOKMARK", object = { apiVersion = r.k.gv, kind = r.k.kind,
+      metadata = { resourceVersion = tostring(self.rv), annotations = { ["k8s.io/initial-events-end"] = "true" } } } })
+    w.pos = #self.events + 1
+  elseif rv == "" or rv == "0" then
     -- the state first, as ADDED, then what changes from now on
     for _, obj in ipairs(self:_sorted(r.k, r.namespace)) do
       if w:_selects(obj) then w:_push(encode { type = "ADDED", object = view(r.k, obj) }) end

@@ -496,7 +496,9 @@ end
 Watch.__close = Watch.close
 
 -- watch(kind [, opts]): a low-level watch. opts: namespace, all_namespaces,
--- label_selector, field_selector, resource_version, timeout (seconds, asked
+-- label_selector, field_selector, resource_version, resource_version_match,
+-- send_initial_events (the streaming list: the state as ADDED events, then
+-- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
 -- of the server), bookmarks (default true). Returns a watch whose :next()
 -- yields until an event comes; close it when done.
 function client:watch(kind, opts)
@@ -506,7 +508,8 @@ function client:watch(kind, opts)
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns) .. query {
     watch = true, labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
-    resourceVersion = opts.resource_version, timeoutSeconds = opts.timeout,
+    resourceVersion = opts.resource_version, resourceVersionMatch = opts.resource_version_match,
+    sendInitialEvents = opts.send_initial_events, timeoutSeconds = opts.timeout,
     allowWatchBookmarks = opts.bookmarks ~= false,
   }
   return setmetatable({ raw = api.watch { path = path }, gv = r.gv, kind = r.kind }, Watch)

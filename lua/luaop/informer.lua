@@ -16,6 +16,7 @@
 local core = require "luaop.core"
 local luaop = require "luaop"
 local error_text = require("luaop.client").error_text
+local api_error = require("luaop.client").error
 
 local M = {}
 local Informer = {}
@@ -236,15 +237,7 @@ function Informer:relist()
   gc_listing(-1)
   if not ok then return nil, tostring(list) end
   if not list then return nil, err end
-  self.relists = self.relists + 1
-  for k, old in pairs(self.store) do
-    if not seen[k] then self:remove(old) end
-  end
-  self.rv = list.metadata.resourceVersion
-  if not self.synced then
-    self.synced = true
-    self.synced_cond:signal()
-  end
+  self:synced_from(seen, list.metadata.resourceVersion)
   return true
 end
 
@@ -276,28 +269,125 @@ function Informer:watch_once()
   return w.err
 end
 
+-- Whether the informer's first sync and its relists stream (see
+-- watch_list); false: paged LISTs only (benchmarks compare the two).
+M.STREAM = true
+
+-- The end of a sync, LIST or stream: what was not seen is gone.
+function Informer:synced_from(seen, rv)
+  self.relists = self.relists + 1
+  for k, old in pairs(self.store) do
+    if not seen[k] then self:remove(old) end
+  end
+  self.rv = rv
+  if not self.synced then
+    self.synced = true
+    self.synced_cond:signal()
+  end
+end
+
+-- The streaming list (client-go's WatchListClient, KEP-3157): one watch
+-- with sendInitialEvents=true sends the state as ADDED events, one object
+-- at a time (no page of 500 decoded at once: the sync's peak memory stays
+-- near the cache's), then a BOOKMARK annotated k8s.io/initial-events-end,
+-- and goes on as the watch. Returns synced (the end was seen), err.
+function Informer:watch_list()
+  local o = self.opts
+  local w, err = self.client:watch(self.kind, {
+    namespace = o.namespace, all_namespaces = o.namespace == nil,
+    label_selector = o.label_selector, field_selector = o.field_selector,
+    send_initial_events = true, resource_version_match = "NotOlderThan",
+    timeout = math.random(300, 600), bookmarks = true,
+  })
+  if not w then return false, err end
+  if self.stopped then
+    w:close()
+    return false, nil
+  end
+  self.watching = w
+  self.watch_started = true
+  local seen, initial, n = {}, true, 0
+  self.tombstones = {} -- the stream is the truth
+  gc_listing(1)
+  for typ, obj in w:events() do
+    if initial then
+      if typ == "ADDED" or typ == "MODIFIED" then
+        seen[key(obj)] = true
+        self:upsert(obj)
+        n = n + 1
+        if n % 500 == 0 then collectgarbage("step", 0) end
+      elseif typ == "DELETED" then
+        seen[key(obj)] = nil
+        self:remove(obj)
+      elseif typ == "BOOKMARK" then
+        local md = obj.metadata or {}
+        if md.annotations and md.annotations["k8s.io/initial-events-end"] == "true" then
+          initial = false
+          gc_listing(-1)
+          self:synced_from(seen, md.resourceVersion)
+        end
+      end
+    else
+      self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
+      if typ == "ADDED" or typ == "MODIFIED" then
+        self:upsert(obj)
+      elseif typ == "DELETED" then
+        self:remove(obj)
+      end
+    end
+  end
+  if initial then gc_listing(-1) end
+  w:close()
+  self.watching = nil
+  if initial and not w.err and not self.stopped then
+    local e = api_error(0, "the watch ended before the end of its initial events (no k8s.io/initial-events-end bookmark)")
+    e.reason = "NoInitialEventsEnd"
+    return false, e
+  end
+  return not initial, w.err
+end
+
+-- A server that refuses sendInitialEvents (a WatchList feature gate off:
+-- 422 Invalid; 400 BadRequest; or Forbidden by an admission rule) or ends
+-- the watch without the end of the initial events (one that does not know
+-- the protocol): paged LISTs from then on.
+local function no_stream(err)
+  local code = type(err) == "table" and err.code
+  return code == 400 or code == 403 or code == 422 or (code == 0 and err.reason == "NoInitialEventsEnd")
+end
+
 -- Run until stopped; call it in a task of its own (luaop.spawn). An
 -- informer that has listed already resumes watching from where it was.
 function Informer:run()
   local backoff = MIN_BACKOFF
   local need_list = self.rv == nil
+  if self.stream == nil then self.stream = M.STREAM end
   while not self.stopped do
     local err
-    if need_list then
-      local ok
-      ok, err = self:relist()
-      need_list = not ok
-    end
-    if not err and not self.stopped then
-      self.watch_started = false
-      err = self:watch_once()
-      -- a watch that was up and then broke (the API server restarted) is
-      -- retried from the shortest delay, not after earlier failures' longer one
-      if self.watch_started then backoff = MIN_BACKOFF end
-      if err and (err.code == 410 or err.reason == "Expired" or err.reason == "Gone") then
-        self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv })
-        need_list, err = true, nil
+    self.watch_started = false
+    if need_list and self.stream then
+      local synced
+      synced, err = self:watch_list()
+      if synced then need_list = false end
+      if err and not synced and no_stream(err) then
+        self.log:info("the API server does not stream lists (sendInitialEvents): listing in pages instead",
+          { error = tostring(err) })
+        self.stream, err = false, nil
       end
+    else
+      if need_list then
+        local ok
+        ok, err = self:relist()
+        need_list = not ok
+      end
+      if not err and not self.stopped then err = self:watch_once() end
+    end
+    -- a watch that was up and then broke (the API server restarted) is
+    -- retried from the shortest delay, not after earlier failures' longer one
+    if self.watch_started then backoff = MIN_BACKOFF end
+    if err and (err.code == 410 or err.reason == "Expired" or err.reason == "Gone") then
+      self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv })
+      need_list, err = true, nil
     end
     if err and not self.stopped then
       self.log:error("list/watch failed, retrying", { error = tostring(err), retryIn = backoff })

@@ -25,7 +25,9 @@ answers {"connections": N, "max_connections": M}: the connections open
 now, and the most open at once since the last /stats?reset.
 The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
 ConfigMaps two a page at resourceVersion 7, its metadata after its items as
-for custom resources; watched (?watch=true...), it sends one ADDED event
+for custom resources (a watch with sendInitialEvents=true is refused, 422,
+as a server with the WatchList feature gate off refuses it); watched
+(?watch=true...), it sends one ADDED event
 (ConfigMap "new", resourceVersion 40 + W) and one BOOKMARK (resourceVersion
 50 + W) on the W-th watch, then ends, as a watch ends at its timeout.
 With labelSelector=deep, the list is "cm-a", "cm-deep" and "cm-b", and the
@@ -160,6 +162,12 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith(PREFIX[:-1] + "?"):
             query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
             deep = query.get("labelSelector") == "deep"
+            if query.get("sendInitialEvents") == "true":
+                # as a server whose WatchList feature gate is off: a LIST
+                # and a watch instead (the informer falls back)
+                return self.status(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: '
+                                   "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                                   "feature gate is enabled")
 
             def cm(name, rv=None, nested=False):
                 md = {"name": name, "namespace": "default"}

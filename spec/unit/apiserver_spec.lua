@@ -1075,8 +1075,13 @@ describe("luaop.apiserver", function()
       assert.are.same({ "create events 201", "patch events 200" }, verbs)
     end)
 
-    it("keeps an informer's cache: a list, then a watch that follows creates, updates and deletes; a relist after expiry",
-      function()
+    -- an informer's cache over the kit's server: streamed (the default) or
+    -- listed in pages; the requests it made, as "verb query" strings
+    local function informer_cache(stream)
+      local informer = require "luaop.informer"
+      local saved = informer.STREAM
+      informer.STREAM = stream
+      finally(function() informer.STREAM = saved end)
       local s = new()
       call(s, "POST", CMS, cm("a"))
       call(s, "POST", CMS, cm("b"))
@@ -1117,9 +1122,28 @@ describe("luaop.apiserver", function()
         if e.verb == "list" then lists = lists + 1 end
         if e.verb == "watch" then watches = watches + 1 end
       end
-      assert.are.same({ 2, 2 }, { lists, watches })
       inf:stop()
       core.kit.run()
+      return lists, watches
+    end
+
+    it("keeps an informer's cache: a streamed list (sendInitialEvents) that goes on as the watch of creates, "
+      .. "updates and deletes; streamed again after expiry", function()
+      assert.are.same({ 0, 2 }, { informer_cache(true) })
+    end)
+
+    it("keeps an informer's cache: a paged list, then a watch that follows creates, updates and deletes; a relist "
+      .. "after expiry", function()
+      assert.are.same({ 2, 2 }, { informer_cache(false) })
+    end)
+
+    it("refuses sendInitialEvents without resourceVersionMatch=NotOlderThan, as kube-apiserver does", function()
+      local s = new()
+      local w = s:watch(CMS .. "?watch=true&sendInitialEvents=true")
+      local line, status, body = w:next()
+      assert.is_nil(line)
+      assert.are.equal(422, status)
+      assert.matches("resourceVersionMatch", body)
     end)
 
     it("does the same through the shipped binary, with its event loop", function()

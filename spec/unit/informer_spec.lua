@@ -23,15 +23,21 @@ describe("luaop.informer", function()
     ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
     assert.are.equal(0, code, err)
     assert.matches("rv\ttrue\ttrue\t6", out) -- five listed, one added
-    local watches = {}
+    local watches, first = {}, nil
     for _, line in ipairs(server.requests()) do
+      first = first or line:match("^GET /api/v1/namespaces/default/configmaps%?(%S*)")
       local q = line:match("^GET /api/v1/namespaces/default/configmaps%?(%S*watch=true%S*)")
-      if q then
+      if q and not q:find("sendInitialEvents", 1, true) then
         local t = {}
         for k, v in q:gmatch("([^&=]+)=([^&]*)") do t[k] = v end
         watches[#watches + 1] = t
       end
     end
+    -- first the streaming list, which this server refuses (422), then a
+    -- paged LIST and watches
+    assert.matches("resourceVersionMatch=NotOlderThan", first)
+    assert.matches("sendInitialEvents=true", first)
+    assert.matches("does not stream lists %(sendInitialEvents%): listing in pages instead", err)
     assert.is_true(#watches >= 3, out)
     local timeouts = {}
     for i = 1, 3 do
