@@ -22,7 +22,8 @@
 #             same with no ConfigMaps of the namespace, per object, against
 #             the object's compact JSON as the cache keeps it
 #   converge  for each M of MACHINES (default "250 500 1000"): the useless
-#             machine alone, WORKERS workers (default 4) for both; M Machines
+#             machine alone, WORKERS workers for both (default: the
+#             concurrency operators/useless-machine.lua ships with); M Machines
 #             of 3 switches created at once (64 creates in flight) in a fresh
 #             namespace; the time from the first create until a watch has
 #             seen every Machine read "ddd"; the writes the API server counted
@@ -40,7 +41,8 @@
 rounds=${1:-3}
 objects=${OBJECTS:-"1000 10000 100000"}
 machines=${MACHINES:-"250 500 1000"}
-workers=${WORKERS:-4}
+# the useless machine's shipped concurrency, for both, unless WORKERS says
+workers=${WORKERS:-$(sed -n 's/^  concurrency = \([0-9]*\),.*/\1/p' "$(dirname "$0")/../operators/useless-machine.lua")}
 settle=${SETTLE:-5}
 . "$(dirname "$0")/lib.sh" compare
 out=${OUT:-build/bench/compare}
@@ -208,15 +210,18 @@ for m in $machines; do
 done
 
 # ---- the table
-row() { # LABEL MEASURE PARAM [UNIT-DIVISOR]
+# a number as the table shows it: whole above 100, else 3 decimals
+fmt() { awk -v v="$1" 'BEGIN {if (v == "nan" || v == "-") print v; else if (v + 0 >= 100 || v + 0 <= -100) printf "%.0f\n", v; else printf "%.3f\n", v}'; }
+row() { # LABEL MEASURE PARAM
   local l p
   l=$(value luaop "$2" "$3")
   p=$(value peer "$2" "$3")
-  printf '%-44s %14s %14s %8s\n' "$1" "$l" "$p" "$(ratio "$l" "$p")"
+  printf '%-48s %12s %12s %8s\n' "$1" "$(fmt "$l")" "$(fmt "$p")" "$(ratio "$l" "$p")"
 }
 {
-  echo "luaop $("$bin" --version | head -1 | awk '{print $2}') against the controller-runtime peer, medians of $rounds rounds"
-  printf '%-44s %14s %14s %8s\n' measure luaop peer ratio
+  echo "luaop $("$bin" --version | head -1 | awk '{print $2}') against the controller-runtime $(awk '$1 == "sigs.k8s.io/controller-runtime" {print $2}' bench/peer/go.mod) peer, medians of $rounds rounds"
+  echo "$(date -u +%Y-%m-%d), $(nproc) cores, Kubernetes $(kc get --raw /version | awk -F'"' '/gitVersion/ {print $4}'), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '%-48s %12s %12s %8s\n' measure luaop peer ratio
   row "stripped binary, bytes" size_bytes -
   row "idle, four operators: VmRSS KiB" idle_rss_kib -
   row "idle, four operators: launch to synced, s" idle_synced_s -
@@ -228,14 +233,14 @@ row() { # LABEL MEASURE PARAM [UNIT-DIVISOR]
   for n in $objects; do
     l=$(awk -v a="$(value luaop rss_kib "$n")" -v b="$(value luaop rss_kib 0)" -v n="$n" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}')
     p=$(awk -v a="$(value peer rss_kib "$n")" -v b="$(value peer rss_kib 0)" -v n="$n" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}')
-    printf '%-44s %14s %14s %8s\n' "$n ConfigMaps: VmRSS growth per object, B" "$l" "$p" "$(ratio "$l" "$p")"
-    printf '%-44s %14s %14s\n' "  over the compact JSON ($json B)" "$(ratio "$l" "$json")" "$(ratio "$p" "$json")"
+    printf '%-48s %12s %12s %8s\n' "$n ConfigMaps: VmRSS growth per object, B" "$l" "$p" "$(ratio "$l" "$p")"
+    printf '%-48s %12s %12s\n' "  over the compact JSON ($(fmt "$json") B)" "$(ratio "$l" "$json")" "$(ratio "$p" "$json")"
     record luaop per_object_b "$n" "$l"
     record peer per_object_b "$n" "$p"
   done
   for m in $machines; do
     row "$m Machines: converge, s ($workers workers)" converge_s "$m"
-    printf '%-44s %14s %14s\n' "  over the raw writes ($(value raw converge_s "$m") s)" \
+    printf '%-48s %12s %12s\n' "  over the same writes, raw ($(fmt "$(value raw converge_s "$m")") s)" \
       "$(ratio "$(value luaop converge_s "$m")" "$(value raw converge_s "$m")")" \
       "$(ratio "$(value peer converge_s "$m")" "$(value raw converge_s "$m")")"
     row "  writes (necessary: $((4 * m)))" writes "$m"
