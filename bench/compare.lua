@@ -119,7 +119,8 @@ if mode == "state" then
     if sw.spec.position ~= "down" then problem("Switch " .. sw.metadata.name .. " is " .. sw.spec.position) end
   end
   for _, mc in ipairs(machines) do
-    if count[mc.metadata.uid] ~= 3 then problem(("Machine %s has %d Switches"):format(mc.metadata.name, count[mc.metadata.uid])) end
+    local n = count[mc.metadata.uid]
+    if n ~= 3 then problem(("Machine %s has %d Switches"):format(mc.metadata.name, n)) end
   end
   print(#problems == 0 and "ok" or table.concat(problems, "; "))
   return 0

@@ -340,7 +340,8 @@ function Informer:watch_list()
   w:close()
   self.watching = nil
   if initial and not w.err and not self.stopped then
-    local e = api_error(0, "the watch ended before the end of its initial events (no k8s.io/initial-events-end bookmark)")
+    local e = api_error(0,
+      "the watch ended before the end of its initial events (no k8s.io/initial-events-end bookmark)")
     e.reason = "NoInitialEventsEnd"
     return false, e
   end

@@ -153,6 +153,7 @@ function M.env(opts)
   end
   current = env
   env.manager = controller.manager()
+  env.manager.idle_gc = false -- (luaop.collector: wall-clock seconds, not the kit's)
   local ok, err = pcall(function()
     for _, path in ipairs(opts.manifests or {}) do
       for _, file in ipairs(yaml_files(path)) do

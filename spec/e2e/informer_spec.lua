@@ -41,7 +41,7 @@ describe("luaop.informer", function()
     if ns then kube.delete_namespace(ns) end
   end)
 
-  it("syncs the cache from a LIST, then follows the WATCH", function()
+  it("syncs the cache from the API server (streamed, sendInitialEvents), then follows the watch", function()
     kube.must { "create", "configmap", "pre", "-n", ns, "--from-literal=k=v" }
     local out = luaop.ok((prelude .. [[
       local inf = informer.new("ConfigMap", { namespace = ns })

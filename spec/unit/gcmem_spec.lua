@@ -36,4 +36,38 @@ print(before, peak, rss(), #keep)
     assert.is_true(after - before < (peak - before) / 4,
       ("RSS %d KiB before, %d at the peak, %d after the collection"):format(before, peak, after))
   end)
+  it("finishes its cycle once the process goes quiet, so a burst's garbage does not stay (luaop.collector)", function()
+    local dir = proc.tempdir()
+    finally(function() os.execute("rm -rf '" .. dir .. "'") end)
+    local program = proc.write(dir, "quiet.lua", [[
+local luaop = require "luaop"
+local stop = false
+if arg[1] == "on" then require("luaop.collector").start(function() return stop end) end
+collectgarbage("collect")
+local base = collectgarbage("count")
+-- a burst: a sync's or reconciles' garbage, some 20 MB, then nothing
+do
+  local t = {}
+  for i = 1, 200000 do t[i] = { i } end
+end
+local peak = collectgarbage("count")
+local deadline = luaop.time.monotonic() + 4
+while collectgarbage("count") > base + 1024 and luaop.time.monotonic() < deadline do luaop.sleep(0.1) end
+stop = true
+print(("%d %d %d"):format(base // 1, peak // 1, collectgarbage("count") // 1))
+]])
+    local function run(mode)
+      local code, out, err = proc.run { "build/luaop", "--kubeconfig", luaop.offline(), "--program", program, "--", mode }
+      assert.are.equal(0, code, err)
+      local base, peak, after = out:match("^(%d+) (%d+) (%d+)")
+      assert(base, out)
+      return tonumber(base), tonumber(peak), tonumber(after)
+    end
+    local base, peak, after = run("on")
+    assert.is_true(peak - base > 4096, ("the burst left only %d KiB of garbage"):format(peak - base))
+    assert.is_true(after < base + 1024, ("heap %d KiB before, %d after the burst, %d once quiet"):format(base, peak, after))
+    -- and without it, the garbage stays: what the spec would see if it broke
+    base, peak, after = run("off")
+    assert.is_true(after > base + 1024, ("without luaop.collector: %d, %d, %d KiB"):format(base, peak, after))
+  end)
 end)

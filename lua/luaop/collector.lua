@@ -1,0 +1,46 @@
+-- luaop.collector - the garbage collector's cycle finished when the process
+-- goes quiet.
+--
+-- Lua's collector advances only as Lua allocates: a process that goes
+-- quiet after a burst of work (a sync and its reconciles, a reload) keeps
+-- that burst's garbage until the next burst, and with it the memory
+-- (src/gcmem.c gives pages back only at the end of a cycle). Once a second
+-- this looks at the heap: when it barely moved in that second (quiet) but
+-- is above what the last finished cycle left, it finishes a cycle in small
+-- steps, yielding between them, so no task waits behind a whole
+-- collection; the cycle's end gives the pages back.
+local core = require "luaop.core"
+local luaop = require "luaop"
+
+local M = {}
+
+local PERIOD = 1       -- seconds between looks
+local QUIET = 256      -- KiB allocated or freed in a period, at most, to be quiet
+local SLACK = 512      -- KiB above the last cycle's heap before a cycle is worth it
+local STEP = 64        -- the work of one step (collectgarbage "step" units: KiB)
+
+-- Start the watcher in a task of its own; it ends when stopped() is true.
+-- Returns the task.
+function M.start(stopped)
+  return luaop.spawn(function()
+    local floor = collectgarbage("count")
+    local last = floor
+    while not stopped() do
+      luaop.sleep(PERIOD)
+      local now = collectgarbage("count")
+      if math.abs(now - last) <= QUIET and now > floor * 1.1 + SLACK then
+        -- quiet, with garbage likely: finish the cycle under way
+        repeat
+          local done = collectgarbage("step", STEP)
+          if not done then core.task.sleep(0) end
+        until done or stopped()
+        now = collectgarbage("count")
+        floor = now
+      end
+      floor = math.min(floor, now)
+      last = now
+    end
+  end)
+end
+
+return M
