@@ -8,6 +8,7 @@
 
 static const char GCMEM_SENTINEL[] = "luaop.gcmem.sentinel";
 static unsigned long gcmem_cycle_count;
+static int gcmem_armed;
 
 static void gcmem_arm(lua_State *L);
 
@@ -17,12 +18,13 @@ static void gcmem_arm(lua_State *L);
 static int gcmem_sentinel_gc(lua_State *L)
 {
     gcmem_cycle_count++;
+    gcmem_armed = 0;
     malloc_trim(0);
     gcmem_arm(L);
     return 0;
 }
 
-static void gcmem_arm(lua_State *L)
+static int gcmem_new_sentinel(lua_State *L)
 {
     lua_newuserdatauv(L, 0, 0);
     if (luaL_newmetatable(L, GCMEM_SENTINEL)) {
@@ -30,13 +32,36 @@ static void gcmem_arm(lua_State *L)
         lua_setfield(L, -2, "__gc");
     }
     lua_setmetatable(L, -2);
-    lua_pop(L, 1);
+    return 0;
+}
+
+/* Protected: a finalizer runs in whatever task allocated when the cycle
+ * ended, and a task past its memory budget can allocate nothing. Then no
+ * sentinel is armed until gcmem_rearm. */
+static void gcmem_arm(lua_State *L)
+{
+    lua_pushcfunction(L, gcmem_new_sentinel);
+    gcmem_armed = lua_pcall(L, 0, 0, 0) == LUA_OK;
+    if (!gcmem_armed)
+        lua_pop(L, 1); /* the error */
 }
 
 void gcmem_attach(lua_State *L)
 {
     lua_gc(L, LUA_GCINC, GCMEM_PAUSE, 0, 0);
     gcmem_arm(L);
+}
+
+int gcmem_rearm(lua_State *L)
+{
+    if (!gcmem_armed)
+        gcmem_arm(L);
+    return gcmem_armed;
+}
+
+int gcmem_armed_now(void)
+{
+    return gcmem_armed;
 }
 
 unsigned long gcmem_cycles(void)

@@ -19,8 +19,15 @@
 /* Tune L's collector and arm the sentinel. */
 void gcmem_attach(lua_State *L);
 
-/* Cycles ended so far (sentinels finalized), and trims that gave back
- * memory. */
+/* Arm a sentinel again when the last one could not be (its finalizer ran
+ * in a task past its memory budget); call it from a task without a
+ * budget. 1 when one is armed. */
+int gcmem_rearm(lua_State *L);
+
+/* Whether a sentinel is armed now. */
+int gcmem_armed_now(void);
+
+/* Cycles ended so far (sentinels finalized). */
 unsigned long gcmem_cycles(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 
 #include "counters.h"
+#include "gcmem.h"
 #include "runtime.h"
 #include "sched.h"
 #include "version.h"
@@ -70,6 +71,17 @@ static int lbind_core_count(lua_State *L)
 }
 
 
+/* core.gcmem_rearm() -> whether the collector's sentinel is armed, and
+ * whether it had to be armed again (gcmem.h) */
+static int lbind_core_gcmem_rearm(lua_State *L)
+{
+    int was = gcmem_armed_now();
+
+    lua_pushboolean(L, gcmem_rearm(L));
+    lua_pushboolean(L, !was);
+    return 2;
+}
+
 /* The runtime a state gets when it loads luaop.core as a module (busted):
  * freed with the state. */
 static int lbind_core_runtime_gc(lua_State *L)
@@ -118,6 +130,8 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
     lua_setfield(L, -2, "counters");
     lua_pushcfunction(L, lbind_core_count);
     lua_setfield(L, -2, "count");
+    lua_pushcfunction(L, lbind_core_gcmem_rearm);
+    lua_setfield(L, -2, "gcmem_rearm");
     lua_pushliteral(L, LUAOP_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -27,6 +27,9 @@ function M.start(stopped)
     local last = floor
     while not stopped() do
       luaop.sleep(PERIOD)
+      -- the end-of-cycle sentinel again, if a task past its memory budget
+      -- ran the last one's finalizer (src/gcmem.c)
+      core.gcmem_rearm()
       local now = collectgarbage("count")
       if math.abs(now - last) <= QUIET and now > floor * 1.1 + SLACK then
         -- quiet, with garbage likely: finish the cycle under way

@@ -70,4 +70,27 @@ print(("%d %d %d"):format(base // 1, peak // 1, collectgarbage("count") // 1))
     base, peak, after = run("off")
     assert.is_true(after > base + 1024, ("without luaop.collector: %d, %d, %d KiB"):format(base, peak, after))
   end)
+  it("arms its end-of-cycle trim again after a task past its memory budget ran the last one (core.gcmem_rearm)",
+    function()
+    local dir = proc.tempdir()
+    finally(function() os.execute("rm -rf '" .. dir .. "'") end)
+    local program = proc.write(dir, "hog.lua", [[
+local core = require "luaop.core"
+print("before", core.gcmem_rearm())
+-- past its budget, the task ends a cycle: the sentinel's finalizer runs
+-- there and cannot allocate the next one
+local t = core.task.spawn_limited({ instructions = 1e9, memory = 4 * 1024 * 1024, name = "hog" }, function()
+  pcall(function() local x = {} for i = 1, 1e7 do x[i] = { i } end end)
+  collectgarbage("collect")
+end)
+t:wait()
+print("after", core.gcmem_rearm())
+print("again", core.gcmem_rearm())
+]])
+    local code, out, err = proc.run { "build/luaop", "--kubeconfig", luaop.offline(), "--program", program }
+    assert.are.equal(0, code, err)
+    assert.matches("before\ttrue\tfalse\n", out) -- armed from the start
+    assert.matches("after\ttrue\ttrue\n", out) -- lost in the hog, armed again
+    assert.matches("again\ttrue\tfalse\n", out)
+  end)
 end)
