@@ -15,7 +15,7 @@
 #              going up), 5 rounds with the node's 5 s kubelet sync period,
 #              then 3 rounds with the kubelet's default (the node is started
 #              again without syncFrequency for them, and once more with 5 s
-#              after); and the LISTs luaop made meanwhile (the API server's
+#              after); and the syncs (LISTs or streamed) luaop made meanwhile (the API server's
 #              audit log; goal 0)
 set -euo pipefail
 what=${1:-all}
@@ -127,8 +127,12 @@ reloads() {
   curl -sS -m 5 "http://$1:8080/metrics" | awk '/^luaop_script_reloads_total\{.*at\.lua",result="success"\}/ { s += $2 } END { print s + 0 }'
 }
 reloaded() { [ "$(reloads "$1")" -gt "$2" ]; }
-# (the audit policy records only luaop's LISTs, each once: ResponseComplete)
-lists() { grep -c '"verb":"list"' "$audit" || true; }
+# (the audit policy records only luaop's LISTs and watches): LISTs once
+# complete, and watches that stream a sync (sendInitialEvents) as they start
+lists() {
+  awk '/"verb":"list"/ && /"stage":"ResponseComplete"/ {n++}
+       /"verb":"watch"/ && /"stage":"ResponseStarted"/ && /sendInitialEvents=true/ {n++} END {print n + 0}' "$audit"
+}
 
 reload() {
   rounds 5 "kubelet syncFrequency 5 s (the spec's node)"

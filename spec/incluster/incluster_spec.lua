@@ -75,15 +75,19 @@ local function leader()
   return id and id:match("^(.-)_%x+$"), lease
 end
 
--- The LISTs luaop's Pods made, as the API server's audit log records them
--- (hack/kwok/audit-policy.yaml: luaop's ServiceAccounts' LISTs only), per
--- resource.
+-- The syncs luaop's Pods made, as the API server's audit log records them
+-- (hack/kwok/audit-policy.yaml: luaop's ServiceAccounts' LISTs and
+-- watches only), per resource: LISTs, and watches that stream the state
+-- (sendInitialEvents, as luaop's informers sync), counted as they start.
 local audit_log = "build/cluster/kwok/clusters/luaop/logs/audit.log"
 local function lists()
   local counts = {}
   for line in io.lines(audit_log) do
     local e = json.decode(line)
-    if e.verb == "list" and e.stage == "ResponseComplete" and e.user.username == "system:serviceaccount:luaop-system:luaop" then
+    if e.user.username == "system:serviceaccount:luaop-system:luaop"
+      and ((e.verb == "list" and e.stage == "ResponseComplete")
+        or (e.verb == "watch" and e.stage == "ResponseStarted"
+          and tostring(e.requestURI):find("sendInitialEvents=true", 1, true))) then
       local r = e.objectRef and e.objectRef.resource or "?"
       counts[r] = (counts[r] or 0) + 1
     end
@@ -346,7 +350,7 @@ describe("luaop as a Pod on a real node", function()
     kube.wait_for("the new script's Event", 30, function()
       return event_notes("At", "incluster-reloaded", "default"):find("Done: v2: pod incluster-reloaded-pod", 1, true)
     end)
-    assert.is_truthy(next(before_lists), "no LIST of luaop's in the audit log at all")
+    assert.is_truthy(next(before_lists), "no sync (LIST or streamed) of luaop's in the audit log at all")
     assert.are.same(before_lists, lists())
     for _, p in ipairs(pods()) do
       assert.are.equal(0, restarts(p), p.metadata.name .. " restarted")
