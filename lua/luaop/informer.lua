@@ -23,6 +23,7 @@ local Informer = {}
 Informer.__index = Informer
 
 local MIN_BACKOFF, MAX_BACKOFF = 0.8, 30
+local SHORT_WATCH = 1 -- seconds: a watch that ended sooner, cleanly, waits before the next
 
 -- The cache key of an object: "namespace/name", or "name" when cluster-scoped.
 function M.key(obj)
@@ -366,6 +367,7 @@ function Informer:run()
   while not self.stopped do
     local err
     self.watch_started = false
+    local began = luaop.time.monotonic()
     if need_list and self.stream then
       local synced
       synced, err = self:watch_list()
@@ -396,6 +398,14 @@ function Informer:run()
       backoff = math.min(backoff * 2, MAX_BACKOFF)
     elseif not err then
       backoff = MIN_BACKOFF
+      -- a watch the server ended at once, cleanly (a proxy's short
+      -- timeout, a broken server): the next one not at once either, or
+      -- this would be a loop of requests as fast as the server answers
+      -- (the client has no rate limit by default)
+      if self.watch_started and not need_list and not self.stopped
+        and luaop.time.monotonic() - began < SHORT_WATCH then
+        luaop.sleep(MIN_BACKOFF * (0.5 + math.random()))
+      end
     end
   end
 end

@@ -87,4 +87,24 @@ describe("luaop.informer", function()
     assert.matches('skipping an object that cannot be decoded\t{[^\n]*"name": "watch%-deep"', err)
     assert.is_nil(err:find("list/watch failed", 1, true), err)
   end)
+  it("does not start watches as fast as a server that ends each at once answers (no client rate limit to slow it)",
+    function()
+    local server = fake.start()
+    finally(server.stop)
+    local code, _, err = luaop.run([[
+      local luaop = require "luaop"
+      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default" })
+      inf:start()
+      inf:wait_synced()
+      luaop.sleep(3)
+      inf:stop()
+    ]], { kubeconfig = server.kubeconfig })
+    assert.are.equal(0, code, err)
+    local watches = 0
+    for _, line in ipairs(server.requests()) do
+      if line:match("^GET /api/v1/namespaces/default/configmaps%?%S*watch=true") then watches = watches + 1 end
+    end
+    -- each ends at once: about one a second (0.4 to 1.2 s apart), not hundreds
+    assert.is_true(watches >= 2 and watches <= 10, ("%d watches in 3 s"):format(watches))
+  end)
 end)
