@@ -165,8 +165,7 @@ writes() {
   }' | sort
 }
 # delta BEFORE AFTER: the writes between the two counts
-delta() { join -j1 -a2 -e 0 -o 2.2,1.2 <(awk '{print $1 "_" $2 "_" $3, $4}' "$1" | sort) <(awk '{print $1 "_" $2 "_" $3, $4}' "$2" | sort) 2>/dev/null |
-  awk '{print $1, $2}' >/dev/null; awk 'NR == FNR {b[$1 " " $2 " " $3] = $4; next} {d = $4 - b[$1 " " $2 " " $3]; if (d > 0) print $1, $2, $3, d}' "$1" "$2"; }
+delta() { awk 'FILENAME == ARGV[1] {b[$1 " " $2 " " $3] = $4; next} {d = $4 - b[$1 " " $2 " " $3]; if (d > 0) print $1, $2, $3, d}' "$1" "$2"; }
 for m in $machines; do
   for r in $(seq 1 "$rounds"); do
     for impl in $(order "$r"); do

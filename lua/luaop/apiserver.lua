@@ -1988,8 +1988,11 @@ function Server:watch(path)
   if query.sendInitialEvents == "true" then
     -- the streaming list: the state as ADDED, a bookmark marking its end,
     -- then the changes (kube-apiserver wants NotOlderThan with it)
-    if query.resourceVersionMatch ~= "NotOlderThan" then
-      err = invalid_options("ListOptions", { field_error("resourceVersionMatch", "Forbidden",
+    if query.resourceVersionMatch ~= "NotOlderThan" or query.allowWatchBookmarks ~= "true" then
+      err = invalid_options("ListOptions", { query.allowWatchBookmarks ~= "true"
+        and field_error("allowWatchBookmarks", "Forbidden",
+          "sendInitialEvents requires setting allowWatchBookmarks to true")
+        or field_error("resourceVersionMatch", "Forbidden",
         "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan") })
       e.code, e.reason = err.code, err.reason
       return w:_end(err)

@@ -11,6 +11,7 @@
 -- collection; the cycle's end gives the pages back.
 local core = require "luaop.core"
 local luaop = require "luaop"
+local listing = require("luaop.informer").listing
 
 local M = {}
 
@@ -18,6 +19,7 @@ local PERIOD = 1       -- seconds between looks
 local QUIET = 256      -- KiB allocated or freed in a period, at most, to be quiet
 local SLACK = 512      -- KiB above the last cycle's heap before a cycle is worth it
 local STEP = 64        -- the work of one step (collectgarbage "step" units: KiB)
+local MAX_STEPS = 4096 -- steps in one look at most
 
 -- Start the watcher in a task of its own; it ends when stopped() is true.
 -- Returns the task.
@@ -31,12 +33,17 @@ function M.start(stopped)
       -- ran the last one's finalizer (src/gcmem.c)
       core.gcmem_rearm()
       local now = collectgarbage("count")
-      if math.abs(now - last) <= QUIET and now > floor * 1.1 + SLACK then
-        -- quiet, with garbage likely: finish the cycle under way
+      -- (not while an informer lists: the collector is generational then,
+      -- and a generational step never ends a cycle)
+      if listing() == 0 and math.abs(now - last) <= QUIET and now > floor * 1.1 + SLACK then
+        -- quiet, with garbage likely: finish the cycle under way, at most
+        -- MAX_STEPS steps (its whole heap is far fewer)
+        local steps = 0
         repeat
           local done = collectgarbage("step", STEP)
+          steps = steps + 1
           if not done then core.task.sleep(0) end
-        until done or stopped()
+        until done or stopped() or listing() > 0 or steps >= MAX_STEPS
         now = collectgarbage("count")
         floor = now
       end

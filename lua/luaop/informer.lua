@@ -40,7 +40,8 @@ function M.new(kind, opts)
   return setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
-    store = {}, count = 0, indexes = {}, handlers = {}, tombstones = {}, deferred = {}, dispatch = core.task.cond(),
+    store = {}, count = 0, indexes = {}, label_indexes = 0, handlers = {}, tombstones = {}, deferred = {},
+    dispatch = core.task.cond(),
     synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
@@ -89,6 +90,10 @@ function Informer:stale(k, obj)
   local new, old = rv_number(obj), rv_number(self.store[k])
   return new ~= nil and old ~= nil and new <= old
 end
+
+-- At most this many label indexes an informer keeps (a script that lists
+-- by ever new label keys gets scans beyond them, not ever more indexes).
+local MAX_LABEL_INDEXES = 8
 
 -- Indexes of the store, each made the first time a read asks for it
 -- (Informer:list) and kept as objects come and go: by namespace
@@ -149,6 +154,7 @@ end
 function Informer:upsert(obj, defer)
   strip(obj)
   local k = key(obj)
+  if k == nil then return end -- no name: nothing a cache can keep
   if self.tombstones[k] and self:stale(k, obj) then return end -- an event from before this process deleted it
   local old = self.store[k]
   self.store[k] = obj
@@ -167,6 +173,7 @@ end
 
 function Informer:remove(obj, defer)
   local k = key(obj)
+  if k == nil then return end
   local old = self.store[k]
   local uid = obj.metadata and obj.metadata.uid
   if old and uid and old.metadata.uid ~= uid then return end -- an earlier object of that name
@@ -209,6 +216,9 @@ end
 -- cache's size before an incremental cycle ends (the cache costs ~1.9x its
 -- JSON in RSS instead of ~2.2x; bench/cache.sh).
 local listing = 0
+-- How many informers list or stream their state now (luaop.collector
+-- leaves the collector alone meanwhile: generational mode ends no cycle).
+function M.listing() return listing end
 
 local function gc_listing(delta)
   listing = listing + delta
@@ -310,15 +320,18 @@ function Informer:watch_list()
   local seen, initial, n = {}, true, 0
   self.tombstones = {} -- the stream is the truth
   gc_listing(1)
+  local ok, perr = pcall(function()
   for typ, obj in w:events() do
     if initial then
       if typ == "ADDED" or typ == "MODIFIED" then
-        seen[key(obj)] = true
+        local k = key(obj)
+        if k then seen[k] = true end
         self:upsert(obj)
         n = n + 1
         if n % 500 == 0 then collectgarbage("step", 0) end
       elseif typ == "DELETED" then
-        seen[key(obj)] = nil
+        local k = key(obj)
+        if k then seen[k] = nil end
         self:remove(obj)
       elseif typ == "BOOKMARK" then
         local md = obj.metadata or {}
@@ -337,9 +350,12 @@ function Informer:watch_list()
       end
     end
   end
+  end)
+  -- (whatever happened, the collector leaves generational mode with it)
   if initial then gc_listing(-1) end
   w:close()
   self.watching = nil
+  if not ok then return not initial, api_error(0, "the watch failed: " .. tostring(perr)) end
   if initial and not w.err and not self.stopped then
     local e = api_error(0,
       "the watch ended before the end of its initial events (no k8s.io/initial-events-end bookmark)")
@@ -349,13 +365,17 @@ function Informer:watch_list()
   return not initial, w.err
 end
 
--- A server that refuses sendInitialEvents (a WatchList feature gate off:
--- 422 Invalid; 400 BadRequest; or Forbidden by an admission rule) or ends
--- the watch without the end of the initial events (one that does not know
--- the protocol): paged LISTs from then on.
+-- Whether a failed stream means paged LISTs: "always" where the server
+-- refuses the parameters (a WatchList feature gate off: 422 Invalid, or
+-- 400), "now" for this sync only where it was Forbidden (an admission
+-- rule, RBAC mid-change) or ended before the end of its initial events (a
+-- server that does not know the protocol, or one shutting down); nil: an
+-- error like any other, retried as it is.
 local function no_stream(err)
   local code = type(err) == "table" and err.code
-  return code == 400 or code == 403 or code == 422 or (code == 0 and err.reason == "NoInitialEventsEnd")
+  if code == 400 or code == 422 then return "always" end
+  if code == 403 or (code == 0 and err.reason == "NoInitialEventsEnd") then return "now" end
+  return nil
 end
 
 -- Run until stopped; call it in a task of its own (luaop.spawn). An
@@ -363,25 +383,31 @@ end
 function Informer:run()
   local backoff = MIN_BACKOFF
   local need_list = self.rv == nil
+  local list_now = false -- the next sync by LIST, a stream having just failed
   if self.stream == nil then self.stream = M.STREAM end
   while not self.stopped do
     local err
     self.watch_started = false
     local began = luaop.time.monotonic()
-    if need_list and self.stream then
+    if need_list and self.stream and not list_now then
       local synced
       synced, err = self:watch_list()
       if synced then need_list = false end
-      if err and not synced and no_stream(err) then
+      local fallback = err and not synced and no_stream(err)
+      if fallback == "always" then
         self.log:info("the API server does not stream lists (sendInitialEvents): listing in pages instead",
           { error = tostring(err) })
         self.stream, err = false, nil
+      elseif fallback == "now" then
+        self.log:info("streaming the list failed: listing in pages this time", { error = tostring(err) })
+        list_now, err = true, nil
       end
     else
       if need_list then
         local ok
         ok, err = self:relist()
         need_list = not ok
+        if ok then list_now = false end
       end
       if not err and not self.stopped then err = self:watch_once() end
     end
@@ -457,9 +483,10 @@ function Informer:list(filter, hint)
     for k, v in pairs(hint.labels or {}) do
       if type(k) == "string" and type(v) == "string" then label, value = k, v; break end
     end
-    if label then
+    if label and (self.indexes["label:" .. label] or self.label_indexes < MAX_LABEL_INDEXES) then
+      if not self.indexes["label:" .. label] then self.label_indexes = self.label_indexes + 1 end
       candidates = self:index("label:" .. label)[value] or {}
-    elseif type(hint.namespace) == "string" then
+    elseif type(hint.namespace) == "string" and hint.namespace ~= self.opts.namespace then
       candidates = self:index("namespace")[hint.namespace] or {}
     end
   end

@@ -1137,13 +1137,24 @@ describe("luaop.apiserver", function()
       assert.are.same({ 2, 2 }, { informer_cache(false) })
     end)
 
-    it("refuses sendInitialEvents without resourceVersionMatch=NotOlderThan, as kube-apiserver does", function()
+    it("refuses sendInitialEvents without resourceVersionMatch=NotOlderThan or allowWatchBookmarks=true, "
+      .. "as kube-apiserver does", function()
       local s = new()
-      local w = s:watch(CMS .. "?watch=true&sendInitialEvents=true")
-      local line, status, body = w:next()
-      assert.is_nil(line)
-      assert.are.equal(422, status)
-      assert.matches("resourceVersionMatch", body)
+      for query, field in pairs {
+        ["allowWatchBookmarks=true&sendInitialEvents=true"] = "resourceVersionMatch",
+        ["resourceVersionMatch=NotOlderThan&sendInitialEvents=true"] = "allowWatchBookmarks",
+      } do
+        local w = s:watch(CMS .. "?watch=true&" .. query)
+        local line, status, body = w:next()
+        assert.is_nil(line)
+        assert.are.equal(422, status)
+        assert.matches(field, body)
+      end
+      -- with both: the state, then the bookmark marking its end
+      call(s, "POST", CMS, cm("a"))
+      local w = s:watch(CMS .. "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+      assert.matches('"type":"ADDED"', w:next())
+      assert.matches('"k8s.io/initial%-events%-end":"true"', w:next())
     end)
 
     it("does the same through the shipped binary, with its event loop", function()
