@@ -1,8 +1,9 @@
 -- bench/cache.lua MODE NS [N]: the informer cache against a raw LIST; prints
 -- one "name value" line per measure.
 --
---   create NS N  create N ConfigMaps of about 1 KiB (compact JSON) in NS,
---                100 at once
+--   create NS N [FROM]
+--                create ConfigMaps cm-FROM..cm-N (FROM 1: N of them) of
+--                about 1 KiB of compact JSON in NS, 100 at once
 --   time NS      in this one process, after a warm-up pass: a raw paged LIST
 --                (GETs of limit=500 pages through core.api.request, bodies not
 --                decoded: the continue token is read from the text), the same
@@ -30,7 +31,7 @@ if mode == "create" then
     chunk[i] = abc:sub(r, r)
   end
   local pool = table.concat(chunk)
-  local next_i, failed = 0, 0
+  local next_i, failed = (tonumber(arg[4]) or 1) - 1, 0
   local function worker()
     while next_i < n do
       next_i = next_i + 1
@@ -38,7 +39,7 @@ if mode == "create" then
       local payload = pool:sub(off, off + 799)
       local _, err = c:create {
         apiVersion = "v1", kind = "ConfigMap",
-        metadata = { name = ("cm-%05d"):format(i), namespace = ns, labels = { bench = "cache" } },
+        metadata = { name = ("cm-%06d"):format(i), namespace = ns, labels = { bench = "cache" } },
         data = { a = payload:sub(1, 400), b = payload:sub(401) },
       }
       if err then failed = failed + 1; luaop.log:error("create failed", { error = tostring(err) }) end

@@ -1,7 +1,5 @@
 -- bench/compare.lua MODE ...: the writers and readers of bench/compare.sh.
 --
---   configmaps NS FROM TO  create ConfigMaps cm-FROM..cm-TO in NS (about
---                          1 KiB of compact JSON each), 100 at once
 --   jsonsize NS            the average compact JSON size of NS's ConfigMaps
 --                          as a cache keeps them (no managedFields)
 --   raw NS M               the writes a converged useless machine of M
@@ -31,29 +29,6 @@ local function concurrently(n, width, fn)
   local tasks = {}
   for i = 1, width do tasks[i] = luaop.spawn(worker) end
   for _, t in ipairs(tasks) do assert(t:wait()) end
-end
-
-if mode == "configmaps" then
-  local from, to = tonumber(arg[3]), tonumber(arg[4])
-  -- 1 MiB of random base64-alphabet text; each object takes 800 bytes at a
-  -- random offset (so gzip cannot fold objects onto each other)
-  local abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-  local chunk = {}
-  for i = 1, 1 << 20 do
-    local r = math.random(1, 64)
-    chunk[i] = abc:sub(r, r)
-  end
-  local pool = table.concat(chunk)
-  concurrently(to - from + 1, 100, function(i)
-    local off = math.random(1, #pool - 800)
-    local payload = pool:sub(off, off + 799)
-    assert(c:create {
-      apiVersion = "v1", kind = "ConfigMap",
-      metadata = { name = ("cm-%06d"):format(from + i - 1), namespace = ns, labels = { bench = "compare" } },
-      data = { a = payload:sub(1, 400), b = payload:sub(401) },
-    })
-  end)
-  return 0
 end
 
 if mode == "jsonsize" then
@@ -126,4 +101,4 @@ if mode == "state" then
   return 0
 end
 
-error("mode: configmaps, jsonsize, raw or state")
+error("mode: jsonsize, raw or state")

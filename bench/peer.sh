@@ -9,7 +9,7 @@
 # comparison needs), into the cache hack/cluster.sh keeps its binaries in,
 # keyed by the content of bench/peer (go.mod, go.sum, *.go):
 #   ${LUAOP_CACHE:-${XDG_CACHE_HOME:-~/.cache}/luaop}/peer-<sha256, 16 hex>/peer
-# with Go's module and build caches beside it (hack/cluster.sh's go_env).
+# with Go's module and build caches beside it (hack/paths.sh's go_env).
 # On a warm machine it only prints the path.
 set -euo pipefail
 
@@ -29,22 +29,7 @@ if [ -x "$bin" ]; then
   exit 0
 fi
 
-find_go() {
-  if command -v go >/dev/null 2>&1; then
-    command -v go
-  elif [ -x /usr/local/go/bin/go ]; then
-    echo /usr/local/go/bin/go
-  else
-    die "Go is needed to build the peer (run 'make deps' for details)"
-  fi
-}
-
-go_env() {
-  # Go's caches live beside the binaries, outside the repository.
-  env GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto "$@"
-}
-
-go=$(find_go)
+go=$(find_go) || die "Go is needed to build the peer (run 'make deps' for details)"
 mkdir -p "$dir" || die "could not create $dir (set LUAOP_CACHE to a writable directory)"
 tmp="$dir/peer.tmp.$$"
 trap 'rm -f "$tmp"' EXIT

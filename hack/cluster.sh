@@ -43,27 +43,12 @@ export KWOK_KUBECTL_BINARY="$k8s_bin/kubectl"
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-find_go() {
-  if command -v go >/dev/null 2>&1; then
-    command -v go
-  elif [ -x /usr/local/go/bin/go ]; then
-    echo /usr/local/go/bin/go
-  else
-    die "Go is needed to build the control plane (run 'make deps' for details)"
-  fi
-}
-
-go_env() {
-  # Go's caches live beside the binaries, outside the repository.
-  env GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto "$@"
-}
-
 # go build of Kubernetes packages from hack/k8s into DEST, stamped with the
 # release's version as Kubernetes' own build stamps it.
 go_build_k8s() {
   local dest=$1 go v ldflags
   shift
-  go=$(find_go)
+  go=$(find_go) || die "Go is needed to build the control plane (run 'make deps' for details)"
   v=k8s.io/component-base/version
   ldflags="-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=$(echo "$KUBE_VERSION" | cut -d. -f1 | tr -d v)"
   ldflags+=" -X $v.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean"
@@ -97,7 +82,7 @@ build_k8s() {
 build_kwok() {
   [ -x "$kwok_bin/kwok" ] && [ -x "$kwok_bin/kwokctl" ] && return 0
   local go tmp start=$SECONDS
-  go=$(find_go)
+  go=$(find_go) || die "Go is needed to build the control plane (run 'make deps' for details)"
   tmp="$kwok_bin.tmp.$$"
   rm -rf "$tmp" && mkdir -p "$tmp"
   log "building kwok $KWOK_VERSION (first time only)"

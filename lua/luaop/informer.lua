@@ -252,29 +252,44 @@ function Informer:relist()
   return true
 end
 
--- One watch from self.rv until it ends. Returns its error, if any.
-function Informer:watch_once()
+-- One event of a running watch into the cache (a BOOKMARK: only its
+-- resourceVersion).
+function Informer:apply(typ, obj)
+  self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
+  if typ == "ADDED" or typ == "MODIFIED" then
+    self:upsert(obj)
+  elseif typ == "DELETED" then
+    self:remove(obj)
+  end
+end
+
+-- A watch of this informer's kind and selectors, with `extra` options
+-- added (a random 5-10 minute timeout, bookmarks): the watch | nil, err |
+-- nil when the informer stopped meanwhile.
+function Informer:open_watch(extra)
   local o = self.opts
-  local w, err = self.client:watch(self.kind, {
+  local q = {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector,
-    resource_version = self.rv, timeout = math.random(300, 600), bookmarks = true,
-  })
-  if not w then return err end
+    timeout = math.random(300, 600), bookmarks = true,
+  }
+  for k, v in pairs(extra) do q[k] = v end
+  local w, err = self.client:watch(self.kind, q)
+  if not w then return nil, err end
   if self.stopped then -- stopped while the watch was being set up
     w:close()
     return nil
   end
   self.watching = w
   self.watch_started = true
-  for typ, obj in w:events() do
-    self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
-    if typ == "ADDED" or typ == "MODIFIED" then
-      self:upsert(obj)
-    elseif typ == "DELETED" then
-      self:remove(obj)
-    end -- BOOKMARK: only its resourceVersion
-  end
+  return w
+end
+
+-- One watch from self.rv until it ends. Returns its error, if any.
+function Informer:watch_once()
+  local w, err = self:open_watch { resource_version = self.rv }
+  if not w then return err end
+  for typ, obj in w:events() do self:apply(typ, obj) end
   w:close()
   self.watching = nil
   return w.err
@@ -303,53 +318,35 @@ end
 -- near the cache's), then a BOOKMARK annotated k8s.io/initial-events-end,
 -- and goes on as the watch. Returns synced (the end was seen), err.
 function Informer:watch_list()
-  local o = self.opts
-  local w, err = self.client:watch(self.kind, {
-    namespace = o.namespace, all_namespaces = o.namespace == nil,
-    label_selector = o.label_selector, field_selector = o.field_selector,
-    send_initial_events = true, resource_version_match = "NotOlderThan",
-    timeout = math.random(300, 600), bookmarks = true,
-  })
+  local w, err = self:open_watch { send_initial_events = true, resource_version_match = "NotOlderThan" }
   if not w then return false, err end
-  if self.stopped then
-    w:close()
-    return false, nil
-  end
-  self.watching = w
-  self.watch_started = true
   local seen, initial, n = {}, true, 0
   self.tombstones = {} -- the stream is the truth
-  gc_listing(1)
-  local ok, perr = pcall(function()
-  for typ, obj in w:events() do
-    if initial then
-      if typ == "ADDED" or typ == "MODIFIED" then
-        local k = key(obj)
-        if k then seen[k] = true end
-        self:upsert(obj)
-        n = n + 1
-        if n % 500 == 0 then collectgarbage("step", 0) end
-      elseif typ == "DELETED" then
-        local k = key(obj)
-        if k then seen[k] = nil end
-        self:remove(obj)
-      elseif typ == "BOOKMARK" then
-        local md = obj.metadata or {}
-        if md.annotations and md.annotations["k8s.io/initial-events-end"] == "true" then
-          initial = false
-          gc_listing(-1)
-          self:synced_from(seen, md.resourceVersion)
-        end
-      end
-    else
-      self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
-      if typ == "ADDED" or typ == "MODIFIED" then
-        self:upsert(obj)
-      elseif typ == "DELETED" then
-        self:remove(obj)
+  -- an event before the end of the initial ones
+  local function initial_event(typ, obj)
+    local k = key(obj)
+    if typ == "ADDED" or typ == "MODIFIED" then
+      if k then seen[k] = true end
+      self:upsert(obj)
+      n = n + 1
+      if n % 500 == 0 then collectgarbage("step", 0) end
+    elseif typ == "DELETED" then
+      if k then seen[k] = nil end
+      self:remove(obj)
+    elseif typ == "BOOKMARK" then
+      local md = obj.metadata or {}
+      if md.annotations and md.annotations["k8s.io/initial-events-end"] == "true" then
+        initial = false
+        gc_listing(-1)
+        self:synced_from(seen, md.resourceVersion)
       end
     end
   end
+  gc_listing(1)
+  local ok, perr = pcall(function()
+    for typ, obj in w:events() do
+      if initial then initial_event(typ, obj) else self:apply(typ, obj) end
+    end
   end)
   -- (whatever happened, the collector leaves generational mode with it)
   if initial then gc_listing(-1) end

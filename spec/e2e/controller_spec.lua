@@ -325,15 +325,7 @@ describe("a Lua controller", function()
       return err:find("reconciled by first", 1, true) and err:find("reconciled by second", 1, true)
     end)
     two.stop()
-    local lists = 0
-    for line in two.stderr():gmatch("[^\n]+") do
-      -- a sync: a LIST (its response), or a watch that streams the state (as it starts)
-      local path = line:match('"method": "GET", "path": "([^"]*/configmaps%?[^"]*)"')
-      if path and line:find("\tresponse\t") and not path:find("watch=true", 1, true) then lists = lists + 1 end
-      if path and line:find("\tstream started\t") and path:find("sendInitialEvents=true", 1, true) then
-        lists = lists + 1
-      end
-    end
+    local lists = luaop.syncs(two.stderr(), "configmaps")
     assert.are.equal(1, lists, "syncs (LISTs or streamed) of configmaps")
   end)
 

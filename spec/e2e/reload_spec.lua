@@ -36,18 +36,8 @@ return luaop.controller {
 end
 
 -- LIST requests in a trace log: GETs of configmaps that are not watches.
--- The syncs of ConfigMaps in a trace log: LISTs (their responses), and
--- watches that stream the state (sendInitialEvents, logged as they start),
--- as luaop's informers sync.
-local function lists(log)
-  local n = 0
-  for line in log:gmatch("[^\n]+") do
-    local path = line:match('"method": "GET", "path": "([^"]*configmaps%?[^"]*)"')
-    if path and line:find("\tresponse\t") and not path:find("watch=true", 1, true) then n = n + 1 end
-    if path and line:find("\tstream started\t") and path:find("sendInitialEvents=true", 1, true) then n = n + 1 end
-  end
-  return n
-end
+-- The syncs of ConfigMaps in a trace log (LISTs and streamed ones)
+local function lists(log) return luaop.syncs(log, "configmaps") end
 
 describe("hot reload", function()
   local ns, vol, run, latch

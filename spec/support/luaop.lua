@@ -175,4 +175,17 @@ function M.start(source, opts)
   return h
 end
 
+-- The syncs of `resource` (a path segment: "configmaps") in a luaop's
+-- trace log (--log-level trace): LISTs, by their responses, and watches
+-- that stream the state (sendInitialEvents), as they start.
+function M.syncs(log, resource)
+  local n = 0
+  for line in log:gmatch("[^\n]+") do
+    local path = line:match('"method": "GET", "path": "([^"]*/' .. resource .. '%?[^"]*)"')
+    if path and line:find("\tresponse\t") and not path:find("watch=true", 1, true) then n = n + 1 end
+    if path and line:find("\tstream started\t") and path:find("sendInitialEvents=true", 1, true) then n = n + 1 end
+  end
+  return n
+end
+
 return M

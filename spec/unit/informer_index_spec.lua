@@ -62,4 +62,25 @@ describe("luaop.informer's indexes", function()
     -- a hint with no usable label or namespace reads the whole cache
     assert.are.equal(inf.count, #inf:list(nil, { labels = { [1] = "x" }, namespace = 3 }))
   end)
+  it("keeps at most 8 label indexes, answering lists by other labels by a scan, and none by namespace in an "
+    .. "informer of one namespace", function()
+    local inf = informer.new("v1/ConfigMap", { client = {}, namespace = "a" })
+    for i = 1, 20 do
+      local labels = {}
+      for k = 1, 12 do labels["k" .. k] = tostring(i % 3) end
+      inf:upsert { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "o" .. i, namespace = "a",
+        uid = "u" .. i, resourceVersion = tostring(i), labels = labels } }
+    end
+    for k = 1, 12 do
+      local function keep(o) return o.metadata.labels["k" .. k] == "1" end
+      assert.are.equal(#inf:list(keep), #inf:list(keep, { namespace = "a", labels = { ["k" .. k] = "1" } }))
+    end
+    local names = {}
+    for name in pairs(inf.indexes) do names[#names + 1] = name end
+    table.sort(names)
+    assert.are.same({ "label:k1", "label:k2", "label:k3", "label:k4", "label:k5", "label:k6", "label:k7", "label:k8" },
+      names)
+    assert.are.equal(20, #inf:list(nil, { namespace = "a" }))
+    assert.is_nil(inf.indexes.namespace)
+  end)
 end)
