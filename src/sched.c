@@ -495,33 +495,50 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
 
 _Thread_local unsigned sched_match_countdown = SCHED_MATCH_BATCH;
 
-void sched_match_steps(lua_State *L)
+/* Charge n instructions of work done in C (a long C call: pattern
+ * matching, sorting, a collection, encoding) to the task running now, and
+ * take the watchdog's interrupt meant for it: the count hook never fires
+ * inside a C call. Raises on L when the account is, or now becomes,
+ * breached; returns when there is no budgeted task. `why` is the breach an
+ * overrun counts as (SCHED_BREACH_INSTRUCTIONS or _PATTERN). */
+static void sched_charge_as(lua_State *L, unsigned long n, int why)
 {
     sched *s = sched_of(L);
     sched_task *t = s ? s->running : NULL;
     sched_account *a = t ? t->acct : NULL;
 
-    sched_match_countdown = SCHED_MATCH_BATCH;
     if (a == NULL)
         return;
+    if (!a->breached && atomic_load(&s->interrupt_task) == t)
+        sched_breach(s, a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
         if (a->budget == 0)
             return;
-        a->used += SCHED_MATCH_BATCH;
+        a->used = n > a->budget ? a->budget + 1 : a->used + n;
         if (a->used <= a->budget)
             return;
-        sched_breach(s, a, SCHED_BREACH_PATTERN);
+        sched_breach(s, a, why);
     }
-    /* inside match(): lstrlib.c raises from there itself */
     if (!a->announced) {
         a->announced = a->announcing = 1;
-        sched_note_where(a, L, 1); /* the Lua code that called string.find and the like */
+        sched_note_where(a, L, 1); /* the Lua code that called the C function */
         sched_breach_message(L, a);
         a->announcing = 0;
         lua_error(L);
     }
     lua_newuserdatauv(L, 1, 0); /* a memory error, as in sched_count_hook */
     lua_error(L);
+}
+
+void sched_charge(lua_State *L, unsigned long n)
+{
+    sched_charge_as(L, n, SCHED_BREACH_INSTRUCTIONS);
+}
+
+void sched_match_steps(lua_State *L)
+{
+    sched_match_countdown = SCHED_MATCH_BATCH;
+    sched_charge_as(L, SCHED_MATCH_BATCH, SCHED_BREACH_PATTERN);
 }
 
 int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instructions, size_t memory)

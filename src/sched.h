@@ -101,6 +101,13 @@ const char *sched_error(const sched_task *t);
  * "watchdog". */
 const char *sched_failure(const sched_task *t);
 
+/* Charge n instructions of work a C function does for the running task
+ * (the count hook never fires inside a C call), and take a pending
+ * watchdog interrupt for it: raises on L when its budget is spent or it
+ * was interrupted; returns at once outside a budgeted task. Call it before
+ * or while doing the work, from a C function called by Lua (it raises). */
+void sched_charge(lua_State *L, unsigned long n);
+
 /* Tasks not yet ended. */
 int sched_running(const sched *s);
 
