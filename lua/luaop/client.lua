@@ -19,8 +19,10 @@ client.__index = client
 
 -- ---- errors -----------------------------------------------------------------
 
+-- Errors' metatable holds metamethods only, no __index: what indexing an
+-- error misses is nil, never this table (a script holding an error must not
+-- reach the one metatable every error of every script shares).
 local Error = {}
-Error.__index = Error
 -- "Reason (code): message", as luaop's core writes an error raised as a
 -- value (src/sched.c), without the code when no answer came.
 local function describe(e)
@@ -513,6 +515,75 @@ function client:watch(kind, opts)
     allowWatchBookmarks = opts.bookmarks ~= false,
   }
   return setmetatable({ raw = api.watch { path = path }, gv = r.gv, kind = r.kind }, Watch)
+end
+
+-- ---- a script's view -----------------------------------------------------------------
+--
+-- What a script gets for a client (luaop.script): methods over a client,
+-- never the client, its class or anything they hold (discovery's cache,
+-- the watch's stream). Its metatable and method table are the same for
+-- every view and hold only functions (no __index table), so indexing a view
+-- yields a method or the client's namespace and server, never a table of
+-- luaop's; what a script sets on its view stays in its view. A watch is
+-- such a handle too. Each method finds its client by its own self (a view
+-- a script made up finds none and raises).
+local viewed = setmetatable({}, { __mode = "k" }) -- view -> client, watch handle -> watch
+
+local function target(self, what)
+  local t = rawequal(self, nil) and nil or viewed[self]
+  if t == nil then error(("call it as %s:method(...)"):format(what), 3) end
+  return t
+end
+
+local watch_methods = {}
+function watch_methods.next(self)
+  local t, o = target(self, "watch"):next()
+  rawset(self, "err", target(self, "watch").err)
+  return t, o
+end
+function watch_methods.events(self)
+  target(self, "watch")
+  return function() return watch_methods.next(self) end
+end
+function watch_methods.close(self) target(self, "watch"):close() end
+local watch_mt = {
+  __index = watch_methods,
+  __close = function(self) local w = viewed[self]; if w then w:close() end end,
+  __metatable = false,
+}
+
+local view_methods = {}
+for _, verb in ipairs { "get", "list", "create", "update", "update_status", "patch", "apply", "delete" } do
+  local f = client[verb]
+  view_methods[verb] = function(self, ...) return f(target(self, "client"), ...) end
+end
+function view_methods.watch(self, ...)
+  local w, err = client.watch(target(self, "client"), ...)
+  if not w then return nil, err end
+  local h = setmetatable({}, watch_mt)
+  viewed[h] = w
+  return h
+end
+-- fields a view reads from its client: strings
+local view_fields = { namespace = true, server = true }
+local view_mt = {
+  __index = function(self, k)
+    local m = view_methods[k]
+    if m ~= nil then return m end
+    if view_fields[k] then
+      local v = rawget(viewed[self] or {}, k)
+      if type(v) == "string" then return v end
+    end
+    return nil
+  end,
+  __metatable = false,
+}
+
+-- A new view of client c.
+function client.view(c)
+  local v = setmetatable({}, view_mt)
+  viewed[v] = c
+  return v
 end
 
 -- ---- the client --------------------------------------------------------------------

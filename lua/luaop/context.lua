@@ -8,8 +8,12 @@ local kind_name = require("luaop.definition").kind_name
 
 local M = {}
 
+-- The methods of every ctx. Its metatable is shared and holds only the
+-- method table, which holds only functions: indexing a ctx yields a method,
+-- never a table of luaop's (with Ctx.__index = Ctx, ctx.__index was Ctx
+-- itself, and a script that changed it changed every script's ctx).
 local Ctx = {}
-Ctx.__index = Ctx
+local ctx_mt = { __index = Ctx, __metatable = false }
 
 -- What a context works with (the manager, the shared client, the
 -- controller) is kept here, out of the script's reach: ctx itself holds
@@ -22,7 +26,9 @@ local private = setmetatable({}, { __mode = "k" })
 -- no namespace or the query's, and exactly the query's selectors. Else, for
 -- the controller's own kind, its cache, selectors and all (what they leave
 -- out reads as absent, as with controller-runtime's cache selectors).
-function Ctx:cache(kind, q)
+-- (Private: the informer is shared with every controller that watches its
+-- kind, other scripts' among them, so it never reaches a script.)
+local function cache(self, kind, q)
   local inf = private[self].manager:cache_for(kind, q or {})
   if inf then return inf end
   local p = private[self].controller and private[self].controller.primary
@@ -43,7 +49,7 @@ function Ctx:get(kind, req, ns)
   local name = type(req) == "table" and req.name or req
   ns = type(req) == "table" and req.namespace or ns
   if ns == "" then ns = nil end
-  local inf = self:cache(kind, { namespace = ns })
+  local inf = cache(self, kind, { namespace = ns })
   if inf then
     -- a copy: what the reconcile changes is not the cache's until written
     local obj = ns and inf:get(ns, name) or (not ns and inf:get(name)) or nil
@@ -66,7 +72,7 @@ function Ctx:list(kind, opts)
     end
     return not opts.filter or opts.filter(o)
   end
-  local inf = self:cache(kind, opts)
+  local inf = cache(self, kind, opts)
   if inf then
     local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels })
     for i, o in ipairs(out) do out[i] = luaop.copy(o) end
@@ -168,7 +174,7 @@ end
 
 -- A context: fields manager, client, controller (kept private), log.
 function M.new(fields)
-  local ctx = setmetatable({ log = fields.log }, Ctx)
+  local ctx = setmetatable({ log = fields.log }, ctx_mt)
   private[ctx] = fields
   return ctx
 end

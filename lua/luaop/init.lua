@@ -199,8 +199,12 @@ time.wall = core.task.wall
 time.monotonic = core.task.now
 
 -- A logger: log:info(msg, {k = v}), :error, :debug; :with{k = v} adds values.
+-- Every logger's metatable is this one, shared, holding only the method
+-- table (functions only): indexing a logger yields a method, never a table
+-- of luaop's (a script's ctx.log is a logger, and with Logger.__index =
+-- Logger, ctx.log.__index.info = f changed every logger of the process).
 local Logger = {}
-Logger.__index = Logger
+local logger_mt = { __index = Logger, __metatable = false }
 
 local function merge(a, b)
   if not b then return a end
@@ -213,10 +217,10 @@ end
 function Logger:info(msg, kv) core.log.write("info", self.name, msg, merge(self.values, kv)) end
 function Logger:error(msg, kv) core.log.write("error", self.name, msg, merge(self.values, kv)) end
 function Logger:debug(msg, kv) core.log.write("debug", self.name, msg, merge(self.values, kv)) end
-function Logger:with(kv) return setmetatable({ name = self.name, values = merge(self.values, kv) }, Logger) end
+function Logger:with(kv) return setmetatable({ name = self.name, values = merge(self.values, kv or {}) }, logger_mt) end
 
 function luaop.logger(name)
-  return setmetatable({ name = name or "script", values = {} }, Logger)
+  return setmetatable({ name = name or "script", values = {} }, logger_mt)
 end
 
 luaop.log = luaop.logger("script")

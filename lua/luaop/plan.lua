@@ -85,7 +85,8 @@ function M.plan(self, c, def)
   -- that runs away fails (logged by the informer) instead of stalling
   -- luaop. It gets copies, as a reconcile does: the informer is shared
   -- with other controllers, other scripts' among them.
-  local map_ctx = context.new { manager = self, client = self.client, log = c.log, controller = c }
+  -- (a logger of its own: c.log is the controller's, which luaop logs with)
+  local map_ctx = context.new { manager = self, client = self.client, log = c.log:with {}, controller = c }
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
       local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, luaop.copy(o), map_ctx)

@@ -155,14 +155,16 @@ function M.env()
   end
   env.os = readonly(os_time, "os", views)
   modules.os = env.os
-  -- luaop, with luaop.client() a view of its own of the shared client
+  -- luaop, with luaop.client() a view of its own (luaop.client's view:
+  -- methods over the client, never the client, its class or its caches)
   local luaop_mod = require "luaop"
+  local client_view = require("luaop.client").view
   local client_views = base_setmetatable({}, { __mode = "k" })
   local function script_client(opts)
     local c = luaop_mod.client(opts)
     local view = client_views[c]
     if not view then
-      view = base_setmetatable({}, { __index = c, __metatable = false })
+      view = client_view(c)
       client_views[c] = view
     end
     return view

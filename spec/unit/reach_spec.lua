@@ -1,0 +1,403 @@
+-- The reachability audit (docs/security.md, "What may be shared between
+-- scripts"): several scripts loaded as luaop loads them (the test kit:
+-- script.lua's sandbox, the manager, informers and workers), each calling
+-- every API function it can reach and keeping what it got; then everything
+-- reachable from each script's environment is walked, further than a
+-- script can go (tables' keys and values, every metatable whatever its
+-- __metatable says, functions' upvalues, userdata's user values, threads'
+-- frames), and anything that more than one script reaches, or that is one
+-- of the runtime's own objects, fails the spec unless the list of what may
+-- be shared allows it.
+local testing = require "luaop.testing"
+local client = require "luaop.client"
+local proc = require "support.proc"
+
+-- ---- what may be shared (docs/security.md keeps the same list) ----------
+
+-- Upvalues of luaop's own functions that the walk does not follow: each is
+-- reached only through what the function's code does with it, and that
+-- code hands none of it out (what it returns is walked as an API result).
+-- Named "file:upvalue". Besides these, _ENV (luaop's globals, read by
+-- name in its own code) and upvalues that are whole modules (in
+-- package.loaded) are such upvalues of every luaop function.
+local CODE_ONLY = {
+  ["script.lua:proxies"] = "the set of every view: written when a view is made, read by rawset to refuse a view",
+  ["script.lua:t"] = "the table behind a read-only view: its metamethods hand out a view of its tables, its other values as they are",
+  ["script.lua:hidden"] = "a view's hidden names (string.dump): read only",
+  ["script.lua:views"] = "the script's own views, keyed by the tables they show: read and written by readonly() only",
+  ["client.lua:view_methods"] = "the views' methods (functions only), written once at load: indexed by name",
+  ["client.lua:view_fields"] = "the names a view reads from its client (namespace, server), written once at load",
+  ["init.lua:month_days"] = "month lengths, written once at load: read by time.parse",
+  ["cjson.lua:EXPECTED"] = "decode errors' wording, written once at load: read by decode_error",
+  ["cjson.lua:TOKENS"] = "token names, written once at load: read by decode_error",
+  ["cjson.lua:SKIP"] = "a marker normalize() returns and encode compares with, never handed out",
+  ["client.lua:viewed"] = "view or watch handle -> its client or watch: read by a method for its own self",
+  ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
+}
+
+-- The runtime's own objects, found in `world` (the test kit's environment).
+local function internal_objects(world)
+  local out = {}
+  local function add(v, what)
+    if type(v) == "table" or type(v) == "userdata" or type(v) == "thread" then out[v] = out[v] or what end
+  end
+  add(_G, "_G")
+  add(debug.getregistry(), "the registry")
+  add(package.loaded, "package.loaded")
+  for name, m in pairs(package.loaded) do
+    add(m, "module " .. name)
+    if type(m) == "table" and (name == "luaop" or name:match("^luaop%.")) then
+      for k, v in pairs(m) do add(v, ("module %s's %s"):format(name, tostring(k))) end
+    end
+  end
+  local mgr = world.manager
+  add(mgr, "the manager")
+  add(mgr.informers, "the manager's informers")
+  for id, e in pairs(mgr.informers) do
+    add(e, "informer entry " .. id)
+    add(e.inf, "informer " .. id)
+    add(e.inf.store, "the store of informer " .. id)
+  end
+  for name, c in pairs(mgr.controllers) do
+    add(c, "controller " .. name)
+    add(c.log, "the logger of controller " .. name)
+    add(c.queue, "the queue of controller " .. name)
+  end
+  add(mgr.client, "the manager's client")
+  add(client.default(), "the shared client")
+  add(getmetatable(client.default()), "the client class")
+  return out
+end
+
+local function is_luaop_source(src)
+  return src:match("[/@]luaop/[%w_]+%.lua$") ~= nil
+end
+
+-- modules: package.loaded's, and luaop.core's (the C half: api, json, task...)
+local modules = {}
+for _, m in pairs(package.loaded) do modules[m] = true end
+for _, m in pairs(require("luaop.core")) do
+  if type(m) == "table" then modules[m] = true end
+end
+
+-- light userdata (a bare pointer: no fields, no metatable of its own)
+local function is_light(v)
+  return type(v) == "userdata" and select("#", debug.getuservalue(v, 1)) == 1
+end
+
+-- Why a value may be shared, or nil.
+local function may_share(v, how)
+  local t = type(v)
+  if t ~= "table" and t ~= "function" and t ~= "userdata" and t ~= "thread" then return "a value" end
+  if is_light(v) then return "light userdata" end
+  if t == "function" then
+    local info = debug.getinfo(v, "Su")
+    if info.what == "C" and info.nups == 0 then return "a C function without upvalues" end
+    if info.what ~= "C" and is_luaop_source(info.source) then return "a function of luaop's own code" end
+    return nil
+  end
+  if how.sealed then return how.sealed end
+  return nil
+end
+
+-- A metatable whose fields are functions, strings and booleans, its
+-- __index (if a table) holding only functions: indexing what it is set on
+-- yields functions, never a table; sandbox getmetatable does not hand it
+-- out. (Its __index table is then reached only by lookups of a name.)
+local function sealed(mt)
+  for _, v in next, mt do
+    local t = type(v)
+    if t ~= "function" and t ~= "string" and t ~= "boolean" and t ~= "table" then return false end
+  end
+  local idx = rawget(mt, "__index")
+  for k, v in next, mt do
+    if type(v) == "table" and not (k == "__index" and v == idx) then return false end
+  end
+  if type(idx) == "table" then
+    if debug.getmetatable(idx) ~= nil then return false end
+    for _, v in next, idx do
+      if type(v) ~= "function" then return false end
+    end
+  end
+  return true
+end
+
+-- Everything reachable from root: object -> {path = first path, exposed
+-- = reached by an edge a script can follow as a value, sealed = why}.
+local function walk(root, name)
+  local seen = {}
+  local queue, head = { { root, name, "value" } }, 1 -- breadth first: first paths are shortest
+  local skipped = {}
+  while queue[head] do
+    local v, path, mode, parent = table.unpack(queue[head])
+    queue[head], head = nil, head + 1
+    local t = type(v)
+    if t == "table" or t == "function" or t == "userdata" or t == "thread" then
+      local s = seen[v]
+      local first = s == nil
+      if first then
+        s = { path = path, parent = parent }
+        seen[v] = s
+      end
+      if mode == "value" then s.exposed = true end
+      if mode == "mt" and t == "table" and sealed(v) then
+        s.sealed = "a sealed metatable (functions only, no __index table of tables)"
+      end
+      local function push(x, p, m) queue[#queue + 1] = { x, p, m or "value", v } end
+      if first then
+        if t == "table" then
+          local idx = mode == "mt" and sealed(v) and rawget(v, "__index")
+          for k, x in next, v do
+            push(k, path .. "<key " .. tostring(k) .. ">")
+            if type(x) == "table" and rawequal(x, idx) then
+              push(x, path .. ".__index", "mtindex")
+            else
+              push(x, path .. "." .. tostring(k))
+            end
+          end
+          push(debug.getmetatable(v), path .. "<metatable>", "mt")
+        elseif t == "function" then
+          local info = debug.getinfo(v, "Su")
+          local file = info.source:match("([%w_]+%.lua)$") or info.short_src
+          for i = 1, info.nups do
+            local uname, x = debug.getupvalue(v, i)
+            local ours = info.what ~= "C" and is_luaop_source(info.source)
+            if ours and (uname == "_ENV" and x == _G or modules[x] or CODE_ONLY[file .. ":" .. uname]) then
+              skipped[file .. ":" .. uname] = true
+            else
+              push(x, ("%s^%s"):format(path, uname ~= "" and uname or tostring(i)))
+            end
+          end
+        elseif t == "userdata" then
+          push(debug.getmetatable(v), path .. "<metatable>", "mt")
+          if not is_light(v) then
+            for n = 1, 16 do
+              local x, ok = debug.getuservalue(v, n)
+              if not ok then break end
+              push(x, ("%s<uservalue %d>"):format(path, n))
+            end
+          end
+        else -- a thread: its frames' functions and locals
+          for level = 0, 1000 do
+            local info = debug.getinfo(v, level, "f")
+            if not info then break end
+            push(info.func, ("%s<frame %d>"):format(path, level))
+            for i = 1, 1000 do
+              local lname, x = debug.getlocal(v, level, i)
+              if not lname then break end
+              push(x, ("%s<frame %d local %s>"):format(path, level, lname))
+            end
+          end
+        end
+      end
+      if mode == "mtindex" and first then s.sealed = "the method table of a sealed metatable (functions only)" end
+    end
+  end
+  return seen, skipped
+end
+
+-- The environment of a loaded script: its reconcile's _ENV.
+local function env_of(defs)
+  local f = defs[1].reconcile
+  for i = 1, math.huge do
+    local n, v = debug.getupvalue(f, i)
+    if not n then break end
+    if n == "_ENV" then return v end
+  end
+  error("the reconcile has no _ENV upvalue")
+end
+
+-- What a script does: every API function it can reach, with plausible
+-- arguments, its results kept in the global R (walked with the rest).
+local function script_text(name)
+  return ([==[
+local luaop = require "luaop"
+local cjson, cjson_safe = require "cjson", require "cjson.safe"
+R = {}
+-- keep(label, ...): the values, as R["label 1"], R["label 2"], ...
+local function keep(label, ...)
+  for i = 1, select("#", ...) do R[label .. " " .. i] = (select(i, ...)) end
+  return ...
+end
+local NAME = %q
+local function try(label, f, ...) keep(label, pcall(f, ...)) end
+-- every method a handle offers, by name (those it lacks are skipped)
+local function each(label, h, calls)
+  for i, c in ipairs(calls) do
+    local f = h[c[1]]
+    if type(f) == "function" then keep(("%%s:%%s#%%d"):format(label, c[1], i), pcall(f, h, table.unpack(c, 2))) end
+  end
+end
+local function cm(n) return { apiVersion = "v1", kind = "ConfigMap",
+  metadata = { name = n .. "-" .. NAME, namespace = "default" }, data = { k = "v" } } end
+keep("top", luaop, cjson, cjson_safe, luaop.client(), luaop.log, luaop.time, luaop.json, string, table, math, utf8,
+  coroutine, os, _G, getmetatable(""), getmetatable(luaop), getmetatable(luaop.client()))
+keep("cjson", cjson.new(), cjson_safe.new(), cjson.array_mt, cjson.empty_array, cjson.null, luaop.null)
+local handlers = luaop.controller { name = NAME .. "-handlers", resource = "v1/Secret", namespace = "default",
+  on_add = function(ctx, obj) keep("on_add", ctx, obj, ctx.log, getmetatable(ctx)) end }
+return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = "default",
+  watches = { { "v1/Secret", map = function(obj, ctx)
+    keep("map", obj, ctx, ctx.log, ctx:get("ConfigMap", { namespace = "default", name = "x" }), ctx:list("ConfigMap"))
+    return {}
+  end } },
+  reconcile = function(ctx, req)
+    if R.done then return end
+    R.done = true
+    keep("reconcile", ctx, req, ctx.log, ctx.log:with { a = 1 }, coroutine.running(), getmetatable(ctx))
+    each("ctx", ctx, {
+      { "get", "ConfigMap", req }, { "get", "ConfigMap", "missing", "default" }, { "get", "v1/Secret", "s", "default" },
+      { "list", "ConfigMap" }, { "list", "ConfigMap", { namespace = "default", labels = { a = "b" } } },
+      { "list", "v1/Secret", { namespace = "default" } }, { "list", "v1/Namespace" },
+      { "cache", "ConfigMap" }, { "cache", "v1/ConfigMap", { namespace = "default" } },
+      { "create", cm("made") }, { "update", cm("made") }, { "update_status", cm("made") },
+      { "apply", cm("applied") }, { "patch", "ConfigMap", { namespace = "default", name = "made-" .. NAME },
+        { data = { p = "q" } } },
+      { "event", { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "x", namespace = "default" } },
+        "Normal", "Seen", "a note" },
+      { "delete", "ConfigMap", { namespace = "default", name = "made-" .. NAME } },
+      { "delete", cm("applied") }, { "delete", "ConfigMap", { namespace = "default", name = "none" } },
+    })
+    each("ctx.log", ctx.log, { { "info", "hello", { a = 1 } }, { "error", "oops" }, { "debug", "dbg" }, { "with", { b = 2 } } })
+    for n, c in ipairs { luaop.client(), luaop.client { namespace = "default" } } do
+      local cn = "client" .. n
+      keep(cn, c, c.namespace, c.server)
+      each(cn, c, {
+        { "get", "ConfigMap", "x", "default" }, { "get", "ConfigMap", "missing" }, { "get", "Nope", "x" },
+        { "list", "ConfigMap" }, { "list", "ConfigMap", { each_page = function(items) keep("each_page", items) end } },
+        { "create", cm("c") }, { "update", cm("c") }, { "update_status", cm("c") }, { "apply", cm("c") },
+        { "patch", "ConfigMap", "c-" .. NAME, { data = { z = "1" } } }, { "delete", "ConfigMap", "c-" .. NAME },
+        { "resolve", "ConfigMap" }, { "resolve", "v1/Secret" }, { "namespace_of", {}, "x" },
+        { "default" }, { "new" }, { "error", 404, nil }, { "error_text", "x" }, { "is_error", {} },
+        { "forget_discovery_not" },
+      })
+      local w = keep(cn .. ":watch", c:watch("ConfigMap", { timeout = 1 }))
+      if type(w) == "table" or type(w) == "userdata" then
+        keep(cn .. ":watch fields", w.raw, w.err, getmetatable(w))
+        each(cn .. ":watch", w, { { "close" } })
+      end
+    end
+    local t = keep("spawn", luaop.spawn(function(...) return ... end, 1, {}))
+    each("spawn", t, { { "wait" } })
+    keep("loggers", luaop.logger("x"), luaop.logger("x"):with { b = 2 }, luaop.log:with { c = 3 })
+    keep("helpers", luaop.copy({ a = { 1, 2 } }), luaop.array(), luaop.array({ 1 }), luaop.json.decode('{"a":[1,{}]}'),
+      cjson.decode('{"a":[1,{}]}'), cjson_safe.decode("nope"), luaop.time.parse("2030-01-01T00:00:00Z"),
+      luaop.time.format(0), luaop.time.wall(), luaop.controller_of({}),
+      luaop.set_controller({ metadata = { namespace = "default" } }, { apiVersion = "v1", kind = "ConfigMap",
+        metadata = { name = "o", uid = "u", namespace = "default" } }),
+      luaop.requeue_after(1), luaop.requeue(), luaop.is_error({}))
+    try("encode", luaop.json.encode, { a = luaop.array() })
+    try("error", error, { reason = "mine" })
+    local ok, err = luaop.client():get("ConfigMap", "missing")
+    keep("error value", ok, err, err and tostring(err), luaop.is_error(err))
+    try("sleep", luaop.sleep, 0)
+  end }, handlers }
+]==]):format(name)
+end
+
+local function cm(name)
+  return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" }, data = {} }
+end
+
+describe("the reachability audit", function()
+  local dir, world
+  before_each(function() dir = proc.tempdir() end)
+  after_each(function()
+    if world then world:stop() end
+    world = nil
+    proc.sh("rm -rf " .. dir)
+  end)
+
+  it("finds nothing a script reaches that another script reaches too or that is the runtime's own, beyond what may be shared", function()
+    local names = { "one", "two", "three" }
+    local paths = {}
+    for i, n in ipairs(names) do paths[i] = proc.write(dir, n .. ".lua", script_text(n)) end
+    world = testing.env { scripts = paths, objects = { cm("x"),
+      { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } } } }
+    world:create(cm("y"))
+    world:advance(2)
+    local internal = internal_objects(world)
+    local reach, ran = {}, {}
+    for i, p in ipairs(paths) do
+      local env = env_of(world.scripts[p])
+      ran[i] = rawget(env, "R") and rawget(env, "R").done
+      reach[i] = walk(env, names[i])
+    end
+    assert.are.same({ true, true, true }, ran, "every script's reconcile ran its calls")
+    -- a breach: what may not be shared and is the runtime's or another
+    -- script's; reported where a walk first met one (what it leads on to
+    -- is left out)
+    local function breach(i, v, s)
+      local others = {}
+      for j, other in ipairs(reach) do
+        if j ~= i and other[v] then others[#others + 1] = names[j] end
+      end
+      if may_share(v, s) or not (internal[v] or #others > 0) then return nil end
+      return others
+    end
+    local found, told = {}, {}
+    for i, seen in ipairs(reach) do
+      for v, s in pairs(seen) do
+        local others = breach(i, v, s)
+        if others and not told[v] and not (s.parent and breach(i, s.parent, seen[s.parent])) then
+          told[v] = true
+          found[#found + 1] = ("%s (%s)%s%s"):format(s.path, type(v),
+            internal[v] and ": the runtime's " .. internal[v] or "",
+            #others > 0 and ", reached by " .. table.concat(others, " and ") .. " too" or "")
+        end
+      end
+    end
+    table.sort(found)
+    assert.are.same({}, found)
+  end)
+
+  it("lets no script change what another script's ctx, client, errors or logger do", function()
+    -- a_attack.lua tries every route the audit found on 0f98892; b_victim.lua
+    -- then reads, writes and logs as usual
+    local a = proc.write(dir, "a_attack.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "attack", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name ~= "go" then return end
+    local c, tried = luaop.client(), {}
+    local function try(what, f) tried[#tried + 1] = what .. "=" .. tostring((pcall(f))) end
+    try("cache", function() ctx:cache("ConfigMap").get = function() return { data = { forged = "yes" } } end end)
+    try("default", function()
+      local real = c.create
+      c.default().create = function(self, obj, o)
+        obj.metadata.name = "stolen"
+        return real(self, obj, o)
+      end
+    end)
+    try("client class", function() c.__index.update = nil end)
+    try("resolve", function() c:resolve("ConfigMap").resource = "secrets" end)
+    try("error class", function() select(2, c:get("ConfigMap", "missing")).__index.forged = "yes" end)
+    try("ctx class", function() ctx.__index.get = function() return { data = { forged = "yes" } } end end)
+    try("logger class", function() ctx.log.__index.info = function() end end)
+    ctx.log:error("tried", { tried = table.concat(tried, " ") })
+  end }
+]])
+    local b = proc.write(dir, "b_victim.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "victim", resource = "v1/Secret", namespace = "default",
+  reconcile = function(ctx, req)
+    local c = luaop.client()
+    local made = c:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "b-made" } }
+    local _, err = c:get("ConfigMap", "missing")
+    local go = ctx:get("ConfigMap", "go", "default")
+    ctx.log:info("victim", { made = made and made.metadata.name, forged_error = tostring(err.forged),
+      go = go and go.data and (go.data.forged or go.data.k) })
+  end }
+]])
+    world = testing.env { scripts = { a, b } }
+    assert(world:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "go", namespace = "default" },
+      data = { k = "v" } })
+    local tried = world:logs { msg = "^tried$" }[1]
+    assert.are.equal("cache=false default=false client class=false resolve=false error class=false " ..
+      "ctx class=false logger class=false", tried and tried.fields.tried)
+    assert(world:create { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } })
+    local seen = world:logs { msg = "^victim$" }[1]
+    assert.are.same({ made = "b-made", forged_error = "nil", go = "v", namespace = "default", name = "s" },
+      seen and seen.fields)
+    assert.is_not_nil(world:get("ConfigMap", "default", "b-made"))
+  end)
+end)
