@@ -31,8 +31,11 @@ end
 -- update and delete of its resource, once the caches have synced.
 M.HANDLERS = { "on_add", "on_update", "on_delete" }
 
+-- Definitions' metatable marks them (is_definition) and holds nothing: with
+-- Definition.__index = Definition, def.__index was this table, shared by every
+-- script's definitions, and a field one script set on it (memory, watches)
+-- was read by the next script's definition as its own.
 local Definition = {}
-Definition.__index = Definition
 
 -- What is wrong with a kind as a definition names it ("Kind", "v1/Kind",
 -- "group/version/Kind"), or nil.

@@ -31,6 +31,7 @@ local CODE_ONLY = {
   ["cjson.lua:EXPECTED"] = "decode errors' wording, written once at load: read by decode_error",
   ["cjson.lua:TOKENS"] = "token names, written once at load: read by decode_error",
   ["cjson.lua:SKIP"] = "a marker normalize() returns and encode compares with, never handed out",
+  ["client.lua:watch_methods"] = "the watch handles' methods (functions only), written once at load",
   ["client.lua:viewed"] = "view or watch handle -> its client or watch: read by a method for its own self",
   ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
 }
@@ -222,10 +223,16 @@ end
 local NAME = %q
 local function try(label, f, ...) keep(label, pcall(f, ...)) end
 -- every method a handle offers, by name (those it lacks are skipped)
-local function each(label, h, calls)
+-- (CALLED["kind:name"]: what was called, for the spec to check none is missed)
+CALLED = {}
+local function each(label, h, calls, plain)
   for i, c in ipairs(calls) do
     local f = h[c[1]]
-    if type(f) == "function" then keep(("%%s:%%s#%%d"):format(label, c[1], i), pcall(f, h, table.unpack(c, 2))) end
+    if type(f) == "function" then
+      CALLED[label:gsub("%%d", "") .. ":" .. c[1]] = true
+      if plain then keep(("%%s.%%s#%%d"):format(label, c[1], i), pcall(f, table.unpack(c, 2)))
+      else keep(("%%s:%%s#%%d"):format(label, c[1], i), pcall(f, h, table.unpack(c, 2))) end
+    end
   end
 end
 local function cm(n) return { apiVersion = "v1", kind = "ConfigMap",
@@ -270,22 +277,35 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
         { "default" }, { "new" }, { "error", 404, nil }, { "error_text", "x" }, { "is_error", {} },
         { "forget_discovery_not" },
       })
+      CALLED["client:watch"] = true
       local w = keep(cn .. ":watch", c:watch("ConfigMap", { timeout = 1 }))
       if type(w) == "table" or type(w) == "userdata" then
         keep(cn .. ":watch fields", w.raw, w.err, getmetatable(w))
-        each(cn .. ":watch", w, { { "close" } })
+        each(cn .. ":watch", w, { { "close" }, { "next" }, { "events" } }) -- (closed first: next does not wait)
       end
     end
     local t = keep("spawn", luaop.spawn(function(...) return ... end, 1, {}))
     each("spawn", t, { { "wait" } })
-    keep("loggers", luaop.logger("x"), luaop.logger("x"):with { b = 2 }, luaop.log:with { c = 3 })
-    keep("helpers", luaop.copy({ a = { 1, 2 } }), luaop.array(), luaop.array({ 1 }), luaop.json.decode('{"a":[1,{}]}'),
-      cjson.decode('{"a":[1,{}]}'), cjson_safe.decode("nope"), luaop.time.parse("2030-01-01T00:00:00Z"),
-      luaop.time.format(0), luaop.time.wall(), luaop.controller_of({}),
-      luaop.set_controller({ metadata = { namespace = "default" } }, { apiVersion = "v1", kind = "ConfigMap",
-        metadata = { name = "o", uid = "u", namespace = "default" } }),
-      luaop.requeue_after(1), luaop.requeue(), luaop.is_error({}))
-    try("encode", luaop.json.encode, { a = luaop.array() })
+    each("luaop.log", luaop.log, { { "with", { c = 3 } }, { "info", "x" }, { "error", "x" }, { "debug", "x" } })
+    local owner = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "o", uid = "u", namespace = "default" } }
+    each("luaop", luaop, {
+      { "logger", "x" }, { "copy", { a = { 1, 2 } } }, { "array" }, { "array", { 1 } }, { "controller_of", {} },
+      { "set_controller", { metadata = { namespace = "default" } }, owner }, { "requeue_after", 1 }, { "requeue" },
+      { "is_error", {} }, { "controller", { name = "inner", resource = "v1/Pod", reconcile = function() end } },
+      { "client" }, { "client", { namespace = "x" } }, { "sleep", 0 }, { "spawn", function() return {} end },
+      { "array", setmetatable({}, { __index = function() return 1 end }) },
+    }, true)
+    each("luaop.time", luaop.time, { { "parse", "2030-01-01T00:00:00Z" }, { "format", 0 }, { "format_micro", 0.5 },
+      { "wall" }, { "monotonic" } }, true)
+    each("luaop.json", luaop.json, { { "decode", '{"a":[1,{}]}' }, { "encode", { a = luaop.array() } },
+      { "array" }, { "is_array", {} }, { "peek", '{"a":1}', "a" }, { "decode_page", '{"items":[]}' } }, true)
+    for n, cj in ipairs { cjson, cjson_safe, cjson.new(), cjson_safe.new() } do
+      local calls = { { "decode", '{"a":[1,{}]}' }, { "decode", "nope" }, { "encode", { 1, 2, nil, 4 } }, { "new" } }
+      for k, f in pairs(cj) do
+        if type(f) == "function" and k ~= "new" and k ~= "encode" and k ~= "decode" then calls[#calls + 1] = { k } end
+      end
+      each("cjson" .. n, cj, calls, true)
+    end
     try("error", error, { reason = "mine" })
     local ok, err = luaop.client():get("ConfigMap", "missing")
     keep("error value", ok, err, err and tostring(err), luaop.is_error(err))
@@ -348,9 +368,46 @@ describe("the reachability audit", function()
     end
     table.sort(found)
     assert.are.same({}, found)
+    -- and it called every method its handles offer
+    local e1 = env_of(world.scripts[paths[1]])
+    local R, called = rawget(e1, "R"), rawget(e1, "CALLED")
+    local function methods(kind, x, out)
+      local mt = debug.getmetatable(x)
+      local idx = mt and rawget(mt, "__index")
+      local function add(t)
+        for k, f in next, t do
+          if type(f) == "function" and type(k) == "string" and not k:match("^__") then out[#out + 1] = kind .. ":" .. k end
+        end
+      end
+      if type(x) == "table" then add(x) end
+      if type(idx) == "table" then add(idx) end
+      if type(idx) == "function" then
+        for i = 1, math.huge do
+          local n, u = debug.getupvalue(idx, i)
+          if not n then break end
+          if type(u) == "table" and n ~= "_ENV" then add(u) end
+        end
+      end
+      return out
+    end
+    local offered = {}
+    methods("ctx", R["reconcile 1"], offered)
+    methods("ctx.log", R["reconcile 3"], offered)
+    methods("client", R["client1 1"], offered)
+    methods("client:watch", R["client1:watch 1"], offered)
+    methods("spawn", R["spawn 1"], offered)
+    methods("luaop", package.loaded.luaop, offered)
+    methods("luaop.time", package.loaded.luaop.time, offered)
+    methods("luaop.json", package.loaded.luaop.json, offered)
+    local missed = {}
+    for _, m in ipairs(offered) do
+      if not called[m] then missed[#missed + 1] = m end
+    end
+    table.sort(missed)
+    assert.are.same({}, missed, "methods the probe does not call")
   end)
 
-  it("lets no script change what another script's ctx, client, errors or logger do", function()
+  it("lets no script change what another script's ctx, client, errors, loggers or definitions do", function()
     -- a_attack.lua tries every route the audit found on 0f98892; b_victim.lua
     -- then reads, writes and logs as usual
     local a = proc.write(dir, "a_attack.lua", [[
@@ -373,6 +430,9 @@ return luaop.controller { name = "attack", resource = "v1/ConfigMap", namespace 
     try("error class", function() select(2, c:get("ConfigMap", "missing")).__index.forged = "yes" end)
     try("ctx class", function() ctx.__index.get = function() return { data = { forged = "yes" } } end end)
     try("logger class", function() ctx.log.__index.info = function() end end)
+    try("definition class", function()
+      luaop.controller({ name = "d", resource = "v1/Pod", reconcile = print }).__index.forged = "yes"
+    end)
     ctx.log:error("tried", { tried = table.concat(tried, " ") })
   end }
 ]])
@@ -384,7 +444,9 @@ return luaop.controller { name = "victim", resource = "v1/Secret", namespace = "
     local made = c:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "b-made" } }
     local _, err = c:get("ConfigMap", "missing")
     local go = ctx:get("ConfigMap", "go", "default")
+    local def = luaop.controller { name = "d", resource = "v1/Pod", reconcile = print }
     ctx.log:info("victim", { made = made and made.metadata.name, forged_error = tostring(err.forged),
+      forged_definition = tostring(def.forged),
       go = go and go.data and (go.data.forged or go.data.k) })
   end }
 ]])
@@ -393,10 +455,11 @@ return luaop.controller { name = "victim", resource = "v1/Secret", namespace = "
       data = { k = "v" } })
     local tried = world:logs { msg = "^tried$" }[1]
     assert.are.equal("cache=false default=false client class=false resolve=false error class=false " ..
-      "ctx class=false logger class=false", tried and tried.fields.tried)
+      "ctx class=false logger class=false definition class=false", tried and tried.fields.tried)
     assert(world:create { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } })
     local seen = world:logs { msg = "^victim$" }[1]
-    assert.are.same({ made = "b-made", forged_error = "nil", go = "v", namespace = "default", name = "s" },
+    assert.are.same({ made = "b-made", forged_error = "nil", forged_definition = "nil", go = "v",
+      namespace = "default", name = "s" },
       seen and seen.fields)
     assert.is_not_nil(world:get("ConfigMap", "default", "b-made"))
   end)
