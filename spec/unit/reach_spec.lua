@@ -133,6 +133,11 @@ local function walk(root, name)
     local v, path, mode, parent = table.unpack(queue[head])
     queue[head], head = nil, head + 1
     local t = type(v)
+    if t == "string" and not seen["<string metatable>"] then
+      -- the metatable every string shares (sandbox getmetatable hides it)
+      seen["<string metatable>"] = { path = path }
+      queue[#queue + 1] = { debug.getmetatable(""), path .. "<string metatable>", "mt", nil }
+    end
     if t == "table" or t == "function" or t == "userdata" or t == "thread" then
       local s = seen[v]
       local first = s == nil
