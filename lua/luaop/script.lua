@@ -91,6 +91,7 @@ M.read = fs.read
 local base_load, base_setmetatable, base_getmetatable, base_rawset = load, setmetatable, getmetatable, rawset
 local base_collectgarbage, base_rawget = collectgarbage, rawget
 local cjson = require "luaop.cjson"
+local random = require "luaop.random"
 local array_mt = base_getmetatable(core.json.array()) -- luaop's, of every JSON array
 
 M.BASE = { "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "rawequal", "rawget", "rawlen",
@@ -148,6 +149,12 @@ function M.env()
     modules[k] = readonly(_G[k], k, views)
     env[k] = modules[k]
   end
+  -- math with a generator of its own (Lua's state is one for every script)
+  local math_own = {}
+  for k, v in pairs(math) do math_own[k] = v end
+  math_own.random, math_own.randomseed = random.new()
+  modules.math = readonly(math_own, "math", views)
+  env.math = modules.math
   local os_time = {}
   for _, k in ipairs(M.OS) do os_time[k] = os[k] end
   for _, k in ipairs(M.OS_REFUSED) do
