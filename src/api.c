@@ -185,9 +185,11 @@ static void api_count(api *a, const char *method, long status)
         snprintf(code, sizeof code, "%ld", status);
     else
         snprintf(code, sizeof code, "<error>");
-    s = metrics_get(a->metrics, "rest_client_requests_total", values, 3, err, sizeof err);
-    if (s)
+    s = metrics_get(a->metrics, NULL, "rest_client_requests_total", values, 3, err, sizeof err);
+    if (s) {
         metrics_add(a->metrics, s, 1);
+        metrics_release(a->metrics, s);
+    }
 }
 
 void api_set_metrics(api *a, struct metrics *m)

@@ -33,10 +33,18 @@ function M.key(obj)
 end
 local key = M.key
 
+-- The informers' metric series (luaop_cache_objects) come from a pool of
+-- their own, neither a script's account nor the runtime's reserve: at most
+-- M.METRIC_SERIES, each informer's going when it stops.
+M.METRIC_SERIES = 1000
+local metrics_pool
+
 -- opts: namespace (nil: all namespaces), label_selector, field_selector,
 -- client (default luaop.client()), log (a luaop logger).
 function M.new(kind, opts)
   opts = opts or {}
+  metrics_pool = metrics_pool or core.metrics.owner("the informers", M.METRIC_SERIES)
+  local owner = core.metrics.owner("informer " .. kind, 0, metrics_pool)
   return setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
@@ -46,7 +54,8 @@ function M.new(kind, opts)
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
     -- selectors share it: the last to change sets it)
-    objects = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" }),
+    metrics_owner = owner,
+    objects = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" }, owner),
   }, Informer)
 end
 
@@ -458,6 +467,7 @@ end
 
 function Informer:stop()
   self.stopped = true
+  self.metrics_owner:drop()
   self.dispatch:signal()
   if self.watching then self.watching:close() end
   self.synced_cond:signal() -- nobody waits for a cache that will not come
