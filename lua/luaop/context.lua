@@ -68,7 +68,8 @@ function Ctx:list(kind, opts)
   end
   local inf = self:cache(kind, opts)
   if inf then
-    local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels })
+    local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels,
+      holder = private[self].controller }) -- a label index it asks for is held on its script's behalf
     for i, o in ipairs(out) do out[i] = luaop.copy(o) end
     return out
   end

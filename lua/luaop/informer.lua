@@ -48,7 +48,7 @@ function M.new(kind, opts)
   return setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
-    store = {}, count = 0, indexes = {}, label_indexes = 0, handlers = {}, tombstones = {}, deferred = {},
+    store = {}, count = 0, indexes = {}, holders = {}, handlers = {}, tombstones = {}, deferred = {},
     dispatch = core.task.cond(),
     synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
@@ -100,9 +100,19 @@ function Informer:stale(k, obj)
   return new ~= nil and old ~= nil and new <= old
 end
 
--- At most this many label indexes an informer keeps (a script that lists
--- by ever new label keys gets scans beyond them, not ever more indexes).
-local MAX_LABEL_INDEXES = 8
+-- Label indexes are held on a script's behalf (docs/security.md, "Shared
+-- resources"): an index belongs to the controllers whose lists asked for
+-- it, and is dropped when the last of them stops (release_indexes) or the
+-- informer does. A script holds at most M.SCRIPT_LABEL_INDEXES of them,
+-- over every informer (an index two scripts asked for counts for both):
+-- past that its lists by other labels scan, and no script's indexes ever
+-- stop another's. Building one runs in the reconcile that asked, so its
+-- memory is charged to that reconcile's budget; keeping it up to date
+-- runs in the informer's task. The namespace index is the informer's own
+-- (at most one, made for any list by namespace, gone with it).
+M.SCRIPT_LABEL_INDEXES = 8
+local held = {} -- script -> label indexes its controllers hold
+function M.indexes_held(script) return held[script] or 0 end
 
 -- Indexes of the store, each made the first time a read asks for it
 -- (Informer:list) and kept as objects come and go: by namespace
@@ -468,6 +478,9 @@ end
 function Informer:stop()
   self.stopped = true
   self.metrics_owner:drop()
+  for name, hs in pairs(self.holders) do -- its indexes go with it
+    for h in pairs(hs) do self:release_index(name, h) end
+  end
   self.dispatch:signal()
   if self.watching then self.watching:close() end
   self.synced_cond:signal() -- nobody waits for a cache that will not come
@@ -479,10 +492,54 @@ function Informer:get(namespace, name)
   return self.store[namespace .. "/" .. name]
 end
 
+-- Whether holder (a controller: .script) holds label index `name` now,
+-- taking it when its script may hold one more. No holder: only an index
+-- that exists already.
+function Informer:hold_index(name, holder)
+  local hs = self.holders[name]
+  if holder == nil or type(holder.script) ~= "string" then return hs ~= nil end
+  if hs and hs[holder] then return true end
+  local script = holder.script
+  local mine = false -- the script holds this index already (through another controller)
+  for h in pairs(hs or {}) do
+    if h.script == script then mine = true; break end
+  end
+  if not mine then
+    if (held[script] or 0) >= M.SCRIPT_LABEL_INDEXES then return hs ~= nil end
+    held[script] = (held[script] or 0) + 1
+  end
+  hs = hs or {}
+  hs[holder] = true
+  self.holders[name] = hs
+  return true
+end
+
+-- holder lets label index `name` go; the last holder's going drops it.
+function Informer:release_index(name, holder)
+  local hs = self.holders[name]
+  if not hs or not hs[holder] then return end
+  hs[holder] = nil
+  local still = false
+  for h in pairs(hs) do
+    if h.script == holder.script then still = true; break end
+  end
+  if not still then held[holder.script] = held[holder.script] - 1 end
+  if next(hs) == nil then
+    self.holders[name] = nil
+    self.indexes[name] = nil
+  end
+end
+
+-- A controller stopped: every label index it held is let go.
+function Informer:release_indexes(holder)
+  for name in pairs(self.holders) do self:release_index(name, holder) end
+end
+
 -- Every cached object, optionally only those for which filter(obj) is
 -- true. hint: {namespace =, labels = {key = value}} that filter requires
--- too: only the objects of one index entry are tried (a label's, as
--- usually the fewer; else the namespace's), not the whole cache.
+-- too, and holder (the controller asking): only the objects of one index
+-- entry are tried (a label's, as usually the fewer; else the
+-- namespace's), not the whole cache.
 function Informer:list(filter, hint)
   local candidates = self.store
   if hint then
@@ -490,8 +547,7 @@ function Informer:list(filter, hint)
     for k, v in pairs(hint.labels or {}) do
       if type(k) == "string" and type(v) == "string" then label, value = k, v; break end
     end
-    if label and (self.indexes["label:" .. label] or self.label_indexes < MAX_LABEL_INDEXES) then
-      if not self.indexes["label:" .. label] then self.label_indexes = self.label_indexes + 1 end
+    if label and self:hold_index("label:" .. label, hint.holder) then
       candidates = self:index("label:" .. label)[value] or {}
     elseif type(hint.namespace) == "string" and hint.namespace ~= self.opts.namespace then
       candidates = self:index("namespace")[hint.namespace] or {}

@@ -294,6 +294,8 @@ function Manager:stop_controller(c)
   self.controllers[c.name] = nil
   c.subs, c.primary = {}, nil -- its caches may go
   c.metrics_owner:drop() -- its series leave /metrics (a reconcile still running updates nothing)
+  require("luaop.events").forget(c.name) -- its Event series' last counts written, its keys and buckets gone
+  for _, e in pairs(self.informers) do e.inf:release_indexes(c) end -- the label indexes it held
   self.retired[#self.retired + 1] = c
 end
 
