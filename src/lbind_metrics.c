@@ -8,7 +8,8 @@
  *       a handle that records nothing and why says so
  *   s:add([n])  s:set(v)  s:observe(v)  s:value() -> number
  *   t = s:start()  s:finish(t)     in-flight gauges (workqueue_unfinished_...)
- *   s:recorded() -> boolean        whether the registry keeps it
+ *   s:recorded() -> boolean        whether the registry keeps it (not refused,
+ *                                  its owner not dropped)
  *   o = metrics.owner(name [, cap [, parent]])  an account of series (metrics.h):
  *       at most cap of them (nil or 0: no cap of its own) with its
  *       descendants', each charged to parent too
@@ -142,7 +143,9 @@ static int lbind_series_value(lua_State *L)
 
 static int lbind_series_recorded(lua_State *L)
 {
-    lua_pushboolean(L, lbind_toseries(L)->s != NULL);
+    lbind_series *ls = lbind_toseries(L);
+
+    lua_pushboolean(L, ls->s != NULL && metrics_linked(ls->m, ls->s));
     return 1;
 }
 

@@ -279,6 +279,16 @@ void metrics_release(metrics *m, metrics_series *s)
     pthread_mutex_unlock(&m->lock);
 }
 
+int metrics_linked(metrics *m, metrics_series *s)
+{
+    int r;
+
+    pthread_mutex_lock(&m->lock);
+    r = s->linked;
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
 size_t metrics_count(metrics *m)
 {
     size_t n;

@@ -61,6 +61,8 @@ void metrics_owner_release(metrics *m, metrics_owner *o);
 metrics_series *metrics_get(metrics *m, metrics_owner *owner, const char *name, const char *const *values,
                             size_t nvalues, char *err, size_t errlen);
 void metrics_release(metrics *m, metrics_series *s);
+/* Whether s is in the registry still (its owner not dropped). */
+int metrics_linked(metrics *m, metrics_series *s);
 /* The number of labels of family `name`, or -1 when there is none. */
 int metrics_family_labels(const char *name);
 

@@ -45,7 +45,7 @@ function M.new(kind, opts)
   opts = opts or {}
   metrics_pool = metrics_pool or core.metrics.owner("the informers", M.METRIC_SERIES)
   local owner = core.metrics.owner("informer " .. kind, 0, metrics_pool)
-  return setmetatable({
+  local inf = setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
     store = {}, count = 0, indexes = {}, holders = {}, handlers = {}, tombstones = {}, deferred = {},
@@ -55,8 +55,10 @@ function M.new(kind, opts)
     -- luaop_cache_objects (informers of one kind and namespace with other
     -- selectors share it: the last to change sets it)
     metrics_owner = owner,
-    objects = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" }, owner),
   }, Informer)
+  inf.objects, inf.objects_refused = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" },
+    owner)
+  return inf
 end
 
 -- handlers: {add = f(obj), update = f(old, new), delete = f(obj)}; several
@@ -166,6 +168,18 @@ function Informer:index(name)
   return map
 end
 
+-- luaop_cache_objects: the count. The series is shared with informers of
+-- the same kind and namespace and other selectors, and charged to the one
+-- that made it: when that one stopped, this one makes it again.
+-- (One the pool refused is not asked for again.)
+function Informer:count_objects()
+  if not self.objects_refused and not self.stopped and not self.objects:recorded() then
+    self.objects, self.objects_refused = core.metrics.series("luaop_cache_objects",
+      { self.kind, self.opts.namespace or "" }, self.metrics_owner)
+  end
+  self.objects:set(self.count)
+end
+
 -- Put obj in the cache and tell the handlers.
 -- (defer: the handlers are told from the informer's own dispatcher task,
 -- not from the caller's: a write of one reconcile must not run every
@@ -183,7 +197,7 @@ function Informer:upsert(obj, defer)
   end
   if old == nil then
     self.count = self.count + 1
-    self.objects:set(self.count)
+    self:count_objects()
     self:emit("add", obj, nil, defer)
   elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
     self:emit("update", old, obj, defer)
@@ -201,7 +215,7 @@ function Informer:remove(obj, defer)
   self.store[k] = nil
   if next(self.indexes) then index_remove(self, k, old) end
   self.count = self.count - 1
-  self.objects:set(self.count)
+  self:count_objects()
   self:emit("delete", old, nil, defer)
 end
 
