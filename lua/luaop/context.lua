@@ -162,8 +162,9 @@ end
 -- 1 KiB. Repeats merge into a series and a flood is cut down
 -- (luaop.events); never waits. Raises when the Event is not valid.
 function Ctx:event(obj, type_, reason, note, action)
+  local c = private[self].controller
   local ok, err = events.record { regarding = obj, type = type_, reason = reason, note = note, action = action,
-    controller = private[self].controller and private[self].controller.name }
+    controller = c and c.name, script = c and c.script }
   if not ok then error(err, 2) end
 end
 

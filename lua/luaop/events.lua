@@ -18,7 +18,9 @@
 -- expire, or to have its series written again), at most MAX_KEYS keys and
 -- MAX_BUCKETS buckets; a record looks at no more than SWEEP entries of its
 -- own controller's heap, so what it costs never depends on what other
--- controllers recorded. A controller's state goes when it stops (forget).
+-- controllers recorded. The controllers of one script together keep at
+-- most SCRIPT_KEYS keys and SCRIPT_BUCKETS buckets (record's `script`).
+-- A controller's state goes when it stops (forget).
 --
 -- Recording never waits for the API server and never fails the caller: an
 -- Event is written by a task of its own; one the server refuses is logged.
@@ -33,11 +35,13 @@ local M = {
   NOTE_MAX = 1024,         -- the API server's limit on note
   MAX_KEYS = 1024,         -- keys (series) one controller keeps; Events of new ones beyond are dropped
   MAX_BUCKETS = 1024,      -- objects' buckets one controller keeps; likewise
+  SCRIPT_KEYS = 4096, SCRIPT_BUCKETS = 4096, -- and all the controllers of one script together
   SWEEP = 8,               -- due entries of its heap one record looks at, at most
 }
 
 local log = luaop.logger("events")
 local states = {}  -- controller name -> its state (state())
+local scripts = {} -- script -> {nkeys, nbuckets} of its controllers together
 local identity     -- reportingInstance
 local pending = 0  -- writes under way
 local idle = core.task.cond()
@@ -52,7 +56,7 @@ function M.set_identity(id) identity = id end
 -- Forget every series and bucket (the test kit, between environments: its
 -- clock starts over).
 function M.reset()
-  states = {}
+  states, scripts = {}, {}
 end
 
 local function instance()
@@ -108,14 +112,27 @@ local function heap_pop(h)
   return top
 end
 
--- The state of a controller, made on its first Event.
-local function state(controller)
+-- The state of a controller, made on its first Event; charged to its
+-- script (the one it first recorded for).
+local function state(controller, script)
   local st = states[controller]
   if not st then
-    st = { keys = {}, nkeys = 0, buckets = {}, nbuckets = 0, heap = {}, own = nil }
+    script = type(script) == "string" and script or ""
+    local sc = scripts[script]
+    if not sc then
+      sc = { nkeys = 0, nbuckets = 0 }
+      scripts[script] = sc
+    end
+    st = { keys = {}, nkeys = 0, buckets = {}, nbuckets = 0, heap = {}, own = nil, sc = sc }
     states[controller] = st
   end
   return st
+end
+
+-- One key or bucket more (delta 1) or less (-1) for st and its script.
+local function count(st, field, delta)
+  st[field] = st[field] + delta
+  st.sc[field] = st.sc[field] + delta
 end
 
 -- A token bucket (b, or a new one when nil): whether it may take a token
@@ -143,8 +160,8 @@ local function allow(st, ref, now)
   if not ok then return false end
   local b = st.buckets[id]
   if not b then
-    if st.nbuckets >= M.MAX_BUCKETS then return false end
-    st.nbuckets = st.nbuckets + 1
+    if st.nbuckets >= M.MAX_BUCKETS or st.sc.nbuckets >= M.SCRIPT_BUCKETS then return false end
+    count(st, "nbuckets", 1)
   end
   ok, b = take(b, M.BURST, M.REFILL, now)
   if not st.buckets[id] then
@@ -208,7 +225,7 @@ local function sweep(st, now)
           write_series(k, now)
         end
         st.keys[id] = nil
-        st.nkeys = st.nkeys - 1
+        count(st, "nkeys", -1)
       else
         if k.count > k.sent and now - k.written >= M.REFRESH then
           k.sent = k.count
@@ -220,7 +237,7 @@ local function sweep(st, now)
       local due = bucket_due(obj)
       if now >= due then
         st.buckets[id] = nil
-        st.nbuckets = st.nbuckets - 1
+        count(st, "nbuckets", -1)
       else
         heap_push(h, { due, "bucket", id, obj })
       end
@@ -229,7 +246,7 @@ local function sweep(st, now)
 end
 
 -- record{regarding = obj, type = "Normal"|"Warning", reason = "UpperCamel",
--- note = text, action = "Verb", controller = name}: true, or nil and why
+-- note = text, action = "Verb", controller = name, script = path}: true, or nil and why
 -- the Event is not valid (nothing is written then). Dropped silently (true)
 -- when the spam filter says so.
 function M.record(e)
@@ -250,7 +267,7 @@ function M.record(e)
   local owner = tostring(e.controller or "luaop")
   local controller = "luaop/" .. owner:gsub("[^%w%-_.]", "-"):sub(1, 63)
   local now = core.task.now()
-  local st = state(owner)
+  local st = state(owner, e.script)
   sweep(st, now)
   local key = table.concat({ ref.apiVersion, ref.kind, ref.namespace or "", ref.name, ref.uid or "", e.type,
     e.reason, action }, "\0")
@@ -261,7 +278,7 @@ function M.record(e)
       write_series(k, now)
     end
     st.keys[key] = nil
-    st.nkeys = st.nkeys - 1
+    count(st, "nkeys", -1)
     k = nil
   end
   if k then
@@ -272,11 +289,11 @@ function M.record(e)
     end
     return true
   end
-  if st.nkeys >= M.MAX_KEYS then -- at its cap: as the spam filter, dropped
+  if st.nkeys >= M.MAX_KEYS or st.sc.nkeys >= M.SCRIPT_KEYS then -- at a cap: as the spam filter, dropped
     if not st.full then
       st.full = true
-      log:info("a controller keeps as many Event series as it may: new ones are dropped until some end",
-        { controller = owner, keys = st.nkeys })
+      log:info("a controller (or its script) keeps as many Event series as it may: new ones are dropped until "
+        .. "some end", { controller = owner, keys = st.nkeys, scriptKeys = st.sc.nkeys })
     end
     return true
   end
@@ -293,7 +310,7 @@ function M.record(e)
   }
   k = { event = event, count = 1, sent = 1, last = now, written = now }
   st.keys[key] = k
-  st.nkeys = st.nkeys + 1
+  count(st, "nkeys", 1)
   heap_push(st.heap, { key_due(k), "key", key, k })
   write("POST", collection(ns), event, "application/json", { reason = e.reason, regarding = ref.name })
   return true
@@ -315,14 +332,17 @@ function M.forget(controller)
   local st = states[controller]
   if not st then return end
   flush_state(st)
+  st.sc.nkeys, st.sc.nbuckets = st.sc.nkeys - st.nkeys, st.sc.nbuckets - st.nbuckets
   states[controller] = nil
 end
 
 -- What is kept for a controller (nil: nothing), and the heap entries
--- looked at by every record so far.
-function M.stats(controller)
+-- looked at by every record so far; with script, what its controllers keep.
+function M.stats(controller, script)
   local st = states[controller]
-  return st and { keys = st.nkeys, buckets = st.nbuckets, heap = #st.heap } or nil, visited
+  local sc = script and scripts[script]
+  return st and { keys = st.nkeys, buckets = st.nbuckets, heap = #st.heap } or nil, visited,
+    sc and { keys = sc.nkeys, buckets = sc.nbuckets } or nil
 end
 
 -- At the end (after the drain): write every series with counts not yet

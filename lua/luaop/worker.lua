@@ -119,7 +119,7 @@ local function reconcile_one(self, c, key)
     -- and a Warning Event on the object, when it is still there
     local obj = not conflict and c.primary and c.primary.inf:get(ns and ns .. "/" .. name or name)
     if obj then
-      events.record { regarding = obj, type = "Warning", controller = c.name,
+      events.record { regarding = obj, type = "Warning", controller = c.name, script = c.script,
         reason = budgets[why] and "BudgetExceeded" or "ReconcileError",
         note = tostring(res):match("^[^\n]*") }
     end

@@ -28,7 +28,7 @@ describe("Events' state", function()
   local saved, sent, clock
   local defaults = {}
   before_each(function()
-    for _, k in ipairs { "CONTROLLER_BURST", "MAX_KEYS" } do defaults[k] = events[k] end
+    for _, k in ipairs { "CONTROLLER_BURST", "MAX_KEYS", "SCRIPT_KEYS" } do defaults[k] = events[k] end
     events.reset()
     saved = { request = core.api.request, now = core.task.now }
     sent, clock = {}, 1000
@@ -66,7 +66,8 @@ describe("Events' state", function()
     assert.are.equal(events.SWEEP, after - before)
   end)
 
-  it("keeps each controller's keys and buckets apart, capped, and forgets them when it stops", function()
+  it("keeps each controller's keys and buckets apart, capped (its script's together too), and forgets them when "
+    .. "it stops", function()
     events.CONTROLLER_BURST, events.MAX_KEYS = 1e9, 50
     for i = 1, 80 do record("a", i) end
     assert.are.equal(50, events.stats("a").keys)
@@ -87,6 +88,21 @@ describe("Events' state", function()
     assert.matches('"count":3', sent[#sent], 1, true)
     events.forget("a")
     assert.is_nil(events.stats("a"))
+    -- the controllers of one script together: at most SCRIPT_KEYS
+    events.SCRIPT_KEYS = 60
+    for c = 1, 3 do
+      for i = 1, 40 do
+        assert(events.record { regarding = obj(i), type = "Normal", reason = "Seen", controller = "s" .. c,
+          script = "s.lua" })
+      end
+    end
+    assert.are.same({ 40, 20 }, { events.stats("s1").keys, events.stats("s2").keys })
+    assert.are.equal(0, events.stats("s3").keys)
+    assert.are.equal(60, select(3, events.stats("s1", "s.lua")).keys)
+    record("other", 1) -- another script's controller is no concern of s.lua's cap
+    assert.are.equal(1, events.stats("other").keys)
+    events.forget("s1")
+    assert.are.equal(20, select(3, events.stats(nil, "s.lua")).keys)
   end)
 
   it("ends a key idle for the series window with its last count written, writes a series again every 30 "
