@@ -17,8 +17,8 @@ struct api {
     const log_sink *log;
     struct metrics *metrics; /* rest_client_requests_total, when set */
     char host[256];          /* the server's host[:port], its label */
-    /* fencing (api_fence): writes leave only before write_until, but to
-     * the lease itself */
+    /* fencing (api_fence): writes leave only before write_until, but the
+     * election's own (api_spec.lease) */
     int fenced;
     uint64_t write_until; /* uv_hrtime */
     char *lease_path;     /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
@@ -40,6 +40,7 @@ struct api_call {
     char *method, *path, *content_type, *accept, *body;
     size_t body_len;
     long timeout_ms;
+    int lease; /* api_spec.lease: the election's own request */
     int refreshed;
     uint64_t started; /* uv_hrtime */
     http_done_cb done;
@@ -184,9 +185,11 @@ static void api_count(api *a, const char *method, long status)
         snprintf(code, sizeof code, "%ld", status);
     else
         snprintf(code, sizeof code, "<error>");
-    s = metrics_get(a->metrics, "rest_client_requests_total", values, 3, err, sizeof err);
-    if (s)
+    s = metrics_get(a->metrics, NULL, "rest_client_requests_total", values, 3, err, sizeof err);
+    if (s) {
         metrics_add(a->metrics, s, 1);
+        metrics_release(a->metrics, s);
+    }
 }
 
 void api_set_metrics(api *a, struct metrics *m)
@@ -200,12 +203,17 @@ void api_set_metrics(api *a, struct metrics *m)
     snprintf(a->host, sizeof a->host, "%.*s", (int)(n < sizeof a->host ? n : sizeof a->host - 1), p);
 }
 
-void api_fence(api *a, const char *lease_path)
+int api_fence(api *a, const char *lease_path)
 {
+    char *p = str_dup(lease_path);
+
+    if (p == NULL)
+        return -1;
     free(a->lease_path);
-    a->lease_path = str_dup(lease_path);
+    a->lease_path = p;
     a->fenced = 1;
     a->write_until = 0;
+    return 0;
 }
 
 void api_fence_until(api *a, uint64_t until)
@@ -213,17 +221,23 @@ void api_fence_until(api *a, uint64_t until)
     a->write_until = until;
 }
 
-/* Whether path (its query aside) is the lease, or its collection for a
- * create. */
-static int api_is_lease(const api *a, const char *method, const char *path)
+/* Whether call c is one of the election's own writes: made as one
+ * (api_spec.lease, which only the holder of api.fence's key can set), and
+ * a PUT of the lease (its query aside) or a POST to its collection. The
+ * mark decides; the path only narrows what a marked request may be. */
+static int api_is_election(const api *a, const api_call *c)
 {
-    size_t n = strcspn(path, "?"), ln = strlen(a->lease_path);
-    const char *slash = strrchr(a->lease_path, '/');
+    size_t n = strcspn(c->path, "?"), ln;
+    const char *slash;
 
-    if (n == ln && strncmp(path, a->lease_path, n) == 0)
-        return 1;
-    return strcmp(method, "POST") == 0 && slash && n == (size_t)(slash - a->lease_path) &&
-           strncmp(path, a->lease_path, n) == 0;
+    if (!c->lease || a->lease_path == NULL)
+        return 0;
+    ln = strlen(a->lease_path);
+    slash = strrchr(a->lease_path, '/');
+    if (strcmp(c->method, "PUT") == 0)
+        return n == ln && strncmp(c->path, a->lease_path, n) == 0;
+    return strcmp(c->method, "POST") == 0 && slash && n == (size_t)(slash - a->lease_path) &&
+           strncmp(c->path, a->lease_path, n) == 0;
 }
 
 /* http's may_send: checked the moment before a request leaves. */
@@ -234,7 +248,7 @@ static int api_may_send(void *ud)
 
     if (!a->fenced || strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0)
         return 1;
-    if (a->lease_path && api_is_lease(a, c->method, c->path))
+    if (api_is_election(a, c))
         return 1;
     return uv_hrtime() < a->write_until;
 }
@@ -377,6 +391,7 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     c->accept = str_dup(s->accept);
     c->timeout_ms = s->timeout_ms;
     c->on_data = s->on_data;
+    c->lease = s->lease != 0;
     if (s->body) {
         c->body = str_ndup(s->body, s->body_len);
         c->body_len = s->body_len;

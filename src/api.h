@@ -25,6 +25,10 @@ typedef struct api_spec {
     long timeout_ms;
     /* Streaming (watch): 2xx body chunks as they arrive; see http.h. */
     int (*on_data)(const char *data, size_t len, void *ud);
+    /* Leader election's own request (a create of its Lease, a renew or
+     * release): set only by lbind_api.c for the holder of the key
+     * api.fence handed out, never from a request's fields. */
+    int lease;
 } api_spec;
 
 /* NULL and a message in err on failure. Its lines (and its credential
@@ -47,10 +51,13 @@ unsigned api_exec_runs(const api *a);
 
 /* Fencing, for leader election: from now on a write (any method but GET
  * and HEAD) leaves only until api_fence_until's time (uv_hrtime), checked
- * the moment before it is sent (http_spec.may_send), except to the lease
- * at lease_path itself (and its collection, to create it). A write held
- * back fails with a transport error saying so. */
-void api_fence(api *a, const char *lease_path);
+ * the moment before it is sent (http_spec.may_send). The one exception is
+ * by request, not by path: a request made with api_spec.lease set that is
+ * a PUT of the lease at lease_path or a POST to its collection (the
+ * election's create, renew and release). Any other write, to the Lease
+ * too, waits for the lease like every write. A write held back fails
+ * with a transport error saying so. 0, or -1 when out of memory. */
+int api_fence(api *a, const char *lease_path);
 void api_fence_until(api *a, uint64_t until);
 
 /* Count every response in m's rest_client_requests_total (m outlives a). */

@@ -49,6 +49,11 @@ int lbind_workqueue_next_due(struct runtime *rt, uint64_t *due);
  * its task forgotten. */
 void lbind_fs_shutdown(struct runtime *rt);
 
+/* lbind_metrics.c: the metrics owner of the userdata at idx (a
+ * metrics.owner), NULL for nil; raises for anything else. */
+struct metrics_owner;
+struct metrics_owner *lbind_metrics_owner(lua_State *L, int idx);
+
 /* lbind_watch.c: add api.watch to the api table on top of L's stack. */
 void lbind_watch_add(lua_State *L);
 

@@ -10,8 +10,11 @@
  *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
- *   api.fence(lease_path)  api.fence_until(seconds on task.now's clock):
- *     leader election's fence on writes (api.h) */
+ *   api.fence(lease_path) -> key   api.fence_until(seconds on task.now's
+ *     clock): leader election's fence on writes (api.h); only a request
+ *     made with {lease = key} (the latest key fence handed out) is the
+ *     election's own, and only such a create or renew of the Lease leaves
+ *     while fenced */
 #include "lbind.h"
 
 #include <stdio.h>
@@ -165,6 +168,28 @@ static int lbind_pending_gc(lua_State *L)
     return 0;
 }
 
+#define LBIND_LEASE_KEY_MT "luaop.api.lease_key"
+#define LBIND_LEASE_KEY "luaop.api.lease_key.current" /* the registry's field: the latest key */
+
+/* The spec's lease mark: field lease, when given, must be the key the
+ * last api.fence handed out (compared by identity, in the registry). */
+static int lbind_api_lease(lua_State *L)
+{
+    int mine;
+
+    lua_pushliteral(L, "lease");
+    if (lua_rawget(L, 1) == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, LBIND_LEASE_KEY);
+    mine = luaL_testudata(L, -2, LBIND_LEASE_KEY_MT) != NULL && lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!mine)
+        luaL_error(L, "field lease must be the key api.fence handed out");
+    return 1;
+}
+
 static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
 {
     const char *s = NULL;
@@ -189,6 +214,7 @@ static void lbind_api_spec(lua_State *L, api_spec *s, const char *what)
     s->body = lbind_opt(L, "body", &s->body_len);
     if (s->path == NULL || s->path[0] != '/')
         luaL_error(L, "%s needs a path that starts with /", what);
+    s->lease = lbind_api_lease(L);
     if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
         s->timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);
@@ -233,11 +259,21 @@ static int lbind_api_info(lua_State *L)
     return 1;
 }
 
-/* api.fence(lease_path): writes leave only while the lease is ours (api.h) */
+/* api.fence(lease_path) -> key: writes leave only while the lease is
+ * ours, but the election's own requests, made with {lease = key} (api.h).
+ * A later call hands out a new key; the old one is refused. */
 static int lbind_api_fence(lua_State *L)
 {
-    api_fence(lbind_api_of(L), luaL_checkstring(L, 1));
-    return 0;
+    api *a = lbind_api_of(L);
+    const char *path = luaL_checkstring(L, 1);
+
+    lua_newuserdatauv(L, 1, 0);
+    luaL_setmetatable(L, LBIND_LEASE_KEY_MT);
+    if (api_fence(a, path) != 0)
+        return luaL_error(L, "not enough memory");
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, LBIND_LEASE_KEY);
+    return 1;
 }
 
 /* api.fence_until(seconds): writes may leave until then (task.now's clock) */
@@ -284,7 +320,10 @@ int lbind_api_open(lua_State *L)
         {NULL, NULL},
     };
 
+    static const luaL_Reg no_methods[] = {{NULL, NULL}};
+
     lbind_class(L, LBIND_PENDING_MT, pending_methods, lbind_pending_gc, NULL);
+    lbind_class(L, LBIND_LEASE_KEY_MT, no_methods, NULL, NULL);
     luaL_newlib(L, lbind_api_funcs);
     return 1;
 }

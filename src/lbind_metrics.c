@@ -1,13 +1,27 @@
 /* lbind_metrics.c - the Lua face of metrics.c: luaop.core.metrics, the
  * runtime's Prometheus registry.
  *
- *   s = metrics.series(name, {label values, in the family's order})
- *       (raises: no such family, the wrong number of values, too many series)
+ *   s, why = metrics.series(name, {label values, in the family's order} [, owner])
+ *       charged to owner (none: the runtime's own). Raises for no such
+ *       family or the wrong number of values; when the registry refuses
+ *       the series (its owner at a cap or dropped, too many series), s is
+ *       a handle that records nothing and why says so
  *   s:add([n])  s:set(v)  s:observe(v)  s:value() -> number
  *   t = s:start()  s:finish(t)     in-flight gauges (workqueue_unfinished_...)
+ *   s:recorded() -> boolean        whether the registry keeps it (not refused,
+ *                                  its owner not dropped)
+ *   o = metrics.owner(name [, cap [, parent]])  an account of series (metrics.h):
+ *       at most cap of them (nil or 0: no cap of its own) with its
+ *       descendants', each charged to parent too
+ *   o:drop()  its series and its descendants' leave the registry (also
+ *       when o is collected)      o:count() -> series it holds
+ *   metrics.count() -> series in the registry
  *   metrics.ready(bool)            what /readyz answers
  *   metrics.text() -> string       the whole registry, as /metrics serves it
- *   metrics.names() -> string      "family label,label" lines */
+ *   metrics.names() -> string      "family label,label" lines
+ *
+ * A handle refers to its series (metrics_get's reference, let go when it
+ * is collected), never to a series it does not hold. */
 #include "lbind.h"
 
 #include <lauxlib.h>
@@ -16,15 +30,33 @@
 #include "runtime.h"
 
 #define LBIND_METRICS_MT "luaop.metrics.series"
+#define LBIND_OWNER_MT "luaop.metrics.owner"
 
 typedef struct lbind_series {
     metrics *m;
-    metrics_series *s;
+    metrics_series *s; /* NULL: refused, records nothing */
 } lbind_series;
+
+typedef struct lbind_owner {
+    metrics *m;
+    metrics_owner *o; /* NULL once collected */
+} lbind_owner;
 
 static lbind_series *lbind_toseries(lua_State *L)
 {
     return luaL_checkudata(L, 1, LBIND_METRICS_MT);
+}
+
+struct metrics_owner *lbind_metrics_owner(lua_State *L, int idx)
+{
+    lbind_owner *lo;
+
+    if (lua_isnoneornil(L, idx))
+        return NULL;
+    lo = luaL_checkudata(L, idx, LBIND_OWNER_MT);
+    if (lo->o == NULL)
+        luaL_error(L, "the metrics owner is gone");
+    return lo->o;
 }
 
 static int lbind_metrics_series(lua_State *L)
@@ -35,22 +67,39 @@ static int lbind_metrics_series(lua_State *L)
     lua_Integer n;
     char err[160];
     lbind_series *ls;
+    metrics_owner *owner = lbind_metrics_owner(L, 3);
+    int want = metrics_family_labels(name);
 
     luaL_checktype(L, 2, LUA_TTABLE);
-    n = luaL_len(L, 2);
-    luaL_argcheck(L, n >= 0 && n <= 4, 2, "at most 4 label values");
+    n = (lua_Integer)lua_rawlen(L, 2);
+    if (want < 0)
+        return luaL_error(L, "no metric named %s", name);
+    if (n != want)
+        return luaL_error(L, "%s has %d label%s, not %d", name, want, want == 1 ? "" : "s", (int)n);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, 2, i);
-        values[i - 1] = luaL_checkstring(L, -1); /* anchored in the table */
+        if (lua_rawgeti(L, 2, i) != LUA_TSTRING)
+            return luaL_error(L, "label value %d of %s is not a string", (int)i, name);
+        values[i - 1] = lua_tostring(L, -1); /* a string: anchored in the table, which stays at 2 */
         lua_pop(L, 1);
     }
     ls = lua_newuserdatauv(L, sizeof *ls, 0);
     ls->m = rt->metrics;
-    ls->s = metrics_get(rt->metrics, name, values, (size_t)n, err, sizeof err);
-    if (ls->s == NULL)
-        return luaL_error(L, "%s", err);
-    luaL_setmetatable(L, LBIND_METRICS_MT);
-    return 1;
+    ls->s = NULL;
+    luaL_setmetatable(L, LBIND_METRICS_MT); /* collected from here on: the reference let go */
+    ls->s = metrics_get(rt->metrics, owner, name, values, (size_t)n, err, sizeof err);
+    if (ls->s)
+        return 1;
+    lua_pushstring(L, err);
+    return 2;
+}
+
+static int lbind_series_gc(lua_State *L)
+{
+    lbind_series *ls = lbind_toseries(L);
+
+    metrics_release(ls->m, ls->s);
+    ls->s = NULL;
+    return 0;
 }
 
 static int lbind_series_add(lua_State *L)
@@ -59,23 +108,28 @@ static int lbind_series_add(lua_State *L)
     double n = luaL_optnumber(L, 2, 1);
 
     luaL_argcheck(L, n >= 0, 2, "a counter never goes down");
-    metrics_add(ls->m, ls->s, n);
+    if (ls->s)
+        metrics_add(ls->m, ls->s, n);
     return 0;
 }
 
 static int lbind_series_set(lua_State *L)
 {
     lbind_series *ls = lbind_toseries(L);
+    double v = luaL_checknumber(L, 2);
 
-    metrics_set(ls->m, ls->s, luaL_checknumber(L, 2));
+    if (ls->s)
+        metrics_set(ls->m, ls->s, v);
     return 0;
 }
 
 static int lbind_series_observe(lua_State *L)
 {
     lbind_series *ls = lbind_toseries(L);
+    double v = luaL_checknumber(L, 2);
 
-    metrics_observe(ls->m, ls->s, luaL_checknumber(L, 2));
+    if (ls->s)
+        metrics_observe(ls->m, ls->s, v);
     return 0;
 }
 
@@ -83,7 +137,15 @@ static int lbind_series_value(lua_State *L)
 {
     lbind_series *ls = lbind_toseries(L);
 
-    lua_pushnumber(L, metrics_value(ls->m, ls->s));
+    lua_pushnumber(L, ls->s ? metrics_value(ls->m, ls->s) : 0);
+    return 1;
+}
+
+static int lbind_series_recorded(lua_State *L)
+{
+    lbind_series *ls = lbind_toseries(L);
+
+    lua_pushboolean(L, ls->s != NULL && metrics_linked(ls->m, ls->s));
     return 1;
 }
 
@@ -92,7 +154,7 @@ static int lbind_series_start(lua_State *L)
     lbind_series *ls = lbind_toseries(L);
     double t = metrics_now();
 
-    if (metrics_inflight_start(ls->m, ls->s, t) != 0)
+    if (ls->s && metrics_inflight_start(ls->m, ls->s, t) != 0)
         return luaL_error(L, "not enough memory");
     lua_pushnumber(L, t);
     return 1;
@@ -101,9 +163,74 @@ static int lbind_series_start(lua_State *L)
 static int lbind_series_finish(lua_State *L)
 {
     lbind_series *ls = lbind_toseries(L);
+    double t = luaL_checknumber(L, 2);
 
-    metrics_inflight_end(ls->m, ls->s, luaL_checknumber(L, 2));
+    if (ls->s)
+        metrics_inflight_end(ls->m, ls->s, t);
     return 0;
+}
+
+static int lbind_metrics_owner_new(lua_State *L)
+{
+    runtime *rt = runtime_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    lua_Integer cap = luaL_optinteger(L, 2, 0);
+    metrics_owner *parent = lbind_metrics_owner(L, 3);
+    lbind_owner *lo;
+
+    luaL_argcheck(L, cap >= 0, 2, "a cap of 0 or more series");
+    lo = lua_newuserdatauv(L, sizeof *lo, 0);
+    lo->m = rt->metrics;
+    lo->o = NULL;
+    luaL_setmetatable(L, LBIND_OWNER_MT);
+    lo->o = metrics_owner_new(rt->metrics, parent, name, (size_t)cap);
+    if (lo->o == NULL)
+        return luaL_error(L, "not enough memory");
+    return 1;
+}
+
+static lbind_owner *lbind_toowner(lua_State *L)
+{
+    lbind_owner *lo = luaL_checkudata(L, 1, LBIND_OWNER_MT);
+
+    if (lo->o == NULL)
+        luaL_error(L, "the metrics owner is gone");
+    return lo;
+}
+
+static int lbind_owner_drop(lua_State *L)
+{
+    lbind_owner *lo = lbind_toowner(L);
+
+    metrics_owner_drop(lo->m, lo->o);
+    return 0;
+}
+
+static int lbind_owner_count(lua_State *L)
+{
+    lbind_owner *lo = lbind_toowner(L);
+
+    lua_pushinteger(L, (lua_Integer)metrics_owner_count(lo->m, lo->o));
+    return 1;
+}
+
+/* collected: nobody can drop it any more, so its series go now */
+static int lbind_owner_gc(lua_State *L)
+{
+    lbind_owner *lo = luaL_checkudata(L, 1, LBIND_OWNER_MT);
+
+    if (lo->o) {
+        metrics_owner_drop(lo->m, lo->o);
+        metrics_owner_release(lo->m, lo->o);
+        lo->o = NULL;
+    }
+    return 0;
+}
+
+static int lbind_metrics_count(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)metrics_count(runtime_of(L)->metrics));
+    return 1;
 }
 
 static int lbind_metrics_ready(lua_State *L)
@@ -141,16 +268,23 @@ static int lbind_metrics_names(lua_State *L)
 int lbind_metrics_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"add", lbind_series_add},     {"set", lbind_series_set},       {"observe", lbind_series_observe},
-        {"value", lbind_series_value}, {"start", lbind_series_start},   {"finish", lbind_series_finish},
+        {"add", lbind_series_add},     {"set", lbind_series_set},         {"observe", lbind_series_observe},
+        {"value", lbind_series_value}, {"start", lbind_series_start},     {"finish", lbind_series_finish},
+        {"recorded", lbind_series_recorded}, {NULL, NULL},
+    };
+    static const luaL_Reg owner_methods[] = {
+        {"drop", lbind_owner_drop},
+        {"count", lbind_owner_count},
         {NULL, NULL},
     };
     static const luaL_Reg funcs[] = {
-        {"series", lbind_metrics_series}, {"ready", lbind_metrics_ready}, {"text", lbind_metrics_text},
-        {"names", lbind_metrics_names},   {NULL, NULL},
+        {"series", lbind_metrics_series}, {"owner", lbind_metrics_owner_new}, {"count", lbind_metrics_count},
+        {"ready", lbind_metrics_ready},   {"text", lbind_metrics_text},       {"names", lbind_metrics_names},
+        {NULL, NULL},
     };
 
-    lbind_class(L, LBIND_METRICS_MT, methods, NULL, NULL);
+    lbind_class(L, LBIND_METRICS_MT, methods, lbind_series_gc, NULL);
+    lbind_class(L, LBIND_OWNER_MT, owner_methods, lbind_owner_gc, NULL);
     luaL_newlib(L, funcs);
     return 1;
 }

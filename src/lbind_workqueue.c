@@ -1,9 +1,12 @@
 /* lbind_workqueue.c - the Lua face of workqueue.c: luaop.core.workqueue.
  *
- *   q = workqueue.new({base_delay =, max_delay =, qps =, burst =, name =} [, now])
+ *   q = workqueue.new({base_delay =, max_delay =, qps =, burst =, name =,
+ *                      metrics_owner =} [, now])
  *       (defaults: client-go's 0.005, 1000, 10, 100; with a name, the
  *       queue keeps client-go's workqueue_* metrics under it in the
- *       runtime's registry, with name and controller both the name)
+ *       runtime's registry, with name and controller both the name,
+ *       charged to metrics_owner (metrics.owner; none: the runtime's own);
+ *       none at all when the registry refuses them: an owner at its cap)
  *   q:add(key)  q:add_after(key, seconds [, now])  q:add_rate_limited(key [, now])
  *   q:when(key [, now]) -> seconds       q:forget(key)   q:requeues(key) -> n
  *   q:get() -> key | nil                 q:done(key)
@@ -105,23 +108,49 @@ static int lbind_wq_oom(lua_State *L, int rc)
     return 0;
 }
 
-/* The series of a named queue (raises when the registry refuses them). */
-static void lbind_wq_metrics(lua_State *L, lbind_wq *w, const char *name)
+#define LBIND_WQ_NSERIES 7
+
+/* The series of a named queue, charged to owner (NULL: the runtime's):
+ * all of them, or none when the registry refuses one (the queue works
+ * without). */
+static void lbind_wq_metrics(lua_State *L, lbind_wq *w, const char *name, metrics_owner *owner)
 {
-    static const char *const families[] = {"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
-                                           "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
-                                           "workqueue_longest_running_processor_seconds", "workqueue_retries_total"};
-    metrics_series **series[] = {&w->depth, &w->adds, &w->latency, &w->work, &w->unfinished, &w->longest, &w->retries};
+    static const char *const families[LBIND_WQ_NSERIES] = {
+        "workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
+        "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
+        "workqueue_longest_running_processor_seconds", "workqueue_retries_total"};
+    metrics_series **series[LBIND_WQ_NSERIES] = {&w->depth,      &w->adds,    &w->latency, &w->work,
+                                                 &w->unfinished, &w->longest, &w->retries};
     const char *values[] = {name, name, ""}; /* the depth's priority: none */
     runtime *rt = runtime_of(L);
-    char err[128];
+    char err[160];
 
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
-        *series[i] = metrics_get(rt->metrics, families[i], values, i == 0 ? 3 : 2, err, sizeof err);
-        if (*series[i] == NULL)
-            luaL_error(L, "%s", err);
+    for (size_t i = 0; i < LBIND_WQ_NSERIES; i++) {
+        *series[i] = metrics_get(rt->metrics, owner, families[i], values, i == 0 ? 3 : 2, err, sizeof err);
+        if (*series[i] == NULL) {
+            for (size_t j = 0; j < i; j++) {
+                metrics_release(rt->metrics, *series[j]);
+                *series[j] = NULL;
+            }
+            return;
+        }
     }
     w->m = rt->metrics;
+}
+
+/* Its series let go (at collection). */
+static void lbind_wq_metrics_release(lbind_wq *w)
+{
+    metrics_series **series[LBIND_WQ_NSERIES] = {&w->depth,      &w->adds,    &w->latency, &w->work,
+                                                 &w->unfinished, &w->longest, &w->retries};
+
+    if (w->m == NULL)
+        return;
+    for (size_t i = 0; i < LBIND_WQ_NSERIES; i++) {
+        metrics_release(w->m, *series[i]);
+        *series[i] = NULL;
+    }
+    w->m = NULL;
 }
 
 /* After a change: the depth, and the adds and retries counted since. */
@@ -201,8 +230,14 @@ static int lbind_wq_new(lua_State *L)
     w->q = workqueue_new(&o, now);
     if (w->q == NULL)
         return luaL_error(L, "not enough memory");
-    if (lua_getfield(L, 1, "name") != LUA_TNIL)
-        lbind_wq_metrics(L, w, luaL_checkstring(L, -1));
+    if (lua_getfield(L, 1, "name") != LUA_TNIL) {
+        const char *name = luaL_checkstring(L, -1); /* anchored in the table at 1 */
+        metrics_owner *owner;
+        lua_getfield(L, 1, "metrics_owner");
+        owner = lbind_metrics_owner(L, -1);
+        lbind_wq_metrics(L, w, name, owner);
+        lua_pop(L, 1);
+    }
     lua_pop(L, 1);
     return 1;
 }
@@ -517,6 +552,7 @@ static int lbind_wq_gc(lua_State *L)
 
     workqueue_free(w->q);
     w->q = NULL;
+    lbind_wq_metrics_release(w);
     free(w->waiting); /* nobody waits: the waiters pin it */
     w->waiting = NULL;
     w->n = w->cap = 0;

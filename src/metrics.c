@@ -90,9 +90,20 @@ static const metrics_family metrics_families[] = {
 };
 #define METRICS_NFAMILIES METRICS_N(metrics_families)
 
+struct metrics_owner {
+    metrics_owner *parent;
+    char *name;
+    size_t n, cap; /* series held (descendants' included); at most cap (0: no cap of its own) */
+    int refs;      /* handles, children and series referring to it */
+    int dropped;
+};
+
 struct metrics_series {
-    metrics_series *next; /* in its family, in order of first use */
+    metrics_series *next; /* in its family, in order of first use, while linked */
     const metrics_family *family;
+    metrics_owner *owner; /* NULL: the runtime's own */
+    int refs;             /* handles, and the registry's while linked */
+    int linked;
     char **values;
     double value;       /* counters, gauges; a histogram's sum */
     unsigned long long count; /* histograms */
@@ -104,7 +115,8 @@ struct metrics_series {
 struct metrics {
     pthread_mutex_t lock;
     metrics_series *series[METRICS_NFAMILIES], **tail[METRICS_NFAMILIES];
-    size_t nseries;
+    size_t nseries; /* linked */
+    size_t nowned;  /* linked, with an owner */
 };
 
 double metrics_now(void)
@@ -146,6 +158,27 @@ static int metrics_nlabels(const metrics_family *f)
     return n;
 }
 
+static void metrics_owner_unref(metrics_owner *o)
+{
+    while (o && --o->refs == 0) {
+        metrics_owner *parent = o->parent;
+        free(o->name);
+        free(o);
+        o = parent;
+    }
+}
+
+/* A reference to s let go (under the lock): freed with the last. */
+static void metrics_series_unref(metrics_series *s)
+{
+    if (--s->refs > 0)
+        return;
+    metrics_owner_unref(s->owner);
+    metrics_series_free(s, metrics_nlabels(s->family));
+}
+
+/* The registry's series go with it, held by a handle or not: no handle
+ * may be used after (the runtime frees it after its Lua state). */
 void metrics_free(metrics *m)
 {
     if (m == NULL)
@@ -154,11 +187,144 @@ void metrics_free(metrics *m)
         metrics_series *s = m->series[i], *next;
         for (; s; s = next) {
             next = s->next;
-            metrics_series_free(s, metrics_nlabels(&metrics_families[i]));
+            s->refs = 1;
+            metrics_series_unref(s);
         }
     }
     pthread_mutex_destroy(&m->lock);
     free(m);
+}
+
+metrics_owner *metrics_owner_new(metrics *m, metrics_owner *parent, const char *name, size_t cap)
+{
+    metrics_owner *o = calloc(1, sizeof *o);
+
+    if (o == NULL || (o->name = strdup(name ? name : "")) == NULL) {
+        free(o);
+        return NULL;
+    }
+    o->cap = cap;
+    o->refs = 1;
+    pthread_mutex_lock(&m->lock);
+    if (parent) {
+        parent->refs++;
+        o->parent = parent;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return o;
+}
+
+/* Whether owner o is a or one of a's descendants. */
+static int metrics_owned_by(const metrics_owner *o, const metrics_owner *a)
+{
+    for (; o; o = o->parent) {
+        if (o == a)
+            return 1;
+    }
+    return 0;
+}
+
+void metrics_owner_drop(metrics *m, metrics_owner *o)
+{
+    pthread_mutex_lock(&m->lock);
+    o->dropped = 1;
+    for (int i = 0; i < METRICS_NFAMILIES; i++) {
+        metrics_series **p = &m->series[i];
+        m->tail[i] = &m->series[i];
+        while (*p) {
+            metrics_series *s = *p;
+            if (s->owner && metrics_owned_by(s->owner, o)) {
+                *p = s->next;
+                s->next = NULL;
+                s->linked = 0;
+                for (metrics_owner *a = s->owner; a; a = a->parent)
+                    a->n--;
+                m->nseries--;
+                m->nowned--;
+                metrics_series_unref(s);
+            } else {
+                p = &s->next;
+                m->tail[i] = p;
+            }
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+size_t metrics_owner_count(metrics *m, metrics_owner *o)
+{
+    size_t n;
+
+    pthread_mutex_lock(&m->lock);
+    n = o->n;
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+void metrics_owner_release(metrics *m, metrics_owner *o)
+{
+    if (o == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    metrics_owner_unref(o);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_release(metrics *m, metrics_series *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    metrics_series_unref(s);
+    pthread_mutex_unlock(&m->lock);
+}
+
+int metrics_linked(metrics *m, metrics_series *s)
+{
+    int r;
+
+    pthread_mutex_lock(&m->lock);
+    r = s->linked;
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+size_t metrics_count(metrics *m)
+{
+    size_t n;
+
+    pthread_mutex_lock(&m->lock);
+    n = m->nseries;
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+/* Why owner o (NULL: the runtime) may not have one more series: NULL when
+ * it may. Under the lock. */
+static const char *metrics_refusal(const metrics *m, const metrics_owner *o, char *err, size_t errlen)
+{
+    if (o == NULL) {
+        if (m->nseries < METRICS_MAX_SERIES)
+            return NULL;
+        snprintf(err, errlen, "too many metric series (%d)", METRICS_MAX_SERIES);
+        return err;
+    }
+    for (const metrics_owner *a = o; a; a = a->parent) {
+        if (a->dropped) {
+            snprintf(err, errlen, "the metric series of %s were dropped", a->name);
+            return err;
+        }
+        if (a->cap && a->n >= a->cap) {
+            snprintf(err, errlen, "%s holds %zu metric series, its cap", a->name, a->cap);
+            return err;
+        }
+    }
+    if (m->nowned >= METRICS_MAX_SERIES - METRICS_RESERVE || m->nseries >= METRICS_MAX_SERIES) {
+        snprintf(err, errlen, "too many metric series (%d, and %d kept for the runtime's own)", METRICS_MAX_SERIES,
+                 METRICS_RESERVE);
+        return err;
+    }
+    return NULL;
 }
 
 static int metrics_family_index(const char *name)
@@ -168,6 +334,13 @@ static int metrics_family_index(const char *name)
             return i;
     }
     return -1;
+}
+
+int metrics_family_labels(const char *name)
+{
+    int fi = metrics_family_index(name);
+
+    return fi < 0 ? -1 : metrics_nlabels(&metrics_families[fi]);
 }
 
 static metrics_series *metrics_series_new(const metrics_family *f, const char *const *values, int n)
@@ -192,8 +365,8 @@ fail:
     return NULL;
 }
 
-metrics_series *metrics_get(metrics *m, const char *name, const char *const *values, size_t nvalues, char *err,
-                            size_t errlen)
+metrics_series *metrics_get(metrics *m, metrics_owner *owner, const char *name, const char *const *values,
+                            size_t nvalues, char *err, size_t errlen)
 {
     int fi = metrics_family_index(name);
     const metrics_family *f;
@@ -218,15 +391,24 @@ metrics_series *metrics_get(metrics *m, const char *name, const char *const *val
         if (i == n)
             break;
     }
-    if (s == NULL) {
-        if (m->nseries >= METRICS_MAX_SERIES)
-            snprintf(err, errlen, "too many metric series (%d)", METRICS_MAX_SERIES);
-        else if ((s = metrics_series_new(f, values, n)) == NULL)
+    if (s) {
+        s->refs++;
+    } else if (metrics_refusal(m, owner, err, errlen) == NULL) {
+        if ((s = metrics_series_new(f, values, n)) == NULL) {
             snprintf(err, errlen, "not enough memory");
-        if (s) {
+        } else {
             *m->tail[fi] = s;
             m->tail[fi] = &s->next;
+            s->linked = 1;
+            s->refs = 2; /* the registry's and the caller's */
+            s->owner = owner;
             m->nseries++;
+            if (owner) {
+                owner->refs++;
+                m->nowned++;
+                for (metrics_owner *a = owner; a; a = a->parent)
+                    a->n++;
+            }
         }
     }
     pthread_mutex_unlock(&m->lock);

@@ -4,7 +4,9 @@
  * The families are fixed (metrics.c lists them: controller-runtime v0.22's
  * and client-go's names, labels, help texts and buckets, then luaop's own),
  * so a scrape always shows the same names. Series are made on first use of
- * their label values and live as long as the registry. The loop's thread
+ * their label values, charged to an owner (metrics_owner: a script, a
+ * controller, the informers) or to the runtime itself, and leave the
+ * registry when their owner is dropped. The loop's thread
  * updates series and the server's thread writes them: each call takes the
  * registry's lock, so both may call any function here.
  *
@@ -27,13 +29,45 @@ typedef struct metrics_series metrics_series;
 metrics *metrics_new(void);
 void metrics_free(metrics *m);
 
-/* The series of family `name` with these label values (as many as the
- * family has labels, in its order), made on first use. NULL with a reason
- * in err: no such family, the wrong number of values, or too many series
- * (METRICS_MAX_SERIES: a bound on memory whatever the label values). */
+/* Owners: accounts of series. A series is charged to its owner and to
+ * every ancestor of it, each of which may cap how many it holds; dropping
+ * an owner takes its series and its descendants' out of the registry (a
+ * handle to one still works: its updates go nowhere). The runtime's own
+ * series (owner NULL) may use every series of the registry; owned ones
+ * together at most METRICS_MAX_SERIES - METRICS_RESERVE, so the runtime
+ * always has METRICS_RESERVE of its own whatever the scripts made. */
 #define METRICS_MAX_SERIES 10000
-metrics_series *metrics_get(metrics *m, const char *name, const char *const *values, size_t nvalues, char *err,
-                            size_t errlen);
+#define METRICS_RESERVE 1000
+typedef struct metrics_owner metrics_owner;
+
+/* A new owner (a handle to it: metrics_owner_release lets it go), under
+ * parent (NULL: none), holding at most cap series with its descendants'
+ * (0: no cap of its own). NULL when out of memory. */
+metrics_owner *metrics_owner_new(metrics *m, metrics_owner *parent, const char *name, size_t cap);
+/* Its series and its descendants' leave the registry; no more are made
+ * for them. */
+void metrics_owner_drop(metrics *m, metrics_owner *o);
+/* The series it holds now (its descendants' included). */
+size_t metrics_owner_count(metrics *m, metrics_owner *o);
+void metrics_owner_release(metrics *m, metrics_owner *o);
+
+/* The series of family `name` with these label values (as many as the
+ * family has labels, in its order), made on first use and charged to
+ * owner (NULL: the runtime's own); one that exists already is shared, and
+ * stays charged to whoever made it. A handle: metrics_release lets it go.
+ * NULL with a reason in err: no such family, the wrong number of values,
+ * an owner dropped or at a cap, or too many series (a bound on memory
+ * whatever the label values). */
+metrics_series *metrics_get(metrics *m, metrics_owner *owner, const char *name, const char *const *values,
+                            size_t nvalues, char *err, size_t errlen);
+void metrics_release(metrics *m, metrics_series *s);
+/* Whether s is in the registry still (its owner not dropped). */
+int metrics_linked(metrics *m, metrics_series *s);
+/* The number of labels of family `name`, or -1 when there is none. */
+int metrics_family_labels(const char *name);
+
+/* The series in the registry now. */
+size_t metrics_count(metrics *m);
 
 /* Counters and gauges: add (a counter never goes down: a negative n is
  * ignored), set (gauges). Histograms: observe. */

@@ -74,7 +74,8 @@ function Ctx:list(kind, opts)
   end
   local inf = cache(self, kind, opts)
   if inf then
-    local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels })
+    local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels,
+      holder = private[self].controller }) -- a label index it asks for is held on its script's behalf
     for i, o in ipairs(out) do out[i] = luaop.copy(o) end
     return out
   end
@@ -167,8 +168,9 @@ end
 -- 1 KiB. Repeats merge into a series and a flood is cut down
 -- (luaop.events); never waits. Raises when the Event is not valid.
 function Ctx:event(obj, type_, reason, note, action)
+  local c = private[self].controller
   local ok, err = events.record { regarding = obj, type = type_, reason = reason, note = note, action = action,
-    controller = private[self].controller and private[self].controller.name }
+    controller = c and c.name, script = c and c.script }
   if not ok then error(err, 2) end
 end
 

@@ -33,21 +33,32 @@ function M.key(obj)
 end
 local key = M.key
 
+-- The informers' metric series (luaop_cache_objects) come from a pool of
+-- their own, neither a script's account nor the runtime's reserve: at most
+-- M.METRIC_SERIES, each informer's going when it stops.
+M.METRIC_SERIES = 1000
+local metrics_pool
+
 -- opts: namespace (nil: all namespaces), label_selector, field_selector,
 -- client (default luaop.client()), log (a luaop logger).
 function M.new(kind, opts)
   opts = opts or {}
-  return setmetatable({
+  metrics_pool = metrics_pool or core.metrics.owner("the informers", M.METRIC_SERIES)
+  local owner = core.metrics.owner("informer " .. kind, 0, metrics_pool)
+  local inf = setmetatable({
     kind = kind, opts = opts, client = opts.client or luaop.client(),
     log = opts.log or luaop.logger("informer"):with { kind = kind },
-    store = {}, count = 0, indexes = {}, label_indexes = 0, handlers = {}, tombstones = {}, deferred = {},
+    store = {}, count = 0, indexes = {}, holders = {}, handlers = {}, tombstones = {}, deferred = {},
     dispatch = core.task.cond(),
     synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
     -- selectors share it: the last to change sets it)
-    objects = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" }),
+    metrics_owner = owner,
   }, Informer)
+  inf.objects, inf.objects_refused = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" },
+    owner)
+  return inf
 end
 
 -- handlers: {add = f(obj), update = f(old, new), delete = f(obj)}; several
@@ -91,9 +102,19 @@ function Informer:stale(k, obj)
   return new ~= nil and old ~= nil and new <= old
 end
 
--- At most this many label indexes an informer keeps (a script that lists
--- by ever new label keys gets scans beyond them, not ever more indexes).
-local MAX_LABEL_INDEXES = 8
+-- Label indexes are held on a script's behalf (docs/security.md, "Shared
+-- resources"): an index belongs to the controllers whose lists asked for
+-- it, and is dropped when the last of them stops (release_indexes) or the
+-- informer does. A script holds at most M.SCRIPT_LABEL_INDEXES of them,
+-- over every informer (an index two scripts asked for counts for both):
+-- past that its lists by other labels scan, and no script's indexes ever
+-- stop another's. Building one runs in the reconcile that asked, so its
+-- memory is charged to that reconcile's budget; keeping it up to date
+-- runs in the informer's task. The namespace index is the informer's own
+-- (at most one, made for any list by namespace, gone with it).
+M.SCRIPT_LABEL_INDEXES = 8
+local held = {} -- script -> label indexes its controllers hold
+function M.indexes_held(script) return held[script] or 0 end
 
 -- Indexes of the store, each made the first time a read asks for it
 -- (Informer:list) and kept as objects come and go: by namespace
@@ -147,6 +168,18 @@ function Informer:index(name)
   return map
 end
 
+-- luaop_cache_objects: the count. The series is shared with informers of
+-- the same kind and namespace and other selectors, and charged to the one
+-- that made it: when that one stopped, this one makes it again.
+-- (One the pool refused is not asked for again.)
+function Informer:count_objects()
+  if not self.objects_refused and not self.stopped and not self.objects:recorded() then
+    self.objects, self.objects_refused = core.metrics.series("luaop_cache_objects",
+      { self.kind, self.opts.namespace or "" }, self.metrics_owner)
+  end
+  self.objects:set(self.count)
+end
+
 -- Put obj in the cache and tell the handlers.
 -- (defer: the handlers are told from the informer's own dispatcher task,
 -- not from the caller's: a write of one reconcile must not run every
@@ -164,7 +197,7 @@ function Informer:upsert(obj, defer)
   end
   if old == nil then
     self.count = self.count + 1
-    self.objects:set(self.count)
+    self:count_objects()
     self:emit("add", obj, nil, defer)
   elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
     self:emit("update", old, obj, defer)
@@ -182,7 +215,7 @@ function Informer:remove(obj, defer)
   self.store[k] = nil
   if next(self.indexes) then index_remove(self, k, old) end
   self.count = self.count - 1
-  self.objects:set(self.count)
+  self:count_objects()
   self:emit("delete", old, nil, defer)
 end
 
@@ -458,6 +491,10 @@ end
 
 function Informer:stop()
   self.stopped = true
+  self.metrics_owner:drop()
+  for name, hs in pairs(self.holders) do -- its indexes go with it
+    for h in pairs(hs) do self:release_index(name, h) end
+  end
   self.dispatch:signal()
   if self.watching then self.watching:close() end
   self.synced_cond:signal() -- nobody waits for a cache that will not come
@@ -469,10 +506,54 @@ function Informer:get(namespace, name)
   return self.store[namespace .. "/" .. name]
 end
 
+-- Whether holder (a controller: .script) holds label index `name` now,
+-- taking it when its script may hold one more. No holder: only an index
+-- that exists already.
+function Informer:hold_index(name, holder)
+  local hs = self.holders[name]
+  if holder == nil or type(holder.script) ~= "string" then return hs ~= nil end
+  if hs and hs[holder] then return true end
+  local script = holder.script
+  local mine = false -- the script holds this index already (through another controller)
+  for h in pairs(hs or {}) do
+    if h.script == script then mine = true; break end
+  end
+  if not mine then
+    if (held[script] or 0) >= M.SCRIPT_LABEL_INDEXES then return hs ~= nil end
+    held[script] = (held[script] or 0) + 1
+  end
+  hs = hs or {}
+  hs[holder] = true
+  self.holders[name] = hs
+  return true
+end
+
+-- holder lets label index `name` go; the last holder's going drops it.
+function Informer:release_index(name, holder)
+  local hs = self.holders[name]
+  if not hs or not hs[holder] then return end
+  hs[holder] = nil
+  local still = false
+  for h in pairs(hs) do
+    if h.script == holder.script then still = true; break end
+  end
+  if not still then held[holder.script] = held[holder.script] - 1 end
+  if next(hs) == nil then
+    self.holders[name] = nil
+    self.indexes[name] = nil
+  end
+end
+
+-- A controller stopped: every label index it held is let go.
+function Informer:release_indexes(holder)
+  for name in pairs(self.holders) do self:release_index(name, holder) end
+end
+
 -- Every cached object, optionally only those for which filter(obj) is
 -- true. hint: {namespace =, labels = {key = value}} that filter requires
--- too: only the objects of one index entry are tried (a label's, as
--- usually the fewer; else the namespace's), not the whole cache.
+-- too, and holder (the controller asking): only the objects of one index
+-- entry are tried (a label's, as usually the fewer; else the
+-- namespace's), not the whole cache.
 function Informer:list(filter, hint)
   local candidates = self.store
   if hint then
@@ -480,8 +561,7 @@ function Informer:list(filter, hint)
     for k, v in pairs(hint.labels or {}) do
       if type(k) == "string" and type(v) == "string" then label, value = k, v; break end
     end
-    if label and (self.indexes["label:" .. label] or self.label_indexes < MAX_LABEL_INDEXES) then
-      if not self.indexes["label:" .. label] then self.label_indexes = self.label_indexes + 1 end
+    if label and self:hold_index("label:" .. label, hint.holder) then
       candidates = self:index("label:" .. label)[value] or {}
     elseif type(hint.namespace) == "string" and hint.namespace ~= self.opts.namespace then
       candidates = self:index("namespace")[hint.namespace] or {}

@@ -10,9 +10,12 @@
 -- Expiry is judged by this process's monotonic clock from the moment it
 -- last saw the record change, never by the Lease's timestamps (clocks in a
 -- cluster disagree). And the core fences writes (core.api.fence): from the
--- start, no write but to the Lease leaves the process unless it holds the
--- lease, until the renew deadline counted from the sending of its last
--- successful renew, checked the moment a request is sent.
+-- start, no write leaves the process unless it holds the lease, until the
+-- renew deadline counted from the sending of its last successful renew,
+-- checked the moment a request is sent; but the election's own create,
+-- renew and release, made with the key core.api.fence handed out (kept in
+-- the elector, out of every script's reach). A write to the Lease by
+-- anyone else is fenced like any other.
 local core = require "luaop.core"
 local luaop = require "luaop"
 
@@ -39,7 +42,7 @@ function M.new(opts)
   e.path = e.collection .. "/" .. opts.name
   core.metrics.series("leader_election_slowpath_total", { opts.name })
   e.status:set(0)
-  api.fence(e.path)
+  e.key = api.fence(e.path) -- marks the election's own requests (request below)
   return e
 end
 
@@ -57,7 +60,7 @@ end
 
 function Elector:request(method, path, body)
   local status, text = api.request { method = method, path = path, timeout = self.o.renew_deadline,
-    body = body and json.encode(body), content_type = body and "application/json" }
+    body = body and json.encode(body), content_type = body and "application/json", lease = self.key }
   local obj = status and text and text ~= "" and json.decode(text) or nil
   return status, obj, text
 end

@@ -28,11 +28,17 @@ Manager.__index = Manager
 -- How long a reload waits for the caches of new informers.
 M.SYNC_TIMEOUT = 30
 
+-- Metric series a script may hold, its controllers' and its reload
+-- counts together (docs/metrics.md#who-owns-a-series): about 21 a
+-- controller, so some 95 controllers' worth. Beyond it a controller runs
+-- without metrics, and says so.
+M.SCRIPT_SERIES = 2000
+
 function M.new(opts)
   opts = opts or {}
   return setmetatable({
     client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
-    retired = {}, log = luaop.logger("manager"),
+    retired = {}, log = luaop.logger("manager"), accounts = {},
     idle = core.task.cond(), -- signalled when a reconcile ends (the drain and handovers wait on it)
   }, Manager)
 end
@@ -154,14 +160,41 @@ function Manager:rewire()
   end
 end
 
+-- The metrics account of a script: every series made for it (its
+-- controllers', its reload counts) is charged to it, at most
+-- M.SCRIPT_SERIES, and goes when the script does (drop_account).
+function Manager:account(script)
+  local a = self.accounts[script]
+  if not a then
+    a = core.metrics.owner("script " .. script, M.SCRIPT_SERIES)
+    self.accounts[script] = a
+  end
+  return a
+end
+
+function Manager:drop_account(script)
+  local a = self.accounts[script]
+  if a then
+    a:drop()
+    self.accounts[script] = nil
+  end
+end
+
 function Manager:new_controller(def, script)
+  -- its series: its own owner, under its script's account; they go when
+  -- it stops
+  local owner = core.metrics.owner("controller " .. def.name, 0, self:account(script))
   local c = {
-    name = def.name, script = script, def = def, queue = core.workqueue.new { name = def.name },
-    metrics = worker.metrics(def.name),
+    name = def.name, script = script, def = def, metrics_owner = owner,
+    queue = core.workqueue.new { name = def.name, metrics_owner = owner },
+    metrics = worker.metrics(def.name, owner),
     resync_changed = core.task.cond(),
     log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
   }
   function c.enqueue(key) c.queue:add(key) end
+  if c.metrics.refused then
+    c.log:error("this controller's metrics are not recorded", { error = c.metrics.refused })
+  end
   return c
 end
 
@@ -216,6 +249,9 @@ function Manager:set(script, defs)
     local ok, err = self:start_informers(M.SYNC_TIMEOUT)
     if not ok then
       self:rewire() -- stops the informers nobody took
+      for _, p in ipairs(plans) do -- and the series of controllers that never ran
+        if self.controllers[p.c.name] ~= p.c then p.c.metrics_owner:drop() end
+      end
       return nil, err
     end
   end
@@ -257,6 +293,9 @@ function Manager:stop_controller(c)
   c.resync_changed:signal()
   self.controllers[c.name] = nil
   c.subs, c.primary = {}, nil -- its caches may go
+  c.metrics_owner:drop() -- its series leave /metrics (a reconcile still running updates nothing)
+  require("luaop.events").forget(c.name) -- its Event series' last counts written, its keys and buckets gone
+  for _, e in pairs(self.informers) do e.inf:release_indexes(c) end -- the label indexes it held
   self.retired[#self.retired + 1] = c
 end
 

@@ -343,9 +343,10 @@ function M.reloader(sources, manager)
   }, Reloader)
 end
 
--- luaop_script_reloads_total{script, result}
-local function count_reload(path, result)
-  core.metrics.series("luaop_script_reloads_total", { path, result }):add()
+-- luaop_script_reloads_total{script, result}, charged to the script's
+-- metrics account (it goes with the script)
+local function count_reload(self, path, result)
+  core.metrics.series("luaop_script_reloads_total", { path, result }, self.manager:account(path)):add()
 end
 
 -- In a Pod (POD_NAME and POD_NAMESPACE from the downward API, as the
@@ -362,7 +363,7 @@ end
 
 function Reloader:fail(path, err)
   self.reloads.error = self.reloads.error + 1
-  count_reload(path, "error")
+  count_reload(self, path, "error")
   warn_pod(path, err)
   self.log:error("script reload failed, the running version stays", {
     script = path, error = tostring(err),
@@ -405,7 +406,7 @@ function Reloader:scan(first)
         self.loaded[path] = { text = text, names = names }
         if not first then
           self.reloads.success = self.reloads.success + 1
-          count_reload(path, "success")
+          count_reload(self, path, "success")
           self.log:info(cur and "script reloaded" or "script loaded", {
             script = path, controllers = table.concat(names, ","),
             ms = math.floor((luaop.time.monotonic() - t0) * 1000 + 0.5),
@@ -427,8 +428,14 @@ function Reloader:scan(first)
       self.loaded[path] = nil
       self.failed[path] = nil
       self.reloads.success = self.reloads.success + 1
-      count_reload(path, "success")
+      self.manager:drop_account(path) -- its series, its reload counts among them
       self.log:info("script removed, its controllers stopped", { script = path })
+    end
+  end
+  for path in pairs(self.failed) do -- one that never loaded, gone
+    if not present[path] then
+      self.failed[path] = nil
+      self.manager:drop_account(path)
     end
   end
   if #failures > 0 then return nil, table.concat(failures, "\n") end

@@ -13,17 +13,26 @@ local events = require "luaop.events"
 local M = {}
 
 -- controller-runtime's per-controller metrics (its
--- pkg/internal/controller/metrics), in the runtime's registry.
-function M.metrics(name)
-  local s = core.metrics.series
-  local m = {
+-- pkg/internal/controller/metrics), in the runtime's registry, charged to
+-- owner (the controller's metrics owner, under its script's account). A
+-- series the registry refuses (the script's account at its cap) records
+-- nothing; m.refused says why.
+function M.metrics(name, owner)
+  local m
+  local function s(family, values)
+    local series, why = core.metrics.series(family, values, owner)
+    if why and not m.refused then m.refused = why end
+    return series
+  end
+  m = {}
+  for k, v in pairs {
     time = s("controller_runtime_reconcile_time_seconds", { name }),
     errors = s("controller_runtime_reconcile_errors_total", { name }),
     panics = s("controller_runtime_reconcile_panics_total", { name }),
     workers = s("controller_runtime_max_concurrent_reconciles", { name }),
     active = s("controller_runtime_active_workers", { name }),
     result = {},
-  }
+  } do m[k] = v end
   s("controller_runtime_terminal_reconcile_errors_total", { name }) -- (none: every error is retried)
   for _, r in ipairs { "success", "error", "requeue", "requeue_after" } do
     m.result[r] = s("controller_runtime_reconcile_total", { name, r })
@@ -110,7 +119,7 @@ local function reconcile_one(self, c, key)
     -- and a Warning Event on the object, when it is still there
     local obj = not conflict and c.primary and c.primary.inf:get(ns and ns .. "/" .. name or name)
     if obj then
-      events.record { regarding = obj, type = "Warning", controller = c.name,
+      events.record { regarding = obj, type = "Warning", controller = c.name, script = c.script,
         reason = budgets[why] and "BudgetExceeded" or "ReconcileError",
         note = tostring(res):match("^[^\n]*") }
     end

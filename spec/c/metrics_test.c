@@ -31,7 +31,7 @@ static metrics_series *get(const char *name, const char *a, const char *b, const
     char err[128];
     size_t n = c ? 3 : b ? 2 : 1;
 
-    metrics_series *s = metrics_get(m, name, v, n, err, sizeof err);
+    metrics_series *s = metrics_get(m, NULL, name, v, n, err, sizeof err);
 
     if (s == NULL)
         printf("# %s: %s\n", name, err);
@@ -112,9 +112,9 @@ int main(void)
                has("workqueue_longest_running_processor_seconds{name=\"q\",controller=\"q\"} 5"),
            "the work that ended no longer counts");
 
-    TAP_OK(metrics_get(m, "no_such_metric", one, 1, err, sizeof err) == NULL && strstr(err, "no metric named"),
+    TAP_OK(metrics_get(m, NULL, "no_such_metric", one, 1, err, sizeof err) == NULL && strstr(err, "no metric named"),
            "an unknown family is refused");
-    TAP_OK(metrics_get(m, "controller_runtime_reconcile_total", one, 1, err, sizeof err) == NULL &&
+    TAP_OK(metrics_get(m, NULL, "controller_runtime_reconcile_total", one, 1, err, sizeof err) == NULL &&
                strstr(err, "has 2 labels, not 1"),
            "the wrong number of label values is refused");
     {
@@ -132,14 +132,62 @@ int main(void)
         TAP_OK(metrics_value(m, s) == 200000, "two threads adding while a third writes lose nothing");
     }
     {
+        /* owners: a script's account with a cap, a controller under it */
         char name[32];
-        int made = 0;
         const char *v[1] = {name};
+        metrics_owner *script = metrics_owner_new(m, NULL, "script a.lua", 50);
+        metrics_owner *ctl = metrics_owner_new(m, script, "controller a", 0);
+        metrics_owner *other = metrics_owner_new(m, NULL, "script b.lua", 0);
+        size_t before = metrics_count(m);
+        int made = 0;
+        metrics_series *kept = NULL;
+        for (int i = 0; i < 60; i++) {
+            snprintf(name, sizeof name, "owned%d", i);
+            s = metrics_get(m, ctl, "luaop_decode_errors_total", v, 1, err, sizeof err);
+            made += s != NULL;
+            if (i == 0)
+                kept = s; /* a handle held past the drop */
+            else
+                metrics_release(m, s);
+        }
+        TAP_OK(made == 50 && strstr(err, "script a.lua holds 50 metric series, its cap") &&
+                   metrics_owner_count(m, script) == 50 && metrics_owner_count(m, ctl) == 50,
+               "an owner's series count against its cap and its parent's");
+        snprintf(name, sizeof name, "owned0");
+        s = metrics_get(m, other, "luaop_decode_errors_total", v, 1, err, sizeof err);
+        TAP_OK(s == kept && metrics_owner_count(m, other) == 0, "a series that exists is shared, charged to its maker");
+        metrics_release(m, s);
+        metrics_owner_drop(m, script);
+        TAP_OK(metrics_count(m) == before && metrics_owner_count(m, script) == 0 && !has("luaop_decode_errors_total{resource=\"owned7\"} 0"),
+               "dropping an owner takes its series and its children's out of the registry");
+        metrics_add(m, kept, 1); /* goes nowhere, and is no error */
+        metrics_release(m, kept);
+        TAP_OK(metrics_get(m, ctl, "luaop_decode_errors_total", v, 1, err, sizeof err) == NULL &&
+                   strstr(err, "were dropped"),
+               "no series is made for a dropped owner");
+        metrics_owner_release(m, ctl);
+        metrics_owner_release(m, script);
+        /* owned series stop short of the runtime's reserve; the runtime's go on to the bound */
+        made = 0;
+        for (int i = 0; i < METRICS_MAX_SERIES; i++) {
+            snprintf(name, sizeof name, "b%d", i);
+            s = metrics_get(m, other, "luaop_decode_errors_total", v, 1, err, sizeof err);
+            made += s != NULL;
+            metrics_release(m, s);
+        }
+        TAP_OK(metrics_owner_count(m, other) == METRICS_MAX_SERIES - METRICS_RESERVE &&
+                   strstr(err, "kept for the runtime's own"),
+               "owned series leave the runtime its reserve");
         for (int i = 0; i < METRICS_MAX_SERIES + 10; i++) {
             snprintf(name, sizeof name, "r%d", i);
-            made += metrics_get(m, "luaop_decode_errors_total", v, 1, err, sizeof err) != NULL;
+            s = metrics_get(m, NULL, "luaop_decode_errors_total", v, 1, err, sizeof err);
+            metrics_release(m, s);
         }
-        TAP_OK(made < METRICS_MAX_SERIES && strstr(err, "too many metric series"), "the series are bounded in number");
+        TAP_OK(metrics_count(m) == METRICS_MAX_SERIES && strstr(err, "too many metric series"),
+               "the series are bounded in number");
+        metrics_owner_drop(m, other);
+        metrics_owner_release(m, other);
+        TAP_OK(metrics_count(m) == METRICS_RESERVE, "an owner dropped gives its series back");
     }
     {
         dbuf b = {0};

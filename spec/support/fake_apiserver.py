@@ -34,6 +34,11 @@ With labelSelector=deep, the list is "cm-a", "cm-deep" and "cm-b", and the
 watch sends ADDED "watch-deep" then ADDED "watch-after" (resourceVersion
 60 + W): the deep ones' data are nested 10,300 levels, more than luaop
 decodes (and than the API server would ever send); /api/v1 is the discovery of configmaps.
+Leases (/apis/coordination.k8s.io/v1/namespaces/default/leases, with
+its discovery) are kept: created (POST), read, replaced (PUT, a Conflict
+when the resourceVersion is not the stored one), patched (as is) and
+deleted; /control/hold-lease/NAME makes the Lease NAME held by "another"
+(as a live leader's), /control/drop-lease/NAME deletes it.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
 good-token" or alice's basic credentials get a 401 Status.
 """
@@ -49,6 +54,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PREFIX = "/api/v1/namespaces/default/configmaps/"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+leases = {}  # name -> Lease
+lease_rv = [100]
 counts = {}
 gone = set()
 arrived = set()
@@ -120,6 +128,43 @@ class Handler(BaseHTTPRequestHandler):
     def do_PATCH(self):
         self.write_request()
 
+    def do_PUT(self):
+        self.write_request()
+
+    def do_DELETE(self):
+        self.write_request()
+
+    def lease_write(self, body):
+        path = self.path.split("?", 1)[0]
+        try:
+            obj = json.loads(body or b"{}")
+        except ValueError:
+            return self.status(400, "BadRequest", "not JSON")
+        with lock:
+            if path == LEASES and self.command == "POST":
+                name = (obj.get("metadata") or {}).get("name")
+                if name in leases:
+                    return self.status(409, "AlreadyExists", 'leases.coordination.k8s.io "%s" already exists' % name)
+                lease_rv[0] += 1
+                obj.setdefault("metadata", {})["resourceVersion"] = str(lease_rv[0])
+                leases[name] = obj
+                return self.reply(201, obj)
+            name = path[len(LEASES) + 1:]
+            old = leases.get(name)
+            if old is None:
+                return self.status(404, "NotFound", 'leases.coordination.k8s.io "%s" not found' % name)
+            if self.command == "DELETE":
+                del leases[name]
+                return self.reply(200, old)
+            if self.command == "PATCH":
+                return self.reply(200, old)
+            if (obj.get("metadata") or {}).get("resourceVersion") != old["metadata"]["resourceVersion"]:
+                return self.status(409, "Conflict", "the object has been modified")
+            lease_rv[0] += 1
+            obj["metadata"]["resourceVersion"] = str(lease_rv[0])
+            leases[name] = obj
+            return self.reply(200, obj)
+
     def write_request(self):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b"{}"
@@ -128,6 +173,8 @@ class Handler(BaseHTTPRequestHandler):
                 f.write("%s %s %s\n" % (self.command, self.path, "write"))
         if self.path.startswith("/apis/events.k8s.io/v1/"):
             return self.raw(201 if self.command == "POST" else 200, body)
+        if self.path.split("?", 1)[0] == LEASES or self.path.startswith(LEASES + "/"):
+            return self.lease_write(body)
         return self.status(405, "MethodNotAllowed", "the fake API server takes no writes")
 
     def do_GET(self):
@@ -156,6 +203,28 @@ class Handler(BaseHTTPRequestHandler):
                 with lock:
                     seen = path[len(prefix):] in names
                 return self.status(200 if seen else 404, "", "yes" if seen else "not yet")
+        if path == "/apis/coordination.k8s.io/v1":
+            return self.reply(200, {"kind": "APIResourceList", "groupVersion": "coordination.k8s.io/v1",
+                                    "resources": [{"name": "leases", "namespaced": True, "kind": "Lease",
+                                                   "verbs": ["create", "delete", "get", "patch", "update"]}]})
+        if path.startswith("/control/hold-lease/") or path.startswith("/control/drop-lease/"):
+            name = path.rsplit("/", 1)[1]
+            with lock:
+                if path.startswith("/control/drop-lease/"):
+                    leases.pop(name, None)
+                else:
+                    lease_rv[0] += 1
+                    leases[name] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                    "metadata": {"name": name, "namespace": "default",
+                                                 "resourceVersion": str(lease_rv[0])},
+                                    "spec": {"holderIdentity": "another", "leaseDurationSeconds": 60}}
+            return self.reply(200, {})
+        if path.startswith(LEASES + "/"):
+            with lock:
+                lease = leases.get(path[len(LEASES) + 1:])
+            if lease is None:
+                return self.status(404, "NotFound", "no such lease")
+            return self.reply(200, lease)
         if path == "/api/v1":
             return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})

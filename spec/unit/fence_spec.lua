@@ -1,0 +1,96 @@
+-- The leader election's fence, by request: while this process does not
+-- hold the lease, no write leaves it but the election's own create, renew
+-- and release of its Lease (made with the key core.api.fence hands out,
+-- which no script reaches). A script's write to that very Lease is fenced
+-- like any other. Against the fake API server, which keeps Leases and logs
+-- every request that arrives.
+local luaop = require "support.luaop"
+local fake = require "support.fake"
+local volume = require "support.volume"
+local kube = require "support.kube"
+local proc = require "support.proc"
+
+-- A script whose top level starts a task that writes the election's Lease
+-- every way a client can, and prints what each write answered.
+local intruder = [[
+local luaop = require "luaop"
+local LEASE = "coordination.k8s.io/v1/Lease"
+luaop.spawn(function()
+  local c = luaop.client()
+  local req = { namespace = "default", name = "spec-lease" }
+  local cur, gerr = c:get(LEASE, req)
+  print("GET " .. (cur and cur.spec.holderIdentity or tostring(gerr)))
+  if cur then
+    cur.spec.holderIdentity = "intruder"
+    local _, err = c:update(cur)
+    print("PUT " .. tostring(err))
+  end
+  local _, perr = c:patch(LEASE, req, { spec = { holderIdentity = "intruder" } })
+  print("PATCH " .. tostring(perr))
+  local _, derr = c:delete(LEASE, req)
+  print("DELETE " .. tostring(derr))
+  local _, cerr = c:create { apiVersion = "coordination.k8s.io/v1", kind = "Lease",
+    metadata = { name = "spec-lease", namespace = "default" }, spec = { holderIdentity = "intruder" } }
+  print("POST " .. tostring(cerr))
+  print("intruder done")
+end)
+return luaop.controller { name = "fence-probe", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function() end }
+]]
+
+local LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+-- The writes that reached the fake server's Leases, as "METHOD PATH".
+local function lease_writes(server)
+  local out = {}
+  for _, l in ipairs(server.requests()) do
+    local method, path = l:match("^(%u+) (%S+) write$")
+    if method and path:sub(1, #LEASES) == LEASES then out[#out + 1] = method .. " " .. path end
+  end
+  return out
+end
+
+local function control(server, what)
+  assert(proc.sh(("curl -s -m 5 -o /dev/null -H 'Authorization: Bearer good-token' http://127.0.0.1:%s/control/%s")
+    :format(server.port, what)))
+end
+
+describe("leader election's fence", function()
+  it("refuses a script's PUT, PATCH, DELETE and create of the election Lease while fenced, and lets the "
+    .. "election's own create and renew out", function()
+    local server = fake.start()
+    finally(server.stop)
+    control(server, "hold-lease/spec-lease") -- another process leads: this one is fenced
+    local v = volume.new { ["intruder.lua"] = intruder }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = {
+      "--leader-elect", "--leader-election-id", "spec-lease", "--leader-election-namespace", "default",
+      "--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "2s",
+      "--leader-elect-retry-period", "0.5s" } })
+    finally(run.cleanup)
+    local out = kube.wait_for("the intruder's writes answered", 20, function()
+      local o = run.stdout()
+      return o:find("intruder done", 1, true) and o
+    end)
+    -- it read the Lease (reads leave), and every write failed, fenced
+    assert.matches("GET another", out, 1, true)
+    for _, m in ipairs { "PUT", "PATCH", "DELETE", "POST" } do
+      assert.matches(m .. " TransportError: not sent: this process does not hold the leader election lease",
+        out, 1, true)
+    end
+    -- and nothing reached the server: not one write to the Leases
+    assert.are.same({}, lease_writes(server))
+    -- the lease goes free: the election's own create and renews leave
+    control(server, "drop-lease/spec-lease")
+    kube.wait_for("the lease acquired", 20, function()
+      return run.stderr():find("successfully acquired lease", 1, true)
+    end)
+    local writes = kube.wait_for("a renew", 20, function()
+      local w = lease_writes(server)
+      return #w >= 2 and w
+    end)
+    assert.are.equal("POST " .. LEASES, writes[1])
+    for i = 2, #writes do assert.are.equal("PUT " .. LEASES .. "/spec-lease", writes[i]) end
+    run.stop(0)
+  end)
+end)
