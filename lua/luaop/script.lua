@@ -146,22 +146,25 @@ end
 -- The coroutine library a script gets: a task's thread (what
 -- coroutine.running() gives a reconcile) belongs to the scheduler, which
 -- resumes it when what it waits for comes, exactly once; resumed by a
--- script it would run on while its wait is still pending.
-M.TASK_THREAD = "is a luaop task's own thread, which only luaop's scheduler resumes, closes or suspends"
+-- script it would run on while its wait is still pending. The functions
+-- hold nothing but C functions and a string (no _ENV: they reach nothing
+-- of the runtime's), and are made for each script.
+local base_error = error
+local TASK_THREAD = "is a luaop task's own thread, which only luaop's scheduler resumes, closes or suspends"
 local function sandbox_coroutine()
   local c = {}
   for k, v in pairs(coroutine) do c[k] = v end
   c.resume = function(co, ...)
-    if is_task(co) then error("coroutine.resume: the coroutine " .. M.TASK_THREAD, 2) end
+    if is_task(co) then base_error("coroutine.resume: the coroutine " .. TASK_THREAD, 2) end
     return co_resume(co, ...)
   end
   c.close = function(co)
-    if is_task(co) then error("coroutine.close: the coroutine " .. M.TASK_THREAD, 2) end
+    if is_task(co) then base_error("coroutine.close: the coroutine " .. TASK_THREAD, 2) end
     return co_close(co)
   end
   c.yield = function(...)
     if is_task((co_running())) then
-      error("coroutine.yield outside a coroutine the script made: the running one " .. M.TASK_THREAD ..
+      base_error("coroutine.yield outside a coroutine the script made: the running one " .. TASK_THREAD ..
         " (a task waits with luaop.sleep, a request, ...)", 2)
     end
     return co_yield(...)
