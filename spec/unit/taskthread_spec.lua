@@ -32,6 +32,9 @@ return luaop.controller {
     local t0 = luaop.time.monotonic()
     local woke = luaop.sleep(0.3)
     local slept = luaop.time.monotonic() - t0
+    -- (before, a task whose thread a script resumed held two wake-ups: it
+    -- ended on one and the other resumed the freed task)
+    luaop.sleep(0.05)
     local yielded = select(2, pcall(function() local r = coroutine.yield("to whom?") return r end))
     -- a coroutine of the script's own still resumes, yields and closes
     local gen = coroutine.wrap(function() coroutine.yield(1) coroutine.yield(2) end)
