@@ -61,18 +61,10 @@ static int lbind_push_answer(lua_State *L, int status, const char *body, size_t 
     return 3;
 }
 
-static void lbind_api_done(const http_response *r, void *ud)
-{
-    sched_task *t = ud;
-    lua_State *co = sched_thread(t);
-
-    sched_resume(t, lbind_push_answer(co, r->status, r->body, r->body_len, r->content_type, r->error));
-}
-
 /* The userdata of api.start. */
 typedef struct lbind_pending {
     api_call *call;     /* while under way */
-    sched_task *waiter; /* the task in r:wait() */
+    sched_wait waiter;  /* of the task in r:wait() */
     int taken;          /* r:wait() was called */
     int status;         /* an answer kept until r:wait() */
     char *body;
@@ -92,13 +84,13 @@ static void lbind_pending_clear(lbind_pending *p)
 static void lbind_pending_done(const http_response *r, void *ud)
 {
     lbind_pending *p = ud;
-    sched_task *t = p->waiter;
+    sched_wait w = p->waiter;
+    lua_State *co = sched_waiting(w);
 
     p->call = NULL; /* before anything that may run a collection */
-    if (t) {
-        p->waiter = NULL;
-        sched_resume(t, lbind_push_answer(sched_thread(t), r->status, r->body, r->body_len,
-                                          r->content_type, r->error));
+    p->waiter = (sched_wait){0};
+    if (co) {
+        sched_wake(w, lbind_push_answer(co, r->status, r->body, r->body_len, r->content_type, r->error));
         return;
     }
     p->status = r->status;
@@ -124,15 +116,17 @@ static lbind_pending *lbind_topending(lua_State *L)
 static int lbind_pending_wait(lua_State *L)
 {
     lbind_pending *p = lbind_topending(L);
-    sched_task *t = lbind_check_task(L, "a request's wait");
     int n;
 
+    lbind_check_task(L, "a request's wait");
     if (p->taken)
         return luaL_error(L, "this request's answer was taken already");
     p->taken = 1;
     if (p->call) {
-        p->waiter = t;
-        return lua_yield(L, 0);
+        /* p, at 1, stays on the waiting stack: alive until the answer */
+        lua_settop(L, 1);
+        p->waiter = sched_wait_begin(L);
+        return sched_wait_yield(L, 0, NULL);
     }
     n = lbind_push_answer(L, p->status, p->body, p->body_len, p->content_type, p->error);
     lbind_pending_clear(p);
@@ -142,7 +136,7 @@ static int lbind_pending_wait(lua_State *L)
 /* The request stops, its answer is dropped. */
 static void lbind_pending_drop(lbind_pending *p)
 {
-    p->waiter = NULL;
+    p->waiter = (sched_wait){0};
     if (p->call) {
         api_cancel(p->call);
         p->call = NULL;
@@ -155,7 +149,7 @@ static int lbind_pending_cancel(lua_State *L)
 {
     lbind_pending *p = lbind_topending(L);
 
-    if (p->waiter)
+    if (sched_waiting(p->waiter))
         return luaL_error(L, "a task is waiting for this request");
     lbind_pending_drop(p);
     return 0;
@@ -220,23 +214,12 @@ static void lbind_api_spec(lua_State *L, api_spec *s, const char *what)
     lua_pop(L, 1);
 }
 
-static int lbind_api_request(lua_State *L)
-{
-    api_spec s = {0};
-    sched_task *t = lbind_check_task(L, "api.request");
-
-    lbind_api_spec(L, &s, "api.request");
-    if (api_request(lbind_api_of(L), &s, lbind_api_done, t) == NULL)
-        return luaL_error(L, "not enough memory");
-    return lua_yield(L, 0);
-}
-
-static int lbind_api_start(lua_State *L)
+static int lbind_api_begin(lua_State *L, const char *what)
 {
     api_spec s = {0};
     lbind_pending *p;
 
-    lbind_api_spec(L, &s, "api.start");
+    lbind_api_spec(L, &s, what);
     api *a = lbind_api_of(L);
     p = lua_newuserdatauv(L, sizeof *p, 0);
     memset(p, 0, sizeof *p);
@@ -245,6 +228,22 @@ static int lbind_api_start(lua_State *L)
     if (p->call == NULL)
         return luaL_error(L, "not enough memory");
     return 1;
+}
+
+static int lbind_api_start(lua_State *L)
+{
+    return lbind_api_begin(L, "api.start");
+}
+
+/* A request begun as api.start's and waited for: its answer is kept by the
+ * request's userdata, which the waiting stack holds, so nothing that
+ * answers keeps a pointer to the task. */
+static int lbind_api_request(lua_State *L)
+{
+    lbind_check_task(L, "api.request");
+    lbind_api_begin(L, "api.request");
+    lua_replace(L, 1);
+    return lbind_pending_wait(L);
 }
 
 static int lbind_api_info(lua_State *L)

@@ -49,7 +49,7 @@ typedef enum { LBIND_FS_KIND, LBIND_FS_LIST, LBIND_FS_READ } lbind_fs_op;
 typedef struct lbind_fs_job lbind_fs_job;
 struct lbind_fs_job {
     uv_work_t work;
-    sched_task *t; /* NULL once its Lua state is gone */
+    sched_wait wait; /* of the task; {0} once its Lua state is gone */
     lbind_fs_op op;
     char *path;
     int err;       /* a negated errno, or 0 */
@@ -103,15 +103,14 @@ static void lbind_fs_job_free(lbind_fs_job *j)
 static void lbind_fs_done(uv_work_t *w, int status)
 {
     lbind_fs_job *j = w->data;
-    sched_task *t = j->t;
-    lua_State *co;
+    sched_wait wait = j->wait;
+    lua_State *co = sched_waiting(wait);
     int n = 1;
 
-    if (t == NULL) {
-        lbind_fs_job_free(j);
+    if (co == NULL) {
+        lbind_fs_job_free(j); /* not the wait its task is in: dropped */
         return;
     }
-    co = sched_thread(t);
     if (status < 0 || j->err < 0) {
         n = lbind_fs_fail(co, j->path, status < 0 ? status : j->err);
     } else if (j->op == LBIND_FS_KIND) {
@@ -128,22 +127,23 @@ static void lbind_fs_done(uv_work_t *w, int status)
         }
     }
     lbind_fs_job_free(j);
-    sched_resume(t, n);
+    sched_wake(wait, n);
 }
 
 static int lbind_fs_start(lua_State *L, lbind_fs_op op, const char *what)
 {
     const char *path = luaL_checkstring(L, 1);
-    sched_task *t = lbind_check_task(L, what);
     runtime *rt = runtime_of(L);
-    lbind_fs_job *j = calloc(1, sizeof *j);
+    lbind_fs_job *j;
     int r;
 
+    lbind_check_task(L, what);
+    j = calloc(1, sizeof *j);
     if (j == NULL || (j->path = str_dup(path)) == NULL) {
         free(j);
         return luaL_error(L, "not enough memory");
     }
-    j->t = t;
+    j->wait = sched_wait_begin(L);
     j->op = op;
     j->rt = rt;
     j->work.data = j;
@@ -154,7 +154,7 @@ static int lbind_fs_start(lua_State *L, lbind_fs_op op, const char *what)
         return lbind_fs_fail(L, path, r);
     }
     list_push(&j->rt->fs_jobs, &j->link);
-    return lua_yield(L, 0);
+    return sched_wait_yield(L, 0, NULL);
 }
 
 static int lbind_fs_kind(lua_State *L)
@@ -175,7 +175,7 @@ static int lbind_fs_read(lua_State *L)
 void lbind_fs_shutdown(runtime *rt)
 {
     for (list_node *n = rt->fs_jobs; n; n = n->next)
-        list_entry(n, lbind_fs_job, link)->t = NULL; /* its task is gone with the Lua state: done only frees it */
+        list_entry(n, lbind_fs_job, link)->wait = (sched_wait){0}; /* its task is gone with the Lua state: done only frees it */
 }
 
 /* ---- watchers ------------------------------------------------------------- */
@@ -183,7 +183,7 @@ void lbind_fs_shutdown(runtime *rt)
 typedef struct lbind_fs_watch {
     uv_fs_event_t *ev; /* NULL once closed; freed by its close callback */
     int changed;
-    sched_task *waiter;
+    sched_wait waiter;
 } lbind_fs_watch;
 
 static void lbind_fs_closed(uv_handle_t *h)
@@ -199,12 +199,15 @@ static void lbind_fs_event(uv_fs_event_t *ev, const char *name, int events, int 
     (void)events;
     (void)status; /* an error is a change too: the caller looks again */
     w->changed = 1;
-    if (w->waiter) {
-        sched_task *t = w->waiter;
-        w->waiter = NULL;
-        w->changed = 0;
-        lua_pushboolean(sched_thread(t), 1);
-        sched_resume(t, 1);
+    if (w->waiter.id) {
+        sched_wait t = w->waiter;
+        lua_State *co = sched_waiting(t);
+        w->waiter = (sched_wait){0};
+        if (co) {
+            w->changed = 0;
+            lua_pushboolean(co, 1);
+            sched_wake(t, 1);
+        }
     }
 }
 
@@ -248,17 +251,17 @@ static lbind_fs_watch *lbind_tofswatch(lua_State *L)
 static int lbind_fs_watch_wait(lua_State *L)
 {
     lbind_fs_watch *w = lbind_tofswatch(L);
-    sched_task *t = lbind_check_task(L, "watcher:wait");
 
+    lbind_check_task(L, "watcher:wait");
     if (w->changed || w->ev == NULL) {
         lua_pushboolean(L, w->changed);
         w->changed = 0;
         return 1;
     }
-    if (w->waiter)
+    if (sched_waiting(w->waiter))
         return luaL_error(L, "another task is already waiting on this watcher");
-    w->waiter = t;
-    return lua_yieldk(L, 0, 0, lbind_fs_watch_wait_k);
+    w->waiter = sched_wait_begin(L);
+    return sched_wait_yield(L, 0, lbind_fs_watch_wait_k);
 }
 
 static int lbind_fs_watch_take(lua_State *L)
@@ -283,11 +286,14 @@ static int lbind_fs_watch_close(lua_State *L)
     lbind_fs_watch *w = lbind_tofswatch(L);
 
     lbind_fs_watch_stop(w);
-    if (w->waiter) {
-        sched_task *t = w->waiter;
-        w->waiter = NULL;
-        lua_pushboolean(sched_thread(t), 0);
-        sched_resume(t, 1);
+    if (w->waiter.id) {
+        sched_wait t = w->waiter;
+        lua_State *co = sched_waiting(t);
+        w->waiter = (sched_wait){0};
+        if (co) {
+            lua_pushboolean(co, 0);
+            sched_wake(t, 1);
+        }
     }
     return 0;
 }
@@ -297,7 +303,7 @@ static int lbind_fs_watch_gc(lua_State *L)
 {
     lbind_fs_watch *w = lbind_tofswatch(L);
 
-    w->waiter = NULL;
+    w->waiter = (sched_wait){0};
     lbind_fs_watch_stop(w);
     return 0;
 }

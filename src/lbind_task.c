@@ -14,7 +14,11 @@
  *   task.wall() -> seconds since the epoch (wall clock, microseconds)
  *   task.cond() -> c;  c:wait([timeout]) (yields) until c:signal() wakes
  *     every waiter (true), or the timeout's seconds are over (false)
- *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping() */
+ *   task.shutdown() -> the cond signalled on SIGTERM/SIGINT; task.stopping()
+ *   task.is_task(v) -> true when v is a task's own thread
+ *
+ * Every wait goes through sched_wait_begin/sched_wait_yield, and whatever
+ * ends it keeps the wait's token (sched.h), never the task. */
 #include "lbind.h"
 
 #include <math.h>
@@ -52,7 +56,7 @@ typedef struct lbind_sleep lbind_sleep;
 typedef struct lbind_cond lbind_cond;
 struct lbind_sleep {
     uv_timer_t timer;
-    sched_task *t;
+    sched_wait wait; /* the task's wait it ends */
     runtime *rt;
     lbind_cond *cond; /* the timeout of a cond:wait: it ends with false */
     uint64_t due;     /* runtime_now_ns() at which it is over */
@@ -75,20 +79,26 @@ static void lbind_sleep_end(lbind_sleep *s)
 static void lbind_sleep_cb(uv_timer_t *timer)
 {
     lbind_sleep *s = timer->data;
-    sched_task *t = s->t;
-    int nres = 0;
+    sched_wait w = s->wait;
+    lua_State *co;
+    int nres = 0, timed_out;
+
     if (runtime_now_ns(s->rt) < s->due) {
         /* the loop's clock is in (coarse) milliseconds: early, wait the rest */
         runtime_timer_start(s->rt, &s->timer, lbind_sleep_cb, s->due);
         return;
     }
-    if (s->cond) {
+    timed_out = s->cond != NULL;
+    if (timed_out)
         lbind_cond_timed_out(s->cond, s);
-        lua_pushboolean(sched_thread(t), 0);
+    lbind_sleep_end(s);
+    if ((co = sched_waiting(w)) == NULL)
+        return; /* not the wait its task is in: dropped */
+    if (timed_out) {
+        lua_pushboolean(co, 0);
         nres = 1;
     }
-    lbind_sleep_end(s);
-    sched_resume(t, nres);
+    sched_wake(w, nres);
 }
 
 void lbind_task_shutdown(runtime *rt)
@@ -97,9 +107,9 @@ void lbind_task_shutdown(runtime *rt)
         lbind_sleep_end(list_entry(rt->sleeps, lbind_sleep, link));
 }
 
-/* Resume task t from rt's loop after secs (0: on the next iteration).
+/* End the wait w from rt's loop after secs (0: on the next iteration).
  * NULL when out of memory. */
-static lbind_sleep *lbind_wake_after(runtime *rt, sched_task *t, double secs)
+static lbind_sleep *lbind_wake_after(runtime *rt, sched_wait w, double secs)
 {
     lbind_sleep *s = malloc(sizeof *s);
 
@@ -111,7 +121,7 @@ static lbind_sleep *lbind_wake_after(runtime *rt, sched_task *t, double secs)
         secs = 0;
     else if (secs > LBIND_SLEEP_MAX)
         secs = LBIND_SLEEP_MAX;
-    s->t = t;
+    s->wait = w;
     s->rt = rt;
     s->cond = NULL;
     list_push(&rt->sleeps, &s->link);
@@ -148,11 +158,11 @@ int lbind_task_next_due(runtime *rt, uint64_t *due)
 static int lbind_task_sleep(lua_State *L)
 {
     double secs = luaL_checknumber(L, 1);
-    sched_task *t = lbind_check_task(L, "task.sleep");
 
-    if (lbind_wake_after(runtime_of(L), t, secs) == NULL)
+    lbind_check_task(L, "task.sleep");
+    if (lbind_wake_after(runtime_of(L), sched_wait_begin(L), secs) == NULL)
         return luaL_error(L, "not enough memory");
-    return lua_yield(L, 0);
+    return sched_wait_yield(L, 0, NULL);
 }
 
 /* ---- conditions: cond:wait() until another task's cond:signal() ---------- */
@@ -160,7 +170,7 @@ static int lbind_task_sleep(lua_State *L)
 #define LBIND_COND_MT "luaop.cond"
 
 typedef struct lbind_waiter {
-    sched_task *t;
+    sched_wait wait;
     lbind_sleep *timeout; /* NULL: waits for a signal only */
 } lbind_waiter;
 
@@ -215,9 +225,10 @@ static int lbind_cond_wait(lua_State *L)
 {
     lbind_cond *c = lbind_tocond(L);
     double timeout = luaL_optnumber(L, 2, -1);
-    sched_task *t = lbind_check_task(L, "cond:wait");
     lbind_sleep *s = NULL;
+    sched_wait wait;
 
+    lbind_check_task(L, "cond:wait");
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 4;
         lbind_waiter *w = realloc(c->waiting, (size_t)cap * sizeof *w);
@@ -226,16 +237,17 @@ static int lbind_cond_wait(lua_State *L)
         c->waiting = w;
         c->cap = cap;
     }
+    wait = sched_wait_begin(L);
     if (timeout >= 0) {
-        s = lbind_wake_after(c->rt, t, timeout);
+        s = lbind_wake_after(c->rt, wait, timeout);
         if (s == NULL)
             return luaL_error(L, "not enough memory");
         s->cond = c;
     }
-    c->waiting[c->n].t = t;
+    c->waiting[c->n].wait = wait;
     c->waiting[c->n++].timeout = s;
     lua_settop(L, 1);
-    return lua_yieldk(L, 0, 0, lbind_cond_wait_k);
+    return sched_wait_yield(L, 0, lbind_cond_wait_k);
 }
 
 /* Wake every waiting task, each from the loop (never inside the caller).
@@ -248,7 +260,7 @@ static int lbind_cond_broadcast(lbind_cond *c)
     for (int i = 0; i < n; i++) {
         if (c->waiting[i].timeout)
             lbind_sleep_end(c->waiting[i].timeout);
-        if (lbind_wake_after(c->rt, c->waiting[i].t, 0) == NULL)
+        if (lbind_wake_after(c->rt, c->waiting[i].wait, 0) == NULL)
             return -1;
     }
     return n;
@@ -302,6 +314,17 @@ static int lbind_cond_gc(lua_State *L)
     return 0;
 }
 
+/* task.is_task(v) -> whether v is a task's own thread: the scheduler's,
+ * which no Lua code may resume, close or yield (the sandbox's coroutine
+ * library asks) */
+static int lbind_task_is_task(lua_State *L)
+{
+    lua_State *co = lua_tothread(L, 1);
+
+    lua_pushboolean(L, co != NULL && sched_current(co) != NULL);
+    return 1;
+}
+
 static int lbind_task_iterations(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)runtime_of(L)->iterations);
@@ -332,7 +355,7 @@ static int lbind_spawn(lua_State *L, const sched_budget *b);
  * the outcome ({ok, results...}) once it ended, or the waiting task. */
 typedef struct lbind_handle {
     int ended;
-    sched_task *waiter; /* a task blocked in :wait() */
+    sched_wait waiter; /* of a task blocked in :wait() */
 } lbind_handle;
 
 static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, void *ud)
@@ -367,10 +390,10 @@ static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, voi
     lua_pop(L, 2);
     luaL_unref(L, LUA_REGISTRYINDEX, href);
     h->ended = 1;
-    if (h->waiter) {
-        sched_task *w = h->waiter;
-        h->waiter = NULL;
-        sched_resume(w, 0);
+    if (sched_waiting(h->waiter)) {
+        sched_wait w = h->waiter;
+        h->waiter = (sched_wait){0};
+        sched_wake(w, 0);
     }
 }
 
@@ -451,7 +474,7 @@ static int lbind_spawn(lua_State *L, const sched_budget *b)
     luaL_checktype(L, 1, LUA_TFUNCTION);
     h = lua_newuserdatauv(L, sizeof *h, 1);
     h->ended = 0;
-    h->waiter = NULL;
+    h->waiter = (sched_wait){0};
     lua_newtable(L);
     lua_setiuservalue(L, -2, 1);
     luaL_setmetatable(L, LBIND_TASK_MT);
@@ -504,10 +527,11 @@ static int lbind_handle_wait(lua_State *L)
 
     if (h->ended)
         return lbind_handle_results(L);
-    if (h->waiter)
+    if (sched_waiting(h->waiter))
         return luaL_error(L, "another task is already waiting for this one");
-    h->waiter = lbind_check_task(L, "task:wait");
-    return lua_yieldk(L, 0, 0, lbind_handle_wait_k);
+    lbind_check_task(L, "task:wait");
+    h->waiter = sched_wait_begin(L);
+    return sched_wait_yield(L, 0, lbind_handle_wait_k);
 }
 
 static const luaL_Reg lbind_task_funcs[] = {
@@ -521,6 +545,7 @@ static const luaL_Reg lbind_task_funcs[] = {
     {"now", lbind_task_now},
     {"iterations", lbind_task_iterations},
     {"wall", lbind_task_wall},
+    {"is_task", lbind_task_is_task},
     {NULL, NULL},
 };
 

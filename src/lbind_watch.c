@@ -33,7 +33,7 @@ struct lbind_line {
 
 typedef struct lbind_watch {
     api_call *call; /* while streaming */
-    sched_task *waiter;
+    sched_wait waiter; /* of the task in next() */
     int ended;
     long status;
     char *error;
@@ -90,19 +90,22 @@ static int lbind_watch_push_end(lbind_watch *w, lua_State *L)
 
 static void lbind_watch_wake(lbind_watch *w)
 {
-    sched_task *t = w->waiter;
+    sched_wait t = w->waiter;
     lua_State *co;
     int n;
 
-    if (t == NULL || (w->head == NULL && !w->ended))
+    if (t.id == 0 || (w->head == NULL && !w->ended))
         return;
-    co = sched_thread(t);
+    if ((co = sched_waiting(t)) == NULL) {
+        w->waiter = (sched_wait){0}; /* not the wait its task is in: the lines stay */
+        return;
+    }
     if (lbind_watch_pop(w, co))
         n = 1;
     else
         n = lbind_watch_push_end(w, co);
-    w->waiter = NULL;
-    sched_resume(t, n);
+    w->waiter = (sched_wait){0};
+    sched_wake(t, n);
 }
 
 static void lbind_watch_wake_cb(uv_idle_t *h)
@@ -163,7 +166,7 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
         return 1;
     /* This runs inside a curl callback, where Lua code (which may start or
      * cancel requests) must not run: wake the waiter from the loop. */
-    if (w->waiter && w->head)
+    if (w->waiter.id && w->head)
         uv_idle_start(w->wake, lbind_watch_wake_cb);
     return 0;
 }
@@ -247,18 +250,17 @@ static lbind_watch *lbind_towatch(lua_State *L)
 static int lbind_watch_next(lua_State *L)
 {
     lbind_watch *w = lbind_towatch(L);
-    sched_task *t;
 
     lua_settop(L, 1);
     if (lbind_watch_pop(w, L))
         return 1;
     if (w->ended)
         return lbind_watch_push_end(w, L);
-    if (w->waiter)
+    if (sched_waiting(w->waiter))
         return luaL_error(L, "another task is already waiting on this watch");
-    t = lbind_check_task(L, "watch:next");
-    w->waiter = t;
-    return lua_yieldk(L, 0, 0, lbind_watch_next_k);
+    lbind_check_task(L, "watch:next");
+    w->waiter = sched_wait_begin(L);
+    return sched_wait_yield(L, 0, lbind_watch_next_k);
 }
 
 static void lbind_watch_stop(lbind_watch *w)

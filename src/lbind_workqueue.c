@@ -44,7 +44,7 @@ typedef struct lbind_wq {
     runtime *rt;
     uv_timer_t *timer; /* once a task took: when the next delayed key is due */
     uv_idle_t *ready;  /* active while a waiting task can be served */
-    sched_task **waiting; /* in q:take(), oldest first */
+    sched_wait *waiting; /* of the tasks in q:take(), oldest first */
     int n, cap;
     int ref;           /* pins the userdata while tasks wait */
     lua_State *L;      /* the main thread (for the ref) */
@@ -361,19 +361,24 @@ static void lbind_wq_serve(uv_idle_t *idle)
     w->wake_all = 0;
     workqueue_tick(w->q, lbind_wq_clock(w->rt));
     while (serve-- > 0 && w->n > 0 && w->q) {
+        sched_wait t = w->waiting[0];
+        lua_State *co = sched_waiting(t);
+        if (co == NULL) {
+            /* not the wait its task is in: dropped, before it takes a key */
+            memmove(w->waiting, w->waiting + 1, (size_t)(--w->n) * sizeof *w->waiting);
+            continue;
+        }
         const char *key = workqueue_get(w->q);
         if (key == NULL && !wake_all && !workqueue_shutting_down(w->q))
             break;
-        sched_task *t = w->waiting[0];
         memmove(w->waiting, w->waiting + 1, (size_t)(--w->n) * sizeof *w->waiting);
-        lua_State *co = sched_thread(t);
         if (key) {
             lbind_wq_started(w, key);
             lua_pushstring(co, key);
         } else {
             lua_pushnil(co);
         }
-        sched_resume(t, 1); /* may add, take or wake again: arms anew */
+        sched_wake(t, 1); /* may add, take or wake again: arms anew */
     }
     if (w->q)
         lbind_wq_arm(w);
@@ -458,9 +463,9 @@ static int lbind_wq_take(lua_State *L)
 {
     lbind_wq *w = lbind_towq(L);
     workqueue *q = lbind_wq_check(L);
-    sched_task *t = lbind_check_task(L, "workqueue:take");
     workqueue_stats st;
 
+    lbind_check_task(L, "workqueue:take");
     if (w->timer == NULL) {
         runtime *rt = runtime_of(L);
         w->timer = malloc(sizeof *w->timer);
@@ -486,7 +491,7 @@ static int lbind_wq_take(lua_State *L)
     }
     if (w->n == w->cap) {
         int cap = w->cap ? 2 * w->cap : 4;
-        sched_task **ws = realloc(w->waiting, (size_t)cap * sizeof *ws);
+        sched_wait *ws = realloc(w->waiting, (size_t)cap * sizeof *ws);
         if (ws == NULL)
             return luaL_error(L, "not enough memory");
         w->waiting = ws;
@@ -499,9 +504,9 @@ static int lbind_wq_take(lua_State *L)
         lua_pushvalue(L, 1);
         w->ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
-    w->waiting[w->n++] = t;
+    w->waiting[w->n++] = sched_wait_begin(L);
     lbind_wq_arm(w);
-    return lua_yieldk(L, 0, 0, lbind_wq_take_k);
+    return sched_wait_yield(L, 0, lbind_wq_take_k);
 }
 
 static int lbind_wq_wake(lua_State *L)

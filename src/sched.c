@@ -28,8 +28,6 @@ typedef struct sched_account {
     char where[160];            /* "file:line: " of the breach, once known */
 } sched_account;
 
-#define SCHED_NAME_LEN 96
-
 enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG, SCHED_BREACH_PATTERN };
 
 /* What a thread's extra space points to: a task's thread, its task; the
@@ -50,6 +48,14 @@ struct sched_task {
     sched_account *acct;     /* NULL: unbudgeted */
     char name[SCHED_NAME_LEN]; /* what it does (the watchdog's log) */
     list_node link; /* in s->all: every task not yet ended */
+    uint32_t index; /* in s->tasks, where a wait's token finds it */
+    /* Its wait: only sched_wake with this token resumes it (sched_wait_k). */
+    uint64_t wait;  /* the token of the wait begun; 0: none */
+    int waiting;    /* yielded for it (sched_wait_yield) */
+    int woken;      /* resumed by sched_wake: the continuation goes on */
+    lua_KFunction k; /* the waiting C function's continuation, and its context */
+    lua_KContext kctx;
+    uint64_t run;   /* the generation of its resume running now (the watchdog's) */
 };
 
 /* One Lua state's tasks. */
@@ -60,18 +66,27 @@ struct sched {
     int live;
     list_node *all;
     sched_task *running; /* the task inside lua_resume now */
+    uint64_t since;      /* when the outermost resume running now began */
+    uint64_t next_id;    /* the last wait token or resume generation given */
+    /* Every task not yet ended by its index (NULL: a free index, in free). */
+    sched_task **tasks;
+    uint32_t *free;
+    uint32_t ntasks, nfree, cap;
     /* Memory budgets: the state's allocator is wrapped so that what is
      * allocated while a task runs is charged to that task (and what is
      * freed meanwhile credited). A growth past the budget fails; Lua then
      * collects garbage and tries once more before it raises. */
     lua_Alloc orig_alloc;
     void *orig_ud;
-    /* The watchdog's view (watchdog.c, another thread). */
-    _Atomic uint64_t busy_ns;
-    char busy_name[SCHED_NAME_LEN]; /* "" names "task" */
-    _Atomic(sched_task *) interrupt_task;
-    _Atomic(sched_task *) innermost; /* running, for the watchdog */
+    /* The watchdog's view (watchdog.c, another thread): a seqlock, odd
+     * while the loop writes it; what the running task was interrupted for. */
+    _Atomic unsigned busy_seq;
+    _Atomic uint64_t busy_ns, busy_run;
+    _Atomic uint64_t busy_name[SCHED_NAME_LEN / 8]; /* all 0: "task" */
+    _Atomic uint64_t interrupt_run;
 };
+
+_Static_assert(SCHED_NAME_LEN % 8 == 0, "a name is whole words");
 
 static void sched_count_hook(lua_State *L, lua_Debug *ar);
 
@@ -83,18 +98,77 @@ static uint64_t sched_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t sched_busy_since(sched *s, char *buf, size_t len)
+/* On the loop's thread: the watchdog's view says the resume of t (NULL:
+ * none) runs, inside an outermost one begun at `since` (0: none). */
+static void sched_publish(sched *s, uint64_t since, const sched_task *t)
 {
-    uint64_t since = atomic_load(&s->busy_ns);
+    uint64_t words[SCHED_NAME_LEN / 8] = {0};
+    unsigned seq = atomic_load_explicit(&s->busy_seq, memory_order_relaxed);
 
-    if (since && len)
-        snprintf(buf, len, "%s", s->busy_name[0] ? s->busy_name : "task");
-    return since;
+    if (t)
+        memcpy(words, t->name, sizeof words);
+    atomic_store_explicit(&s->busy_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->busy_ns, since, memory_order_relaxed);
+    atomic_store_explicit(&s->busy_run, t ? t->run : 0, memory_order_relaxed);
+    for (size_t i = 0; i < SCHED_NAME_LEN / 8; i++)
+        atomic_store_explicit(&s->busy_name[i], words[i], memory_order_relaxed);
+    atomic_store_explicit(&s->busy_seq, seq + 2, memory_order_release);
 }
 
-void sched_interrupt(sched *s)
+void sched_busy_read(sched *s, sched_busy *b)
 {
-    atomic_store(&s->interrupt_task, atomic_load(&s->innermost));
+    uint64_t words[SCHED_NAME_LEN / 8];
+    struct timespec pause = {0, 100000};
+
+    memset(b, 0, sizeof *b);
+    /* the loop holds it odd for a few stores: retried, and after a
+     * thousand tries (the loop's thread preempted meanwhile) with a pause
+     * in between; given up after a second, as "not busy" */
+    for (int tries = 0; tries < 11000; tries++) {
+        unsigned seq = atomic_load_explicit(&s->busy_seq, memory_order_acquire);
+        if ((seq & 1) == 0) {
+            uint64_t since = atomic_load_explicit(&s->busy_ns, memory_order_relaxed);
+            uint64_t run = atomic_load_explicit(&s->busy_run, memory_order_relaxed);
+            for (size_t i = 0; i < SCHED_NAME_LEN / 8; i++)
+                words[i] = atomic_load_explicit(&s->busy_name[i], memory_order_relaxed);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&s->busy_seq, memory_order_relaxed) == seq) {
+                if (since == 0)
+                    return;
+                b->since = since;
+                b->run = run;
+                memcpy(b->name, words, sizeof b->name);
+                b->name[sizeof b->name - 1] = '\0';
+                if (b->name[0] == '\0')
+                    snprintf(b->name, sizeof b->name, "task");
+                return;
+            }
+        }
+        if (tries >= 1000)
+            nanosleep(&pause, NULL);
+    }
+}
+
+uint64_t sched_busy_since(sched *s, char *buf, size_t len)
+{
+    sched_busy b;
+
+    sched_busy_read(s, &b);
+    if (b.since && len)
+        snprintf(buf, len, "%s", b.name);
+    return b.since;
+}
+
+void sched_interrupt(sched *s, uint64_t run)
+{
+    atomic_store(&s->interrupt_run, run);
+}
+
+/* Whether the watchdog interrupted t's resume running now. */
+static int sched_interrupted(sched *s, const sched_task *t)
+{
+    return atomic_load_explicit(&s->interrupt_run, memory_order_relaxed) == t->run;
 }
 
 /* The scheduler of L's state (any of its threads); NULL when none. */
@@ -230,6 +304,40 @@ static void sched_set_slot(lua_State *co, sched_task *t)
     *(sched_task **)lua_getextraspace(co) = t;
 }
 
+/* Give t an index in s->tasks; -1 when out of memory. */
+static int sched_index_take(sched *s, sched_task *t)
+{
+    if (s->nfree > 0) {
+        t->index = s->free[--s->nfree];
+    } else {
+        if (s->ntasks == s->cap) {
+            uint32_t cap = s->cap ? 2 * s->cap : 64;
+            sched_task **tasks;
+            uint32_t *free_;
+            if (cap <= s->cap)
+                return -1;
+            tasks = realloc(s->tasks, cap * sizeof *tasks);
+            if (tasks == NULL)
+                return -1;
+            s->tasks = tasks;
+            free_ = realloc(s->free, cap * sizeof *free_);
+            if (free_ == NULL)
+                return -1; /* the larger tasks stays: cap is the smaller */
+            s->free = free_;
+            s->cap = cap;
+        }
+        t->index = s->ntasks++;
+    }
+    s->tasks[t->index] = t;
+    return 0;
+}
+
+static void sched_index_release(sched *s, sched_task *t)
+{
+    s->tasks[t->index] = NULL;
+    s->free[s->nfree++] = t->index;
+}
+
 sched_task *sched_current(lua_State *co)
 {
     int *slot = *(int **)lua_getextraspace(co);
@@ -316,42 +424,55 @@ static const char *sched_failure_of(const sched_account *a, lua_State *L)
     return kind;
 }
 
-/* from: the thread running when the task is started from inside another
- * (so Lua counts the C calls nested so far), NULL when resumed from the
- * loop. */
-static void sched_step(sched_task *t, int nargs, lua_State *from)
+/* Why a task that did not end by itself failed (the scheduler's own
+ * errors: no Lua code raised them). */
+#define SCHED_YIELDED "coroutine.yield in a task's own thread, outside any coroutine the task made: " \
+                      "a task yields only to wait (luaop.sleep, a request, a condition)"
+#define SCHED_CLOSED "its thread was closed (coroutine.close) while it waited"
+
+/* Run t until it waits or ends. from: the thread running when the task is
+ * started from inside another (so Lua counts the C calls nested so far),
+ * NULL when resumed from the loop. fail: end it now with that error
+ * instead (its thread is no longer one that can be resumed). */
+static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fail)
 {
     lua_State *co = t->co;
     sched *s = t->s;
     int nres = 0;
     sched_task *outer = s->running;
-    int status;
+    int status = LUA_ERRRUN;
 
-    s->running = t;
-    /* the innermost task running is the one the watchdog names */
-    memcpy(s->busy_name, t->name, sizeof s->busy_name); /* every resume: no formatting */
-    atomic_store(&s->innermost, t);
-    if (outer == NULL)
-        atomic_store(&s->busy_ns, sched_now_ns());
-    status = lua_resume(co, from, nargs, &nres);
-    if (outer == NULL) {
-        atomic_store(&s->busy_ns, 0);
-        atomic_store(&s->interrupt_task, NULL);
+    if (fail == NULL) {
+        s->running = t;
+        /* the innermost task running is the one the watchdog names, by the
+         * generation of this resume */
+        t->run = ++s->next_id;
+        if (outer == NULL)
+            s->since = sched_now_ns();
+        sched_publish(s, s->since, t);
+        status = lua_resume(co, from, nargs, &nres);
+        if (outer == NULL)
+            s->since = 0;
+        sched_publish(s, s->since, outer);
+        /* What follows is bookkeeping, charged to nobody; the task that
+         * started this one (if any) is charged again once we return to it. */
+        s->running = NULL;
+        if (status == LUA_YIELD) {
+            /* values yielded to the scheduler are dropped */
+            lua_pop(co, nres);
+            nres = 0;
+            if (t->waiting) {
+                s->running = outer;
+                return;
+            }
+            /* a yield that is no wait: nothing would ever resume it */
+            fail = SCHED_YIELDED;
+        }
     } else {
-        memcpy(s->busy_name, outer->name, sizeof s->busy_name);
+        lua_pop(co, nargs);
     }
-    atomic_store(&s->innermost, outer);
-    /* What follows is bookkeeping, charged to nobody; the task that
-     * started this one (if any) is charged again once we return to it. */
-    s->running = NULL;
-
-    if (status == LUA_YIELD) {
-        /* Waiting for whatever it yielded for; values yielded by a script's
-         * own coroutine.yield at the top level are dropped. */
-        lua_pop(co, nres);
-        s->running = outer;
-        return;
-    }
+    if (fail)
+        status = LUA_ERRRUN;
     if (status == LUA_OK && t->acct && t->acct->breached) {
         /* it got to its end, but a task charged to the same account (one it
          * spawned, or that spawned it) breached the budget: that fails it */
@@ -369,27 +490,35 @@ static void sched_step(sched_task *t, int nargs, lua_State *from)
             t->error = strdup("(error not shown: no stack left)");
         } else {
             const char *msg;
-            lua_xmove(co, L, 1); /* the error value */
-            t->failure = sched_failure_of(t->acct, L);
-            if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
-                                                  lua_type(L, -1) != LUA_TSTRING)) {
-                /* whatever a script made of the breach, it is the reason */
-                sched_note_where(t->acct, co, 0);
-                msg = sched_breach_message(L, t->acct);
+            if (fail) {
+                t->failure = "error";
+                msg = sched_error_where(L, co, fail);
             } else {
-                int where = lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER;
-                msg = sched_error_text(L);
-                if (where)
-                    msg = sched_error_where(L, co, msg);
+                lua_xmove(co, L, 1); /* the error value */
+                t->failure = sched_failure_of(t->acct, L);
+                if (t->acct && t->acct->breached && (status == LUA_ERRMEM || status == LUA_ERRERR ||
+                                                      lua_type(L, -1) != LUA_TSTRING)) {
+                    /* whatever a script made of the breach, it is the reason */
+                    sched_note_where(t->acct, co, 0);
+                    msg = sched_breach_message(L, t->acct);
+                } else {
+                    int where = lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER;
+                    msg = sched_error_text(L);
+                    if (where)
+                        msg = sched_error_where(L, co, msg);
+                }
             }
             luaL_traceback(L, co, msg, 0);
             t->error = strdup(lua_tostring(L, -1));
         }
         lua_settop(L, top);
     }
-    sched_set_slot(co, NULL);
+    /* from now on an ordinary coroutine, should anything still resume it
+     * (one that failed while suspended): charged to whoever does */
+    *(sched **)lua_getextraspace(co) = s;
     s->live--;
     sched_unlink(t);
+    sched_index_release(s, t);
     if (t->done)
         t->done(t, co, status == LUA_OK, status == LUA_OK ? nres : 0, t->ud);
     luaL_unref(t->L, LUA_REGISTRYINDEX, t->ref);
@@ -434,6 +563,12 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     t->L = lua_tothread(L, -1);
     lua_pop(L, 1);
+    if (sched_index_take(s, t) != 0) {
+        sched_account_unref(t->acct);
+        free(t);
+        lua_pop(L, nargs + 1);
+        return NULL;
+    }
     t->done = done;
     t->ud = ud;
     t->co = lua_newthread(L);
@@ -445,7 +580,7 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     /* Coroutines the task creates inherit its thread's hook (lua_newthread
      * copies it), and the hook charges whatever task is running. */
     lua_sethook(t->co, t->acct ? sched_count_hook : NULL, t->acct ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
-    sched_step(t, nargs, L);
+    sched_step(t, nargs, L, NULL);
     return t;
 }
 
@@ -462,7 +597,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     (void)ar;
     if (a == NULL)
         return;
-    if (!a->breached && atomic_load(&s->interrupt_task) == t)
+    if (!a->breached && sched_interrupted(s, t))
         sched_breach(s, a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
         if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
@@ -509,7 +644,7 @@ static void sched_charge_as(lua_State *L, unsigned long n, int why)
 
     if (a == NULL)
         return;
-    if (!a->breached && atomic_load(&s->interrupt_task) == t)
+    if (!a->breached && sched_interrupted(s, t))
         sched_breach(s, a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
         if (a->budget == 0)
@@ -586,14 +721,91 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
     return status;
 }
 
-lua_State *sched_thread(sched_task *t)
+/* ---- waits ------------------------------------------------------------- */
+
+sched_wait sched_wait_begin(lua_State *L)
 {
-    return t->co;
+    sched_task *t = sched_current(L);
+    sched_wait w = {0};
+
+    if (t == NULL || t->co != L)
+        return w; /* sched_wait_yield raises */
+    t->wait = ++t->s->next_id;
+    t->waiting = 0;
+    w.s = t->s;
+    w.id = t->wait;
+    w.slot = t->index;
+    return w;
 }
 
-void sched_resume(sched_task *t, int nres)
+/* The continuation of every wait: the task goes on only when sched_wake
+ * resumed it; any other resume (coroutine.resume of its thread, from Lua
+ * code) finds it still waiting, and it yields again. ctx: the stack's top
+ * when it yielded. */
+static int sched_wait_k(lua_State *L, int status, lua_KContext ctx)
 {
-    sched_step(t, nres, NULL);
+    sched_task *t = sched_current(L);
+    int top = (int)ctx;
+
+    if (t == NULL || !t->woken) {
+        lua_settop(L, top); /* what that resume passed is dropped */
+        return lua_yieldk(L, 0, ctx, sched_wait_k);
+    }
+    t->woken = 0;
+    if (t->k) {
+        lua_KFunction k = t->k;
+        t->k = NULL;
+        return k(L, status, t->kctx);
+    }
+    return lua_gettop(L) - top; /* what the waker pushed */
+}
+
+int sched_wait_yield(lua_State *L, lua_KContext ctx, lua_KFunction k)
+{
+    sched_task *t = sched_current(L);
+
+    if (t == NULL || t->co != L || t->wait == 0 || !lua_isyieldable(L))
+        return luaL_error(L, "a wait outside a luaop task's own thread");
+    t->k = k;
+    t->kctx = ctx;
+    t->woken = 0;
+    t->waiting = 1;
+    return lua_yieldk(L, 0, (lua_KContext)lua_gettop(L), sched_wait_k);
+}
+
+/* The task in the wait w now, or NULL. */
+static sched_task *sched_waiter(sched_wait w)
+{
+    sched_task *t;
+
+    if (w.s == NULL || w.id == 0 || w.slot >= w.s->ntasks)
+        return NULL;
+    t = w.s->tasks[w.slot];
+    return t && t->wait == w.id && t->waiting ? t : NULL;
+}
+
+lua_State *sched_waiting(sched_wait w)
+{
+    sched_task *t = sched_waiter(w);
+
+    return t ? t->co : NULL;
+}
+
+void sched_wake(sched_wait w, int nres)
+{
+    sched_task *t = sched_waiter(w);
+
+    if (t == NULL)
+        return;
+    t->wait = 0;
+    t->waiting = 0;
+    if (lua_status(t->co) != LUA_YIELD) {
+        /* closed meanwhile (coroutine.close): it can never go on */
+        sched_step(t, nres, NULL, SCHED_CLOSED);
+        return;
+    }
+    t->woken = 1;
+    sched_step(t, nres, NULL, NULL);
 }
 
 const char *sched_failure(const sched_task *t)
@@ -627,5 +839,7 @@ void sched_free(sched *s)
         free(t->error);
         free(t);
     }
+    free(s->tasks);
+    free(s->free);
     free(s);
 }

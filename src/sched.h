@@ -1,10 +1,19 @@
 /* sched.h - Lua coroutines as tasks on the event loop.
  *
  * A task is a Lua function run in its own coroutine. A C function that has
- * to wait (for the network, a timer) starts the work, keeps the task's
- * thread, and returns lua_yield(L, 0); when the work completes its callback
- * pushes the results onto that thread and calls sched_resume. So Lua code
- * reads top to bottom while many tasks wait at once in one OS thread. */
+ * to wait (for the network, a timer) begins a wait (sched_wait_begin),
+ * gives its token to whatever will complete the work, and returns
+ * sched_wait_yield(L, ...); when the work completes its callback pushes the
+ * results onto the thread sched_waiting gives for that token and calls
+ * sched_wake. So Lua code reads top to bottom while many tasks wait at once
+ * in one OS thread.
+ *
+ * Task threads belong to the scheduler: a waker keeps a token, never a
+ * pointer to the task, and a token that is not the wait the task is in now
+ * (its task ended, or was woken already) is dropped; a resume of a waiting
+ * task's thread by anything but sched_wake (coroutine.resume in Lua code)
+ * finds it still waiting and it yields again at once; a task that yields
+ * without a wait (coroutine.yield at its own top level) fails. */
 #ifndef LUAOP_SCHED_H
 #define LUAOP_SCHED_H
 
@@ -72,24 +81,66 @@ sched_task *sched_current(lua_State *co);
 
 #define SCHED_BUDGET_STEP 10000
 
-/* For the watchdog (another thread): the monotonic time in ns at which the
- * resume running now began, 0 when the loop is not inside one; the running
- * task's name goes to buf. */
+#define SCHED_NAME_LEN 96
+
+/* What the loop is doing, for the watchdog (another thread): read whole,
+ * never torn (a seqlock). */
+typedef struct sched_busy {
+    uint64_t since; /* monotonic ns at which the outermost resume running now
+                       began; 0: the loop is not inside one */
+    uint64_t run;   /* the generation of the innermost task's resume running
+                       now: a 64-bit number never reused (0 when since is) */
+    char name[SCHED_NAME_LEN]; /* that task's name ("task" when it has none) */
+} sched_busy;
+
+/* Read what the loop is doing now (safe from another thread). */
+void sched_busy_read(sched *s, sched_busy *b);
+
+/* The same, as it was: sched_busy's since, its name copied to buf. */
 uint64_t sched_busy_since(sched *s, char *buf, size_t len);
 
-/* Make the task running now fail at its next count hook, as a breach of its
- * budget (safe from another thread). */
-void sched_interrupt(sched *s);
-
-/* The task's coroutine: push resume values here. */
-lua_State *sched_thread(sched_task *t);
+/* Make the resume of generation `run` (sched_busy's) fail at its next count
+ * hook, or the next charge of work done in C, as a breach of its budget
+ * (safe from another thread). When that resume is over already, nothing
+ * happens: no other task, nor a later resume of the same one, is hit. */
+void sched_interrupt(sched *s, uint64_t run);
 
 /* The main thread of the task's Lua state (idle whenever a task's
  * callback runs). */
 lua_State *sched_main_thread(const sched_task *t);
 
-/* Continue a waiting task with the nres values pushed on its thread. */
-void sched_resume(sched_task *t, int nres);
+/* A wait, as whatever will wake the task keeps it: the scheduler and the
+ * token of the one wait the task is in (a 64-bit number never reused),
+ * never a pointer to the task, which may have ended meanwhile. {0}: none. */
+typedef struct sched_wait {
+    sched *s;
+    uint64_t id;
+    uint32_t slot; /* where s finds the task */
+} sched_wait;
+
+/* Begin a wait of the task whose own thread is L (lbind_check_task has
+ * said it is one, and may yield), to end with `return sched_wait_yield(...)`:
+ * from then on only sched_wake with this token resumes the task; a wait
+ * begun before is forgotten (its wake-up will be dropped). */
+sched_wait sched_wait_begin(lua_State *L);
+
+/* Yield L, a task's own thread, for the wait begun: return it from the C
+ * function (it never returns otherwise). When sched_wake ends the wait,
+ * k(L, LUA_YIELD, ctx) runs when k is not NULL, else the values the waker
+ * pushed are the C function's results. A resume by anything else (a
+ * coroutine.resume of the thread in Lua code) finds the task still
+ * waiting: its values are dropped and the thread yields again at once. */
+int sched_wait_yield(lua_State *L, lua_KContext ctx, lua_KFunction k);
+
+/* The thread to push the wake-up's values on when w is the wait its task is
+ * in now; NULL when it is not (the task ended, was woken already, or began
+ * another wait): the wake-up is to be dropped. */
+lua_State *sched_waiting(sched_wait w);
+
+/* End the wait w: resume its task with the nres values pushed on
+ * sched_waiting(w)'s thread. Nothing when w is not the wait its task is in
+ * now (then no values may have been pushed: sched_waiting said NULL). */
+void sched_wake(sched_wait w, int nres);
 
 /* The error of a failed task: "message\nstack traceback:..." (valid in the
  * done callback). */

@@ -83,8 +83,9 @@ static void watchdog_log(int level, const char *msg, const char *task, double se
 
 static void *watchdog_main(void *arg)
 {
-    uint64_t interrupted = 0; /* the resume interrupted (its start) */
-    char task[128];
+    uint64_t interrupted = 0;     /* the outermost resume interrupted (its start) */
+    uint64_t interrupted_run = 0; /* the generation of the last resume interrupted */
+    sched_busy b;
 
     (void)arg;
     pthread_mutex_lock(&watchdog_lock);
@@ -100,16 +101,26 @@ static void *watchdog_main(void *arg)
         if (watchdog_stopping)
             break;
 
-        uint64_t since = sched_busy_since(watchdog_sched, task, sizeof task);
+        /* one consistent view: when the loop's resume began, which task's
+         * resume runs innermost now (by a generation never reused) and its
+         * name; the interrupt names that generation, so it never lands on a
+         * task that runs later */
+        sched_busy_read(watchdog_sched, &b);
+        uint64_t since = b.since;
         uint64_t now = watchdog_now_ns(); /* after since: never before it */
         double busy = since && now > since ? (double)(now - since) / 1e9 : 0;
-        if (since && busy > WATCHDOG_INTERRUPT && interrupted != since) {
-            interrupted = since;
-            watchdog_log(LOG_ERROR, "a task has run without waiting for too long: interrupting it", task, busy);
-            sched_interrupt(watchdog_sched);
-        } else if (since && interrupted == since && busy > WATCHDOG_INTERRUPT + WATCHDOG_EXIT) {
+        const char *task = b.name;
+        if (since && interrupted == since && busy > WATCHDOG_INTERRUPT + WATCHDOG_EXIT) {
             watchdog_log(LOG_ERROR, "the loop did not come back after the interrupt: exiting", task, busy);
             _exit(WATCHDOG_EXIT_STATUS);
+        } else if (since && busy > WATCHDOG_INTERRUPT && b.run != interrupted_run) {
+            /* the first interrupt of this resume starts the exit's clock;
+             * a task that runs innermost after the one interrupted (the one
+             * that started it, say) is interrupted too */
+            interrupted = since;
+            interrupted_run = b.run;
+            watchdog_log(LOG_ERROR, "a task has run without waiting for too long: interrupting it", task, busy);
+            sched_interrupt(watchdog_sched, b.run);
         }
 
         uint64_t sig = atomic_load(&watchdog_signal_ns), second = atomic_load(&watchdog_second_ns);

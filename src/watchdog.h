@@ -5,7 +5,10 @@
  * thread outside the loop, for what they cannot see: it notices when one
  * resume of a task has run for WATCHDOG_INTERRUPT seconds without waiting
  * and interrupts it (the next count hook in that task raises: a breach of
- * its budget, logged and counted like any other); if the loop still has not
+ * its budget, logged and counted like any other). It reads the loop's view
+ * whole (sched_busy_read: a seqlock) and names the resume it interrupts by
+ * its generation, never reused, so an interrupt that comes after that
+ * resume is over hits nothing. If the loop still has not
  * come back WATCHDOG_EXIT seconds later it logs the task it was running and
  * exits 70. It also enforces the end of a shutdown: once SIGTERM or SIGINT
  * has arrived, the process exits (1) when it is still there after the grace

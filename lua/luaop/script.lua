@@ -84,12 +84,16 @@ M.read = fs.read
 --   luaop's array metatable); setmetatable
 --   refuses __gc (a finalizer runs in whatever task the collector happens
 --   to interrupt, under nobody's budget);
--- - collectgarbage offers only "collect", "count", "step" and "isrunning".
+-- - collectgarbage offers only "collect", "count", "step" and "isrunning";
+-- - coroutine's resume and close refuse a luaop task's thread, and yield
+--   refuses to leave one: a task's thread is the scheduler's alone.
 -- No io, no os beyond time, no debug, no package, no C modules, no binary
 -- chunks: nothing that reads a file, the environment or a credential.
 
 local base_load, base_setmetatable, base_getmetatable, base_rawset = load, setmetatable, getmetatable, rawset
 local base_collectgarbage, base_rawget = collectgarbage, rawget
+local co_resume, co_close, co_yield, co_running = coroutine.resume, coroutine.close, coroutine.yield, coroutine.running
+local is_task = core.task.is_task
 local cjson = require "luaop.cjson"
 local random = require "luaop.random"
 local array_mt = base_getmetatable(core.json.array()) -- luaop's, of every JSON array
@@ -140,13 +144,42 @@ local function readonly(t, name, views)
   return v
 end
 
+-- The coroutine library a script gets: a task's thread (what
+-- coroutine.running() gives a reconcile) belongs to the scheduler, which
+-- resumes it when what it waits for comes, exactly once; resumed by a
+-- script it would run on while its wait is still pending. The functions
+-- hold nothing but C functions and a string (no _ENV: they reach nothing
+-- of the runtime's), and are made for each script.
+local base_error = error
+local TASK_THREAD = "is a luaop task's own thread, which only luaop's scheduler resumes, closes or suspends"
+local function sandbox_coroutine()
+  local c = {}
+  for k, v in pairs(coroutine) do c[k] = v end
+  c.resume = function(co, ...)
+    if is_task(co) then base_error("coroutine.resume: the coroutine " .. TASK_THREAD, 2) end
+    return co_resume(co, ...)
+  end
+  c.close = function(co)
+    if is_task(co) then base_error("coroutine.close: the coroutine " .. TASK_THREAD, 2) end
+    return co_close(co)
+  end
+  c.yield = function(...)
+    if is_task((co_running())) then
+      base_error("coroutine.yield outside a coroutine the script made: the running one " .. TASK_THREAD ..
+        " (a task waits with luaop.sleep, a request, ...)", 2)
+    end
+    return co_yield(...)
+  end
+  return c
+end
+
 -- A fresh environment for one script.
 function M.env()
   local env, views, own = {}, {}, base_setmetatable({}, { __mode = "k" })
   for _, k in ipairs(M.BASE) do env[k] = _G[k] end
   local modules = {}
   for _, k in ipairs(M.LIBRARIES) do
-    modules[k] = readonly(_G[k], k, views)
+    modules[k] = readonly(k == "coroutine" and sandbox_coroutine() or _G[k], k, views)
     env[k] = modules[k]
   end
   -- math with a generator of its own (Lua's state is one for every script)

@@ -1,0 +1,173 @@
+-- Task threads belong to the scheduler: a task's thread (what
+-- coroutine.running() gives a reconcile) is resumed only when what it
+-- waits for comes, exactly once. A script's coroutine.resume, close or
+-- yield of one raises; trusted code's (a --program has the real coroutine
+-- library) leaves the task waiting, or fails that task only, saying why.
+-- Before, a task that resumed a waiting reconcile left it with two pending
+-- wake-ups, and the second touched the freed task (a use-after-free, a
+-- SIGSEGV in the release build). spec/c/sched_test.c checks the same
+-- through the scheduler's C API: a stray wake-up is dropped in C.
+local luaop = require "support.luaop"
+local fake = require "support.fake"
+local volume = require "support.volume"
+local kube = require "support.kube"
+
+-- A reconcile of cm-0 whose spawned task drives the reconcile's thread while
+-- it sleeps, and that yields its own thread; a steady controller beside it.
+local drivers = [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "drivers", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name ~= "cm-0" then return end
+    local me = coroutine.running()
+    local seen = {}
+    luaop.spawn(function()
+      luaop.sleep(0) -- the reconcile waits in its sleep by now
+      seen.status = coroutine.status(me)
+      seen.resume = select(2, pcall(function() local ok = coroutine.resume(me, "made up") return ok end))
+      seen.close = select(2, pcall(function() local ok = coroutine.close(me) return ok end))
+      seen.wrapped = select(2, pcall(coroutine.wrap(function() local ok = coroutine.resume(me) return ok end)))
+    end)
+    local t0 = luaop.time.monotonic()
+    local woke = luaop.sleep(0.3)
+    local slept = luaop.time.monotonic() - t0
+    -- (before, a task whose thread a script resumed held two wake-ups: it
+    -- ended on one and the other resumed the freed task)
+    luaop.sleep(0.05)
+    local yielded = select(2, pcall(function() local r = coroutine.yield("to whom?") return r end))
+    -- a coroutine of the script's own still resumes, yields and closes
+    local gen = coroutine.wrap(function() coroutine.yield(1) coroutine.yield(2) end)
+    local own = coroutine.create(function() coroutine.yield() end)
+    coroutine.resume(own)
+    ctx.log:info("drivers done", {
+      status = seen.status, resume = tostring(seen.resume), close = tostring(seen.close),
+      wrapped = tostring(seen.wrapped), yield = tostring(yielded), woke = tostring(woke),
+      slept_enough = slept >= 0.3, own = gen() + gen(), closed = coroutine.close(own),
+    })
+  end,
+}
+]]
+
+local steady = [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "steady", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name ~= "cm-1" then return end
+    ctx.log:info("steady tick")
+    return luaop.requeue_after(0.05)
+  end,
+}
+]]
+
+describe("task threads", function()
+  it("refuse a script's coroutine.resume, close and yield of a reconcile's thread, saying why, and it sleeps on undisturbed", function()
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["drivers.lua"] = drivers, ["steady.lua"] = steady }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    finally(run.cleanup)
+    local err = kube.wait_for("the reconcile's report", 30, function()
+      local e = run.stderr()
+      if run.exited() then error("luaop exited:\n" .. e:sub(-3000)) end
+      return e:find("drivers done", 1, true) and e
+    end)
+    local line = err:match("[^\n]*drivers done[^\n]*")
+    local function field(name)
+      return line:match('"' .. name .. '": ("[^"]*")') or line:match('"' .. name .. '": ([^,}]*)')
+    end
+    local function refused(what)
+      return '^"[^"]*/drivers%.lua:%d+: coroutine%.' .. what .. ": the coroutine is a luaop task's own thread, which only " ..
+        "luaop's scheduler resumes, closes or suspends\"$"
+    end
+    assert.matches(refused("resume"), field("resume"), nil, line)
+    assert.matches(refused("close"), field("close"), nil, line)
+    assert.matches(refused("resume"), field("wrapped"), nil, line)
+    assert.matches('^"[^"]*/drivers%.lua:%d+: coroutine%.yield outside a coroutine the script made: the running one is ' ..
+      "a luaop task's own thread", field("yield"), nil, line)
+    assert.are.equal('"suspended"', field("status"), line)
+    assert.are.equal('"nil"', field("woke"), line) -- no made-up value came out of the sleep
+    assert.are.equal("true", field("slept_enough"), line)
+    assert.are.equal("3", field("own"), line)
+    assert.are.equal("true", field("closed"), line)
+    -- and luaop goes on: the steady controller ticks after it, and it stops cleanly
+    local n0 = select(2, run.stderr():gsub("steady tick", ""))
+    kube.wait_for("more steady ticks", 30, function()
+      return select(2, run.stderr():gsub("steady tick", "")) > n0 + 3
+    end)
+    assert.is_nil(run.stderr():find("Reconciler error", 1, true), run.stderr():sub(-3000))
+    assert.are.equal(0, run.stop())
+  end)
+
+  it("stay waiting when trusted code resumes one: its values are dropped, and each wait ends once, when its wake-up comes", function()
+    local out = luaop.ok([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local threads, woke = {}, {}
+      local cond, q = core.task.cond(), core.workqueue.new()
+      local sleeper = luaop.spawn(function()
+        threads.sleep = coroutine.running()
+        local t0 = core.task.now()
+        local got = luaop.sleep(0.2)
+        woke[#woke + 1] = "sleep " .. tostring(got) .. " " .. tostring(core.task.now() - t0 >= 0.2)
+        luaop.sleep(0.1) -- the first sleep's wake-up must not end this one early
+        return "slept"
+      end)
+      local waiter = luaop.spawn(function()
+        threads.cond = coroutine.running()
+        local got = cond:wait()
+        woke[#woke + 1] = "cond " .. tostring(got)
+      end)
+      local taker = luaop.spawn(function()
+        threads.take = coroutine.running()
+        local got = q:take()
+        woke[#woke + 1] = "take " .. tostring(got)
+      end)
+      local joiner = luaop.spawn(function()
+        threads.join = coroutine.running()
+        local got = select(2, sleeper:wait())
+        woke[#woke + 1] = "join " .. tostring(got)
+      end)
+      -- another task drives each waiting thread, as a script could not
+      luaop.spawn(function()
+        for _, name in ipairs { "sleep", "cond", "take", "join" } do
+          print(name, coroutine.status(threads[name]), coroutine.resume(threads[name], "made up", 42))
+        end
+      end):wait()
+      q:add("key")
+      cond:signal()
+      for _, t in ipairs { waiter, taker, joiner } do assert(t:wait()) end
+      table.sort(woke)
+      print(table.concat(woke, ","))
+    ]], { offline = true, deadline = 20 })
+    for _, name in ipairs { "sleep", "cond", "take", "join" } do
+      assert.matches("\n?" .. name .. "\tsuspended\ttrue\n", out)
+    end
+    assert.matches("cond true,join slept,sleep nil true,take key\n", out, nil, true)
+  end)
+
+  it("fail a task that yields outside a wait, or whose thread trusted code closes while it waits, saying why", function()
+    local out = luaop.ok([[
+      local luaop = require "luaop"
+      local ok, err = luaop.spawn(function() coroutine.yield("to whom?") end):wait()
+      print("yield", ok, (err:match("^[^\n]*")))
+      local thread
+      local t = luaop.spawn(function()
+        thread = coroutine.running()
+        luaop.sleep(0.05)
+        return "went on"
+      end)
+      print("close", coroutine.close(thread))
+      ok, err = t:wait()
+      print("closed", ok, (err:match("^[^\n]*")))
+      print("after", luaop.spawn(function() luaop.sleep(0.01) return "fine" end):wait())
+    ]], { offline = true, deadline = 20 })
+    assert.matches("yield\tfalse\t[^\n]*:2: coroutine%.yield in a task's own thread, outside any coroutine the task " ..
+      "made: a task yields only to wait", out)
+    assert.matches("close\ttrue\n", out)
+    assert.matches("closed\tfalse\tits thread was closed %(coroutine%.close%) while it waited\n", out)
+    assert.matches("after\ttrue\tfine\n", out)
+  end)
+end)
