@@ -158,6 +158,32 @@ describe("C bindings", function()
     assert.is_true(grew < 100, ("the process grew by %d MiB"):format(grew))
   end)
 
+  it("grow cjson.encode's text within the task's memory budget, so a breach stops it before it is written", function()
+    -- 256 MiB of JSON from one 1 MiB string: under an 8 MiB budget it
+    -- fails at 8 MiB; uncharged, it would be written whole (the process's
+    -- peak 256 MiB higher) before the budget saw the result
+    local out = luaop.ok([[
+      local core = require "luaop.core"
+      local function peak()
+        local f = assert(io.open("/proc/self/status"))
+        local kb = tonumber(f:read("a"):match("VmHWM:%s*(%d+)"))
+        f:close()
+        return kb // 1024
+      end
+      local big = ("x"):rep(1 << 20)
+      local amp = {}
+      for i = 1, 256 do amp[i] = big end
+      local before = peak()
+      local ok, e = core.task.spawn_limited({ memory = 8 << 20, instructions = 1e9 }, function()
+        return require("cjson").encode(amp)
+      end):wait()
+      print("breach", not ok and e:find("memory budget of 8388608 bytes exceeded", 1, true) ~= nil, "peak", peak() - before)
+    ]], { offline = true, deadline = 120 })
+    assert.matches("breach\ttrue\t", out)
+    local grew = tonumber(out:match("peak\t(%-?%d+)"))
+    assert.is_true(grew < 100, ("the process's peak rose by %d MiB"):format(grew))
+  end)
+
   it("are each in docs/security.md's table of bindings, and the table names no file that is gone", function()
     local files, named = lua_files(), table_files()
     local missing, gone = {}, {}
