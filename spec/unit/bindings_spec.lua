@@ -75,6 +75,18 @@ describe("C bindings", function()
     assert.matches("keys\ttrue\tbad\t0\n", out)
   end)
 
+  it("read a table raw in cjson.encode, running none of its metamethods", function()
+    local out = luaop.ok([[
+      local cjson = require "cjson"
+      local trap = function() error("a metamethod ran") end
+      local mt = { __index = trap, __newindex = trap, __pairs = trap, __len = trap, __tostring = trap,
+        __eq = trap, __lt = trap, __le = trap, __concat = trap, __call = trap, __name = "Trap" }
+      local t = setmetatable({ b = setmetatable({ 1, 2 }, mt), a = "x" }, mt)
+      print(cjson.encode(t))
+    ]], { offline = true, deadline = 30 })
+    assert.matches('{"a":"x","b":[1,2]}', out, 1, true)
+  end)
+
   it("never run a log value's __tostring, so it cannot free the keys the log is sorting", function()
     -- the log:with route: a value's __tostring empties the logger's values
     -- (the very table being written) and forces a collection
