@@ -19,7 +19,10 @@ int dbuf_reserve(dbuf *b, size_t more)
     cap = b->cap ? b->cap : 256;
     while (cap - b->len <= more)
         cap *= 2;
-    p = realloc(b->data, cap);
+    if (b->alloc)
+        p = b->alloc(b->alloc_ud, b->data, b->data ? b->cap : 0, cap);
+    else
+        p = realloc(b->data, cap);
     if (p == NULL)
         return -1;
     b->data = p;
@@ -65,7 +68,10 @@ void dbuf_clear(dbuf *b)
 
 void dbuf_free(dbuf *b)
 {
-    free(b->data);
+    if (b->alloc && b->data)
+        b->alloc(b->alloc_ud, b->data, b->cap, 0);
+    else
+        free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }

@@ -3,7 +3,10 @@
  * contents), and reading a whole file into one.
  *
  * A buffer that holds anything is NUL-terminated after its len bytes, so
- * text can be read as a C string. Zero-initialised is empty. */
+ * text can be read as a C string. Zero-initialised is empty, and grows with
+ * realloc; a buffer given `alloc` (a lua_Alloc: a Lua state's allocator,
+ * lbox.h) grows and is freed with it instead, so that what it holds is
+ * charged where that allocator charges it (a task's memory budget). */
 #ifndef LUAOP_DBUF_H
 #define LUAOP_DBUF_H
 
@@ -13,6 +16,8 @@ typedef struct dbuf {
     char *data; /* NULL until something is reserved */
     size_t len;
     size_t cap; /* bytes allocated, the NUL's included */
+    void *(*alloc)(void *ud, void *ptr, size_t osize, size_t nsize); /* NULL: realloc */
+    void *alloc_ud;
 } dbuf;
 
 /* Room for `more` bytes past len (and the NUL): 0, or -1 when out of

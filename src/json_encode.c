@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -151,8 +152,9 @@ static int json_enc_kind(json_enc *e, int idx, lua_Integer *len)
 }
 
 typedef struct json_key {
-    const char *s;
+    const char *s;     /* anchored: its string is in the frame's anchor table */
     size_t n;
+    lua_Integer slot;  /* the key at 2 * slot + 1 of that table, its value next */
 } json_key;
 
 static int json_key_cmp(const void *a, const void *b)
@@ -165,10 +167,10 @@ static int json_key_cmp(const void *a, const void *b)
 
 /* An open array or object while encoding. */
 typedef struct json_frame {
-    int idx;          /* the table's stack index */
+    int idx;          /* the table's stack index (an object's anchor table next) */
     int array;
     lua_Integer i, n; /* members written, members */
-    json_key *keys;   /* an object's keys in order (a userdata at idx + 1) */
+    json_key *keys;   /* an object's keys in order (a userdata at idx + 2) */
 } json_frame;
 
 #define JSON_INLINE_FRAMES 32
@@ -230,14 +232,30 @@ static int json_enc_open(json_enc *e, int idx, json_frame *f)
         json_putc(e, '[');
         return 1;
     }
-    /* Scratch space the GC frees even if encoding raises. The key strings
-     * stay alive: the table holds them, and nothing runs that could change
-     * it (no metamethods: raw access only). */
+    /* The keys and their values go into a table this call holds (at
+     * idx + 1), and keys[] (a userdata at idx + 2, freed by the collector
+     * even if encoding raises) points into those anchored strings: the
+     * table at idx may lose entries while we write (a weak table does
+     * whenever the collector runs, and any allocation may run it), so it
+     * cannot be what keeps a key we point to alive (docs/security.md,
+     * "Rules for C bindings"). Both are sized first: nothing allocates
+     * while lua_next walks. */
+    if (len > (INT_MAX - 2) / 2)
+        return json_enc_fail(e, "a table with too many keys");
+    lua_createtable(L, (int)(2 * len), 0);
+    int anchor = lua_gettop(L);
     json_key *keys = lua_newuserdatauv(L, (size_t)len * sizeof *keys + 1, 0);
     lua_pushnil(L);
     while (lua_next(L, idx)) { /* every key is a string: json_enc_kind said so */
-        lua_pop(L, 1);
+        if (i == len) { /* (never: entries can go, not come) */
+            lua_pop(L, 2);
+            break;
+        }
+        lua_rawseti(L, anchor, 2 * i + 2); /* the value */
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, anchor, 2 * i + 1); /* the key */
         keys[i].s = lua_tolstring(L, -1, &keys[i].n);
+        keys[i].slot = i;
         i++;
     }
     qsort(keys, (size_t)i, sizeof *keys, json_key_cmp);
@@ -315,8 +333,7 @@ next: /* the next member of the innermost open table; close finished ones */
         json_put(e, "\"[redacted]\"", 12);
         goto next;
     }
-    lua_pushlstring(L, k->s, k->n);
-    lua_rawget(L, f->idx);
+    lua_rawgeti(L, f->idx + 1, 2 * k->slot + 2); /* the value taken with the key */
     goto write;
 fail:
     lua_settop(L, base);

@@ -187,7 +187,10 @@ static int lbind_api_lease(lua_State *L)
 static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
 {
     const char *s = NULL;
-    int t = lua_getfield(L, 1, key);
+    int t;
+
+    lua_pushstring(L, key);
+    t = lua_rawget(L, 1); /* raw: no __index runs, and the string is the table's */
 
     if (t != LUA_TNIL && t != LUA_TSTRING)
         luaL_error(L, "field %s must be a string", key);
@@ -209,7 +212,8 @@ static void lbind_api_spec(lua_State *L, api_spec *s, const char *what)
     if (s->path == NULL || s->path[0] != '/')
         luaL_error(L, "%s needs a path that starts with /", what);
     s->lease = lbind_api_lease(L);
-    if (lua_getfield(L, 1, "timeout") != LUA_TNIL)
+    lua_pushliteral(L, "timeout");
+    if (lua_rawget(L, 1) != LUA_TNIL)
         s->timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);
 }

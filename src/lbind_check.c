@@ -97,6 +97,7 @@ static int lbind_check_line(lua_State *L)
 
     lbind_check_proto_of(L, 1);
     lua_settop(L, 1);
+    lua_pushvalue(L, 1); /* ">" pops it: the one at 1 keeps ar.source alive */
     lua_getinfo(L, ">S", &ar);
     lua_pushinteger(L, ar.linedefined);
     lua_pushstring(L, ar.source);

@@ -12,8 +12,7 @@
 #include <lauxlib.h>
 
 #include "json.h"
-
-#define LBIND_JSON_BUF "luaop.json.buf"
+#include "lbox.h"
 
 static int lbind_json_decode(lua_State *L)
 {
@@ -62,18 +61,6 @@ static int lbind_json_decode_page(lua_State *L)
     return 2;
 }
 
-/* The json buf at 1 (raises when it is not one). */
-static dbuf *lbind_tojsonbuf(lua_State *L)
-{
-    return luaL_checkudata(L, 1, LBIND_JSON_BUF);
-}
-
-static int lbind_json_buf_gc(lua_State *L)
-{
-    dbuf_free(lbind_tojsonbuf(L));
-    return 0;
-}
-
 static int lbind_json_encode(lua_State *L)
 {
     char err[160];
@@ -81,21 +68,12 @@ static int lbind_json_encode(lua_State *L)
 
     luaL_checkany(L, 1);
     lua_settop(L, 1);
-    /* The buffer lives in a userdata, so a memory error frees it too. */
-    b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    if (luaL_newmetatable(L, LBIND_JSON_BUF)) {
-        lua_pushcfunction(L, lbind_json_buf_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    if (!json_encode(L, 1, b, err, sizeof err)) {
-        dbuf_free(b);
+    /* The text grows in a box (lbox.h): charged to the task's memory
+     * budget, and freed however this call ends, a raise included. */
+    b = lbox_push(L);
+    if (!json_encode(L, 1, b, err, sizeof err))
         return luaL_error(L, "%s", err);
-    }
     lua_pushlstring(L, b->data ? b->data : "", b->len);
-    dbuf_free(b);
     return 1;
 }
 

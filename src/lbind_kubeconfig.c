@@ -19,7 +19,10 @@
 static const char *lbind_kc_opt(lua_State *L, int t, const char *key)
 {
     const char *s = NULL;
-    int type = lua_getfield(L, t, key);
+    int type;
+
+    lua_pushstring(L, key);
+    type = lua_rawget(L, t); /* raw: no __index runs, and the string is the table's */
 
     if (type != LUA_TNIL && type != LUA_TSTRING)
         luaL_error(L, "field %s must be a string", key);
@@ -112,7 +115,8 @@ static int lbind_kc_load(lua_State *L)
     }
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    if (lua_getfield(L, 1, "env") != LUA_TNIL) {
+    lua_pushliteral(L, "env");
+    if (lua_rawget(L, 1) != LUA_TNIL) {
         luaL_checktype(L, 2, LUA_TTABLE);
         envt = 2;
     }

@@ -122,6 +122,7 @@ static int lbind_yaml_decode(lua_State *L)
 
     *box = NULL;
     luaL_setmetatable(L, LBIND_YAML_MT);
+    lua_toclose(L, -1); /* freed when the call ends, a raise included */
     *box = ytree_parse_all(s, len, err, sizeof err);
     if (*box == NULL) {
         lua_pushnil(L);
@@ -146,7 +147,7 @@ int lbind_yaml_open(lua_State *L)
         {NULL, NULL},
     };
 
-    lbind_class(L, LBIND_YAML_MT, none, lbind_yaml_gc, NULL);
+    lbind_class(L, LBIND_YAML_MT, none, lbind_yaml_gc, lbind_yaml_gc);
     luaL_newlib(L, funcs);
     return 1;
 }

@@ -26,6 +26,21 @@ static void write_file(const char *name, const char *data, size_t n)
     fclose(f);
 }
 
+/* An allocator as a Lua state's (lua_Alloc), counting what it holds. */
+static long held, calls;
+
+static void *count_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    (void)ud;
+    calls++;
+    held += (long)nsize - (ptr ? (long)osize : 0);
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
 int main(void)
 {
     dbuf b = {0};
@@ -51,6 +66,14 @@ int main(void)
     TAP_OK(b.data == NULL && b.len == 0 && b.cap == 0, "free leaves an empty buffer");
     dbuf_free(&b);
     TAP_OK(b.data == NULL, "freeing twice is safe");
+
+    dbuf a = {0};
+    a.alloc = count_alloc;
+    TAP_OK(dbuf_append(&a, big, sizeof big) == 0 && dbuf_append(&a, big, sizeof big) == 0 && held == (long)a.cap &&
+               calls > 1 && memcmp(a.data + sizeof big, big, sizeof big) == 0,
+           "a buffer given an allocator grows with it only, and the allocator's sizes are the buffer's");
+    dbuf_free(&a);
+    TAP_OK(held == 0 && a.data == NULL && a.cap == 0, "and is freed with it, to the last byte");
 
     write_file("f", "hello\n", 6);
     TAP_OK(dbuf_read_file(&b, path("f"), 100) == 0 && b.len == 6 && strcmp(b.data, "hello\n") == 0,
