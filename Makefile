@@ -32,10 +32,10 @@ LUA_NAMES := lapi lcode lctype ldebug ldo ldump lfunc lgc llex lmem lobject lopc
 LUA_CFLAGS := -std=gnu99 -DLUA_COMPAT_5_3 -DLUA_USE_LINUX
 LUA_OBJS := $(LUA_NAMES:%=build/obj/lua/%.o)
 ASAN_LUA_OBJS := $(LUA_NAMES:%=build/asan/obj/lua/%.o)
-# luaop's base, table and utf8 libraries (and lstrpat.c) are Lua's own
+# luaop's base, table, utf8 and math libraries (and lstrpat.c) are Lua's own
 # compiled with src/charge_lib.h forced in, so the work they do in C is
 # charged to budgets (src/charge.h); the interpreter keeps Lua's.
-CHARGED := lbaselib ltablib lutf8lib
+CHARGED := lbaselib ltablib lutf8lib lmathlib
 LUAOP_LUA := $(filter-out $(CHARGED),$(LUA_NAMES))
 FUZZ_LUA_OBJS := $(LUAOP_LUA:%=build/fuzz/obj/lua/%.o) $(CHARGED:%=build/fuzz/obj/lua/%-charged.o) \
                  build/fuzz/obj/lua/lstrpat.o

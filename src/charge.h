@@ -51,7 +51,7 @@ void charge_elapsed(lua_State *L, unsigned long long t0, unsigned long paid);
 
 /* Replace, in L's globals, the library functions whose work charge_lib.h
  * does not reach (utf8.len, utf8.offset, utf8.codes' iterator, a plain
- * string.find) by charged ones. Call after luaL_openlibs. */
+ * string.find, os.date) by charged ones. Call after luaL_openlibs. */
 void charge_wrap(lua_State *L);
 
 #endif
