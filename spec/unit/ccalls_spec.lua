@@ -154,7 +154,41 @@ local function contained(attacks, budget, flags)
   assert.is_nil(log:find("without waiting for too long", 1, true), log)
 end
 
+-- The functions docs/security.md's table of work done in C names: each
+-- backquoted name of a row's first cell, a bare one (`sub`) taking the
+-- library of the name before it (`string.len`, `sub`).
+local function documented()
+  local f = assert(io.open("docs/security.md"))
+  local doc = f:read("a")
+  f:close()
+  local section = assert(doc:match("\n### Work done in C\n(.-)\n##"), "no section 'Work done in C'")
+  local names = {}
+  for cell in section:gmatch("\n| ([^|]+) |") do
+    local lib
+    for name in cell:gmatch("`([%w_.*]+)`") do
+      local l = name:match("^([%w_]+)%.")
+      if l then lib = l elseif lib then name = lib .. "." .. name end
+      names[name] = true
+    end
+  end
+  return names
+end
+
 describe("long C calls", function()
+  it("are each accounted for in docs/security.md: every function a script reaches has a row", function()
+    local f = assert(io.open("spec/unit/sandbox_spec.lua"))
+    local allowed = assert(f:read("a"):match("local ALLOWED = %[%[\n(.-)%]%]"))
+    f:close()
+    local names, missing, n = documented(), {}, 0
+    for path in allowed:gmatch("_G%.([%w_.]+) function") do
+      local lib = path:match("^([%w_]+)%.")
+      if not (names[path] or lib and names[lib .. ".*"]) then missing[#missing + 1] = path end
+      n = n + 1
+    end
+    assert.is_true(n > 80, "the sandbox spec's allowlist lists " .. n .. " functions")
+    assert.are.same({}, missing)
+  end)
+
   it("end a reconcile looping on a full collection or a sort with the default budget's error, and nothing else", function()
     -- one attacker per process: two reconciles that each run to a default
     -- budget back to back hold the loop for two budgets' time, whatever
