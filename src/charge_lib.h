@@ -240,9 +240,10 @@ static inline unsigned long charge_gc_before(lua_State *L, int what)
 #define luaL_loadbufferx(L, buff, sz, name, mode) charge_loadbufferx(L, buff, sz, name, mode)
 #define lua_load(L, reader, data, name, mode) charge_load(L, reader, data, name, mode)
 
-/* No lua_State where the matcher compares a back reference (%1) or
- * gsub looks for '%' in its replacement: the bytes read are only added up
- * here, and charged at the next match step or buffer write. (The plain
+/* No lua_State where the matcher compares a back reference (%1), gsub
+ * looks for '%' in its replacement or unpack measures a "z" string: the
+ * bytes read are only added up here, and charged at the next match step
+ * or charge_add, or before the function raises (charge_settle). (The plain
  * find's loop of memchr and memcmp is not reached: charge_wrap replaces
  * string.find's plain search.) */
 static inline int charge_memcmp(const void *a, const void *b, size_t n)
@@ -259,7 +260,34 @@ static inline const void *charge_memchr(const void *s, int c, size_t n)
     return r;
 }
 
+/* string.unpack's "z" reads up to a zero, and raises when there is none */
+static inline size_t charge_strlen(const char *s)
+{
+    size_t n = strlen(s);
+
+    charge_debt(1 + n / CHARGE_COPY);
+    return n;
+}
+
+/* Before a library function raises, what it left as debt is charged to
+ * its own task (not to whichever runs the next charge). */
+static inline void charge_settle(lua_State *L)
+{
+    if (charge_pending > 0)
+        charge_flush(L);
+}
+
+static inline int charge_argerror(lua_State *L, int arg, const char *msg)
+{
+    charge_settle(L);
+    return (luaL_argerror)(L, arg, msg);
+}
+
+#define luaL_argerror(L, arg, msg) charge_argerror(L, arg, msg)
+#define luaL_error(L, ...) (charge_settle(L), (luaL_error)(L, __VA_ARGS__))
+
 #define memcmp(a, b, n) charge_memcmp(a, b, n)
 #define memchr(s, c, n) charge_memchr(s, c, n)
+#define strlen(s) charge_strlen(s)
 
 #endif

@@ -44,6 +44,7 @@ local others = {
     find = [[local s, p = ("a"):rep(1000000), ("a"):rep(500000) .. "b" while true do s:find(p, 1, true) end]],
     backref = [[local s = ("a"):rep(100000) while true do s:find("(.*)%1x") end]],
     byte = [[local s = ("x"):rep(100000) while true do s:byte(1, -1) end]],
+    unpackz = [[local s = ("x"):rep(1000000) while true do pcall(string.unpack, "z", s) end]],
   },
   base = {
     tostring = [[local o = setmetatable({}, { __name = ("x"):rep(1000000) }) while true do tostring(o) end]],
