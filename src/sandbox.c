@@ -93,7 +93,7 @@ static int sandbox_env_load(lua_State *L)
     lua_settop(L, 4);
     lua_pushliteral(L, "t");
     lua_replace(L, 3);
-    if (lua_isnil(L, 4)) {
+    if (!lua_toboolean(L, 4)) { /* as `e or env` */
         lua_pushvalue(L, lua_upvalueindex(1));
         lua_replace(L, 4);
     }
