@@ -80,10 +80,14 @@ static inline void charge_pushinteger(lua_State *L, lua_Integer n)
     (lua_pushinteger)(L, n);
 }
 
+/* Where the work needs memory, charged once it is allocated: a memory
+ * budget that cannot hold it is the breach, before the instructions. */
 static inline const char *charge_pushlstring(lua_State *L, const char *s, size_t len)
 {
+    const char *r = (lua_pushlstring)(L, s, len);
+
     charge_add(L, 1 + len / CHARGE_COPY);
-    return (lua_pushlstring)(L, s, len);
+    return r;
 }
 
 /* after the conversion: its length is what the caller goes on to read
@@ -126,27 +130,32 @@ static inline const char *charge_checklstring(lua_State *L, int arg, size_t *len
     return s;
 }
 
+/* before the loop that fills it, after its allocation */
 static inline char *charge_buffinitsize(lua_State *L, luaL_Buffer *B, size_t sz)
 {
+    char *b = (luaL_buffinitsize)(L, B, sz);
+
     charge_add(L, 1 + sz / CHARGE_LOOP);
-    return (luaL_buffinitsize)(L, B, sz);
+    return b;
 }
 
 /* a growth copies the buffer into one twice as large */
 static inline char *charge_prepbuffsize(luaL_Buffer *B, size_t sz)
 {
     size_t grown = 0;
+    char *b;
 
     if (B->size - B->n < sz)
         grown = B->size * 2 > B->n + sz ? B->size * 2 : B->n + sz;
+    b = (luaL_prepbuffsize)(B, sz);
     charge_add(B->L, 1 + grown / CHARGE_COPY);
-    return (luaL_prepbuffsize)(B, sz);
+    return b;
 }
 
 static inline void charge_addlstring(luaL_Buffer *B, const char *s, size_t l)
 {
-    charge_add(B->L, 4 + l / CHARGE_COPY);
     (luaL_addlstring)(B, s, l);
+    charge_add(B->L, 4 + l / CHARGE_COPY);
 }
 
 static inline void charge_addstring(luaL_Buffer *B, const char *s)
