@@ -24,12 +24,12 @@ local acceptance = {
 }
 
 -- the other charged calls, by library, each group in a process of its own
--- (at --max-instructions 5 * 10^6: every attacker's setup fits, and all of
+-- (at --max-instructions 2 * 10^6: every attacker's setup fits, and all of
 -- them failing back to back at the start stay well under a second)
 local others = {
   tables = {
     step = [[while true do collectgarbage("step") end]],
-    sortstrings = [[local s = ("x"):rep(1000000) local t = {} for i = 1, 1000 do t[i] = s end
+    sortstrings = [[local s = ("x"):rep(200000) local t = {} for i = 1, 1000 do t[i] = s end
       while true do table.sort(t) end]],
     concat = [[local t = {} for i = 1, 100000 do t[i] = "" end while true do table.concat(t) end]],
     insert = [[table.insert(setmetatable({}, { __len = function() return 2^40 end }), 1, 1)]],
@@ -37,24 +37,24 @@ local others = {
     unpack = [[local t = {} for i = 1, 100000 do t[i] = i end while true do table.unpack(t) end]],
   },
   strings = {
-    rep = [[while true do local _ = ("x"):rep(1000000) end]],
-    upper = [[local s = ("x"):rep(1000000) while true do local _ = s:upper() end]],
+    rep = [[while true do local _ = ("x"):rep(200000) end]],
+    upper = [[local s = ("x"):rep(200000) while true do local _ = s:upper() end]],
     quoted = [[local s = ("x"):rep(100000) while true do local _ = ("%q"):format(s) end]],
     gsub = [[local s = ("x"):rep(100000) while true do local _ = s:gsub("()", ("%1"):rep(10000)) end]],
-    find = [[local s, p = ("a"):rep(1000000), ("a"):rep(500000) .. "b" while true do s:find(p, 1, true) end]],
+    find = [[local s, p = ("a"):rep(200000), ("a"):rep(100000) .. "b" while true do s:find(p, 1, true) end]],
     backref = [[local s = ("a"):rep(100000) while true do s:find("(.*)%1x") end]],
     byte = [[local s = ("x"):rep(100000) while true do s:byte(1, -1) end]],
-    unpackz = [[local s = ("x"):rep(1000000) while true do pcall(string.unpack, "z", s) end]],
+    unpackz = [[local s = ("x"):rep(200000) while true do pcall(string.unpack, "z", s) end]],
   },
   base = {
-    tostring = [[local o = setmetatable({}, { __name = ("x"):rep(1000000) }) while true do tostring(o) end]],
-    tonumber = [[local s = ("1"):rep(1000000) while true do tonumber(s) end]],
-    load = [[local s = ("x=1 "):rep(100000) while true do load(s) end]],
-    rawequal = [[local a, b = ("x"):rep(1000000), ("x"):rep(1000000) while true do rawequal(a, b) end]],
-    utf8len = [[local s = ("\x80"):rep(1000000) while true do utf8.len(s, 1, -1, true) end]],
-    utf8codes = [[local s = "a" .. ("\x80"):rep(1000000) local f = utf8.codes(s, true)
+    tostring = [[local o = setmetatable({}, { __name = ("x"):rep(200000) }) while true do tostring(o) end]],
+    tonumber = [[local s = ("1"):rep(200000) while true do tonumber(s) end]],
+    load = [[local s = ("x=1 "):rep(20000) while true do load(s) end]],
+    rawequal = [[local a, b = ("x"):rep(200000), ("x"):rep(200000) while true do rawequal(a, b) end]],
+    utf8len = [[local s = ("\x80"):rep(200000) while true do utf8.len(s, 1, -1, true) end]],
+    utf8codes = [[local s = "a" .. ("\x80"):rep(200000) local f = utf8.codes(s, true)
       while true do pcall(f, s, 1) end]],
-    utf8offset = [[local s = "a" .. ("\x80"):rep(1000000) while true do utf8.offset(s, 2) end]],
+    utf8offset = [[local s = "a" .. ("\x80"):rep(200000) while true do utf8.offset(s, 2) end]],
     date = [[local f = ("%c"):rep(100000) while true do os.date(f) end]],
   },
 }
@@ -204,7 +204,7 @@ describe("long C calls", function()
 
   it("end a reconcile looping on any other charged library call with its budget's error, and nothing else", function()
     for _, group in pairs(others) do
-      contained(group, 5000000, { "--max-instructions", "5000000" })
+      contained(group, 2000000, { "--max-instructions", "2000000" })
     end
   end)
 end)
