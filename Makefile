@@ -32,13 +32,21 @@ LUA_NAMES := lapi lcode lctype ldebug ldo ldump lfunc lgc llex lmem lobject lopc
 LUA_CFLAGS := -std=gnu99 -DLUA_COMPAT_5_3 -DLUA_USE_LINUX
 LUA_OBJS := $(LUA_NAMES:%=build/obj/lua/%.o)
 ASAN_LUA_OBJS := $(LUA_NAMES:%=build/asan/obj/lua/%.o)
-FUZZ_LUA_OBJS := $(LUA_NAMES:%=build/fuzz/obj/lua/%.o) build/fuzz/obj/lua/lstrpat.o
+# luaop's base, table, utf8 and math libraries (and lstrpat.c) are Lua's own
+# compiled with src/charge_lib.h forced in, so the work they do in C is
+# charged to budgets (src/charge.h); the interpreter keeps Lua's.
+CHARGED := lbaselib ltablib lutf8lib lmathlib
+LUAOP_LUA := $(filter-out $(CHARGED),$(LUA_NAMES))
+FUZZ_LUA_OBJS := $(LUAOP_LUA:%=build/fuzz/obj/lua/%.o) $(CHARGED:%=build/fuzz/obj/lua/%-charged.o) \
+                 build/fuzz/obj/lua/lstrpat.o
 
 SRCS    := $(wildcard src/*.c)
 LUA_SRCS := $(sort $(wildcard lua/luaop/*.lua))
 # The binary embeds the Lua half; the module (for specs) finds it on lpath.
-OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o $(LUA_OBJS) build/obj/lua/lstrpat.o
-ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o $(ASAN_LUA_OBJS) build/asan/obj/lua/lstrpat.o
+OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o $(LUAOP_LUA:%=build/obj/lua/%.o) \
+           $(CHARGED:%=build/obj/lua/%-charged.o) build/obj/lua/lstrpat.o
+ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o $(LUAOP_LUA:%=build/asan/obj/lua/%.o) \
+             $(CHARGED:%=build/asan/obj/lua/%-charged.o) build/asan/obj/lua/lstrpat.o
 PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # `make V=1` shows the commands.
@@ -86,8 +94,22 @@ build/fuzz/obj/lua/%.o: build/libs.stamp | build/fuzz/obj/lua
 	$(say) FUZZCC $@
 	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
 
-build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: src/pattern.h
-build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: LUA_CFLAGS += -include src/pattern.h
+build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: src/pattern.h src/charge_lib.h src/charge.h
+build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: LUA_CFLAGS += -include src/pattern.h \
+  -I$(LIBS)/lua -include src/charge_lib.h
+
+build/obj/lua/%-charged.o: build/libs.stamp src/charge_lib.h src/charge.h | build/obj/lua
+	$(say) CC $@
+	$(Q)$(CC) $(CFLAGS) $(LUA_CFLAGS) -I$(LIBS)/lua -include src/charge_lib.h -c -o $@ $(LIBS)/lua/$*.c
+
+build/asan/obj/lua/%-charged.o: build/libs.stamp src/charge_lib.h src/charge.h | build/asan/obj/lua
+	$(say) CC $@
+	$(Q)$(CC) -O1 -g $(SANITIZE) -fPIC $(LUA_CFLAGS) -I$(LIBS)/lua -include src/charge_lib.h -c -o $@ $(LIBS)/lua/$*.c
+
+build/fuzz/obj/lua/%-charged.o: build/libs.stamp src/charge_lib.h src/charge.h | build/fuzz/obj/lua
+	$(say) FUZZCC $@
+	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(LUA_CFLAGS) -I$(LIBS)/lua -include src/charge_lib.h \
+	  -c -o $@ $(LIBS)/lua/$*.c
 
 # The interpreter the specs run on (busted and its C modules take Lua's
 # symbols from it), from the same Lua as luaop; and its ASan build.

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "api.h"
+#include "charge.h"
 #include "flags.h"
 #include "gcmem.h"
 #include "kubeconfig.h"
@@ -137,6 +138,7 @@ static lua_State *main_lua(const flags *o, runtime *rt)
         return NULL;
     }
     luaL_openlibs(L); /* its string library's pattern matching is budgeted (pattern.h) */
+    charge_wrap(L);   /* and the rest of the libraries' C work (charge.h) */
     gcmem_attach(L);  /* the collector's garbage given back as it goes */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);

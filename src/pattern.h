@@ -20,10 +20,14 @@ extern _Thread_local unsigned sched_match_countdown; /* per thread: runtimes may
  * its budget is spent. */
 void sched_match_steps(struct lua_State *L);
 
+/* A step also charges what the matcher read where it had no lua_State
+ * (a back reference's memcmp, charge_lib.h, forced in after this file). */
 #define LUAOP_MATCH_STEP(L)                                                                    \
     do {                                                                                       \
         if (--sched_match_countdown == 0)                                                      \
             sched_match_steps(L);                                                              \
+        if (charge_pending >= CHARGE_BATCH)                                                    \
+            charge_flush(L);                                                                   \
     } while (0)
 
 #endif

@@ -1,6 +1,7 @@
 /* sandbox.c - what a luaop script may not do (see sandbox.h). */
 #include "sandbox.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -60,6 +61,79 @@ static int sandbox_dofile(lua_State *L)
     return lua_gettop(L) - 1;
 }
 
+static _Atomic(lua_CFunction) sandbox_base_collectgarbage;
+
+/* A script's collectgarbage: "collect", "count", "step" and "isrunning"
+ * only (the others change the collector every script shares). In C, so
+ * that what the call is charged (charge_lib.h) and its errors name the
+ * script's line, not a wrapper's. */
+static int sandbox_collectgarbage(lua_State *L)
+{
+    static const char *const allowed[] = { "collect", "count", "step", "isrunning" };
+    const char *opt = luaL_optstring(L, 1, "collect");
+
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (strcmp(opt, allowed[i]) == 0)
+            return atomic_load(&sandbox_base_collectgarbage)(L);
+    return luaL_error(L, "collectgarbage option %s is not available to luaop scripts", opt);
+}
+
+static _Atomic(lua_CFunction) sandbox_base_load;
+
+/* A script's load: text only, into the script's environment (upvalue 1)
+ * unless it passes one; Lua's load called directly, so that what parsing
+ * is charged (charge_lib.h) and its errors name the script's line. */
+static int sandbox_env_load(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 3)) {
+        const char *mode = lua_tostring(L, 3);
+        if (mode == NULL || strcmp(mode, "t") != 0)
+            return luaL_error(L, "binary chunks are not available to luaop scripts");
+    }
+    lua_settop(L, 4);
+    lua_pushliteral(L, "t");
+    lua_replace(L, 3);
+    if (!lua_toboolean(L, 4)) { /* as `e or env` */
+        lua_pushvalue(L, lua_upvalueindex(1));
+        lua_replace(L, 4);
+    }
+    return atomic_load(&sandbox_base_load)(L);
+}
+
+/* sandbox.loader(env): a script's load, for the script whose environment
+ * is env */
+static int sandbox_loader(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    lua_pushcclosure(L, sandbox_env_load, 1);
+    return 1;
+}
+
+/* package.loaded["luaop.sandbox"]: what lua/luaop/script.lua puts in a
+ * script's environment from C */
+static void sandbox_module(lua_State *L)
+{
+    lua_CFunction base;
+
+    lua_getglobal(L, "collectgarbage");
+    base = lua_tocfunction(L, -1);
+    lua_pop(L, 1);
+    if (base == NULL || base == sandbox_collectgarbage)
+        return;
+    atomic_store(&sandbox_base_collectgarbage, base);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, sandbox_collectgarbage);
+    lua_setfield(L, -2, "collectgarbage");
+    if (atomic_load(&sandbox_base_load) != NULL) {
+        lua_pushcfunction(L, sandbox_loader);
+        lua_setfield(L, -2, "loader");
+    }
+    lua_setfield(L, -2, "luaop.sandbox");
+    lua_pop(L, 1);
+}
+
 void sandbox_apply(lua_State *L)
 {
     int top = lua_gettop(L);
@@ -89,9 +163,14 @@ void sandbox_apply(lua_State *L)
     lua_pushnil(L);
     lua_setglobal(L, "debug");
 
+    lua_getglobal(L, "load");
+    if (lua_tocfunction(L, -1) != NULL && lua_tocfunction(L, -1) != sandbox_text_only)
+        atomic_store(&sandbox_base_load, lua_tocfunction(L, -1));
+    lua_pop(L, 1);
     sandbox_wrap_load(L, "load", 3);
     sandbox_wrap_load(L, "loadfile", 2);
     lua_pushcfunction(L, sandbox_dofile);
     lua_setglobal(L, "dofile");
+    sandbox_module(L);
     lua_settop(L, top);
 }

@@ -4,7 +4,9 @@
  * the runtime: os.execute, os.exit, io.popen, the debug library,
  * package.loadlib and C module searchers, and binary chunks (string.dump;
  * load, loadfile and dofile read text only). Each removed function is
- * replaced by one that raises, naming it. */
+ * replaced by one that raises, naming it. A script's collectgarbage (its
+ * allowed options only) is package.loaded["luaop.sandbox"].collectgarbage,
+ * which lua/luaop/script.lua puts in each script's environment. */
 #ifndef LUAOP_SANDBOX_H
 #define LUAOP_SANDBOX_H
 

@@ -94,6 +94,7 @@ local base_load, base_setmetatable, base_getmetatable, base_rawset = load, setme
 local base_collectgarbage, base_rawget = collectgarbage, rawget
 local co_resume, co_close, co_yield, co_running = coroutine.resume, coroutine.close, coroutine.yield, coroutine.running
 local is_task = core.task.is_task
+local sandboxed = package.loaded["luaop.sandbox"] -- what src/sandbox.c gives scripts
 local cjson = require "luaop.cjson"
 local random = require "luaop.random"
 local array_mt = base_getmetatable(core.json.array()) -- luaop's, of every JSON array
@@ -234,7 +235,9 @@ function M.env()
     end
     return m
   end
-  env.load = function(chunk, name, mode, e)
+  -- luaop's own where it can (src/sandbox.c), so that what parsing is
+  -- charged and its errors name the script's line
+  env.load = sandboxed and sandboxed.loader and sandboxed.loader(env) or function(chunk, name, mode, e)
     if mode ~= nil and mode ~= "t" then error("binary chunks are not available to luaop scripts", 2) end
     return base_load(chunk, name, "t", e or env)
   end
@@ -259,7 +262,9 @@ function M.env()
     if proxies[t] then error("a read-only table cannot be changed, even with rawset", 2) end
     return base_rawset(t, k, v)
   end
-  env.collectgarbage = function(opt, ...)
+  -- luaop's own (src/sandbox.c), so that a budget's error names the
+  -- script's line; this one where luaop.core runs in another interpreter
+  env.collectgarbage = sandboxed and sandboxed.collectgarbage or function(opt, ...)
     if opt ~= nil and not M.COLLECTGARBAGE[opt] then
       error(("collectgarbage option %s is not available to luaop scripts"):format(tostring(opt)), 2)
     end

@@ -24,7 +24,9 @@ local attacks = {
   pattern = { [[while true do pcall(string.find, ("a"):rep(3000), ".-.-.-b") end]], "instruction" },
   memory = { [[local t = {} while true do pcall(function() for i = 1, math.huge do t[#t + 1] = {} end end) end]],
     "memory" },
-  gcstop = { [[pcall(collectgarbage, "stop") local t = {} for i = 1, math.huge do t[i] = ("x"):rep(64) .. i end]],
+  -- (tables of 150 bytes: string.rep is charged per byte now, and its 64
+  -- bytes a step would spend the instruction budget first)
+  gcstop = { [[pcall(collectgarbage, "stop") local t = {} for i = 1, math.huge do t[i] = { i, i, i, i, i, i } end]],
     "memory" },
   finalizer = { [[setmetatable({}, { __gc = function() while true do end end })]],
     "__gc metamethods are not available to luaop scripts" },

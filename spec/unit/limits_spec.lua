@@ -19,7 +19,7 @@ return luaop.controller {
     if req.name == "cm-0" then while true do end end
     if req.name == "cm-1" then
       local t = {}
-      for i = 1, math.huge do t[i] = ("x"):rep(100) .. i end
+      for i = 1, math.huge do t[i] = { i } end -- (string.rep would spend 2000000 instructions first)
     end
   end,
 }

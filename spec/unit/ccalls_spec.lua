@@ -1,0 +1,210 @@
+-- Long C calls: the libraries' work done in C is charged to budgets
+-- (src/charge.h, docs/security.md "Budgets"). Each attack loops in a call
+-- the count hook never fires in (a collection, a sort, a plain find, ...),
+-- in a script of its own (--script DIR) reconciling cm-0 beside a steady
+-- controller that ticks on cm-1. Each attack's reconcile fails with the
+-- instruction budget's error at its line; luaop does not exit (before,
+-- the watchdog ended the whole process with status 70 within 10 s); the
+-- steady controller never waits a second; SIGTERM ends luaop within its
+-- grace period. Against the fake API server (ConfigMaps cm-0 .. cm-4).
+local luaop = require "support.luaop"
+local fake = require "support.fake"
+local volume = require "support.volume"
+local kube = require "support.kube"
+local time = require("luaop").time
+
+-- name -> the attack, run by a reconcile of cm-0 (every loop is in C)
+local acceptance = {
+  -- a full collection of a large live heap, over and over
+  collect = [[local keep = {} for i = 1, 300000 do keep[i] = { i } end
+    while true do collectgarbage("collect") end]],
+  -- a sort of a large table of numbers (C comparisons), over and over
+  sort = [[local t = {} for i = 1, 200000 do t[i] = (i * 7919) % 1000003 end
+    while true do table.sort(t) end]],
+}
+
+-- the other charged calls, by library, each group in a process of its own
+-- (at --max-instructions 2 * 10^6: every attacker's setup fits, and all of
+-- them failing back to back at the start stay well under a second)
+local others = {
+  tables = {
+    step = [[while true do collectgarbage("step") end]],
+    sortstrings = [[local s = ("x"):rep(200000) local t = {} for i = 1, 1000 do t[i] = s end
+      while true do table.sort(t) end]],
+    concat = [[local t = {} for i = 1, 100000 do t[i] = "" end while true do table.concat(t) end]],
+    insert = [[table.insert(setmetatable({}, { __len = function() return 2^40 end }), 1, 1)]],
+    move = [[table.move({}, 1, 2^40, 2)]],
+    unpack = [[local t = {} for i = 1, 100000 do t[i] = i end while true do table.unpack(t) end]],
+  },
+  strings = {
+    rep = [[while true do local _ = ("x"):rep(200000) end]],
+    upper = [[local s = ("x"):rep(200000) while true do local _ = s:upper() end]],
+    quoted = [[local s = ("x"):rep(100000) while true do local _ = ("%q"):format(s) end]],
+    gsub = [[local s = ("x"):rep(100000) while true do local _ = s:gsub("()", ("%1"):rep(10000)) end]],
+    find = [[local s, p = ("a"):rep(200000), ("a"):rep(100000) .. "b" while true do s:find(p, 1, true) end]],
+    backref = [[local s = ("a"):rep(100000) while true do s:find("(.*)%1x") end]],
+    byte = [[local s = ("x"):rep(100000) while true do s:byte(1, -1) end]],
+    unpackz = [[local s = ("x"):rep(200000) while true do pcall(string.unpack, "z", s) end]],
+  },
+  base = {
+    tostring = [[local o = setmetatable({}, { __name = ("x"):rep(200000) }) while true do tostring(o) end]],
+    tonumber = [[local s = ("1"):rep(200000) while true do tonumber(s) end]],
+    load = [[local s = ("x=1 "):rep(20000) while true do load(s) end]],
+    rawequal = [[local a, b = ("x"):rep(200000), ("x"):rep(200000) while true do rawequal(a, b) end]],
+    utf8len = [[local s = ("\x80"):rep(200000) while true do utf8.len(s, 1, -1, true) end]],
+    utf8codes = [[local s = "a" .. ("\x80"):rep(200000) local f = utf8.codes(s, true)
+      while true do pcall(f, s, 1) end]],
+    utf8offset = [[local s = "a" .. ("\x80"):rep(200000) while true do utf8.offset(s, 2) end]],
+    date = [[local f = ("%c"):rep(100000) while true do os.date(f) end]],
+  },
+}
+
+local function attack_script(name, body)
+  return ([[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "attack-%s", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name ~= "cm-0" then return end
+    %s
+  end,
+}
+]]):format(name, body)
+end
+
+local steady = [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "steady", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name ~= "cm-1" then return end
+    ctx.log:info("steady tick")
+    return luaop.requeue_after(0.05)
+  end,
+}
+]]
+
+-- The longest the steady controller may wait: a second on the release
+-- build; the ASan build runs the same budget about 2.5 times slower.
+local GAP = luaop.bin:find("asan", 1, true) and 2.5 or 1
+
+-- The time stamps of the lines of `err` that match `pattern`.
+local function stamps(err, pattern)
+  local t = {}
+  for line in err:gmatch("[^\n]+") do
+    if line:find(pattern) then t[#t + 1] = assert(time.parse(line:match("^(%S+)"))) end
+  end
+  return t
+end
+
+-- Run the attacks beside the steady controller; `budget` the instruction
+-- budget they fail with (the default, or --max-instructions'). Every
+-- attack fails twice with it, at its file; luaop stays up; the steady
+-- controller ticks on with no gap of a second (GAP); SIGTERM ends luaop in time.
+local function contained(attacks, budget, flags)
+  local server = fake.start()
+  finally(server.stop)
+  local files = { ["steady.lua"] = steady }
+  for name, body in pairs(attacks) do files["attack-" .. name .. ".lua"] = attack_script(name, body) end
+  local v = volume.new(files)
+  finally(function() v:remove() end)
+  local argv = { "--qps", "0", "--graceful-shutdown-timeout", "2s" }
+  for _, f in ipairs(flags or {}) do argv[#argv + 1] = f end
+  local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = argv })
+  finally(run.cleanup)
+  local what = ("instruction budget of %d exceeded"):format(budget):gsub("%p", "%%%0")
+  local missing
+  local waited, err = pcall(kube.wait_for, "every attack's errors", 90, function()
+    assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))
+    local e = run.stderr()
+    for name in pairs(attacks) do
+      missing = name
+      local _, n = e:gsub("attack%-" .. name .. "%.lua:%d+: " .. what, "")
+      if n < 2 then return nil end
+    end
+    return e
+  end)
+  assert(waited, ("%s: attack %s\n%s"):format(err, missing, run.stderr():sub(-3000)))
+  -- a reconcile's error and nothing else: no watchdog
+  assert.is_nil(err:find("without waiting for too long", 1, true), err)
+  for name in pairs(attacks) do
+    assert.matches("controller%.attack%-" .. name .. "\tReconciler error", err)
+  end
+  -- the steady controller reconciled all along: no gap of a second between ticks
+  local first_attack = stamps(err, "Reconciler error")[1]
+  local n0 = #stamps(err, "steady tick")
+  err = kube.wait_for("more ticks", 30, function()
+    local e = run.stderr()
+    return #stamps(e, "steady tick") > n0 + 10 and e
+  end)
+  local ticks = stamps(err, "steady tick")
+  local errors = stamps(err, "Reconciler error")
+  local during = 0
+  for i = 2, #ticks do
+    if ticks[i] > first_attack then
+      assert.is_true(ticks[i] - ticks[i - 1] < GAP, ("the steady controller waited %.2f s after %s:\n%s"):format(
+        ticks[i] - ticks[i - 1], ("%.3f"):format(ticks[i - 1]), err:gsub("[^\n]*steady tick[^\n]*\n", ""):sub(-4000)))
+      if ticks[i] < errors[#errors] then during = during + 1 end
+    end
+  end
+  assert.is_true(during >= 5, "the steady controller ticked " .. during .. " times while the attacks ran")
+  -- SIGTERM ends it within its 2 s grace period, attacks still retrying
+  local code = run.stop(false)
+  assert.is_true(code == 0 or code == 1, tostring(code))
+  local log = run.stderr()
+  local stopping = stamps(log, "\tstopping\t")[1]
+  assert.is_not_nil(stopping, log)
+  local last = assert(time.parse(log:match("\n(%S+)\t[^\n]*\n?$")))
+  assert.is_true(last - stopping < 3.5, ("luaop took %.1f s to stop"):format(last - stopping))
+  assert.is_nil(log:find("without waiting for too long", 1, true), log)
+end
+
+-- The functions docs/security.md's table of work done in C names: each
+-- backquoted name of a row's first cell, a bare one (`sub`) taking the
+-- library of the name before it (`string.len`, `sub`).
+local function documented()
+  local f = assert(io.open("docs/security.md"))
+  local doc = f:read("a")
+  f:close()
+  local section = assert(doc:match("\n### Work done in C\n(.-)\n##"), "no section 'Work done in C'")
+  local names = {}
+  for cell in section:gmatch("\n| ([^|]+) |") do
+    local lib
+    for name in cell:gmatch("`([%w_.*]+)`") do
+      local l = name:match("^([%w_]+)%.")
+      if l then lib = l elseif lib then name = lib .. "." .. name end
+      names[name] = true
+    end
+  end
+  return names
+end
+
+describe("long C calls", function()
+  it("are each accounted for in docs/security.md: every function a script reaches has a row", function()
+    local f = assert(io.open("spec/unit/sandbox_spec.lua"))
+    local allowed = assert(f:read("a"):match("local ALLOWED = %[%[\n(.-)%]%]"))
+    f:close()
+    local names, missing, n = documented(), {}, 0
+    for path in allowed:gmatch("_G%.([%w_.]+) function") do
+      local lib = path:match("^([%w_]+)%.")
+      if not (names[path] or lib and names[lib .. ".*"]) then missing[#missing + 1] = path end
+      n = n + 1
+    end
+    assert.is_true(n > 80, "the sandbox spec's allowlist lists " .. n .. " functions")
+    assert.are.same({}, missing)
+  end)
+
+  it("end a reconcile looping on a full collection or a sort with the default budget's error, and nothing else", function()
+    -- one attacker per process: two reconciles that each run to a default
+    -- budget back to back hold the loop for two budgets' time, whatever
+    -- they run (plain Lua too)
+    contained({ collect = acceptance.collect }, 100000000)
+    contained({ sort = acceptance.sort }, 100000000)
+  end)
+
+  it("end a reconcile looping on any other charged library call with its budget's error, and nothing else", function()
+    for _, group in pairs(others) do
+      contained(group, 2000000, { "--max-instructions", "2000000" })
+    end
+  end)
+end)
