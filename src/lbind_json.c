@@ -11,8 +11,21 @@
 
 #include <lauxlib.h>
 
+#include "charge.h"
 #include "json.h"
 #include "lbox.h"
+
+/* What the codec's C work is charged (charge.h): the count hook never
+ * fires inside it, so a loop of calls would run outside every budget. A
+ * text to decode is paid for before it is parsed, an encoded one as it is
+ * handed back (its growth is bounded by the memory budget meanwhile): one
+ * instruction per LBIND_JSON_BYTES bytes. */
+#define LBIND_JSON_BYTES 2
+
+static void lbind_json_charge(lua_State *L, size_t len)
+{
+    charge_add(L, 1 + (unsigned long)(len / LBIND_JSON_BYTES));
+}
 
 static int lbind_json_decode(lua_State *L)
 {
@@ -20,6 +33,7 @@ static int lbind_json_decode(lua_State *L)
     const char *s = luaL_checklstring(L, 1, &len);
     char err[160];
 
+    lbind_json_charge(L, len);
     if (json_decode(L, s, len, err, sizeof err))
         return 1;
     luaL_pushfail(L);
@@ -37,6 +51,7 @@ static int lbind_json_peek(lua_State *L)
     char err[160];
 
     luaL_argcheck(L, n >= 1 && n <= 8, 2, "one to eight keys");
+    lbind_json_charge(L, len);
     for (int i = 0; i < n; i++)
         keys[i] = luaL_checkstring(L, i + 2);
     if (json_peek(L, s, len, keys, n, err, sizeof err))
@@ -54,6 +69,7 @@ static int lbind_json_decode_page(lua_State *L)
     const char *key = luaL_optstring(L, 2, "items");
     char err[160];
 
+    lbind_json_charge(L, len);
     if (json_decode_page(L, s, len, key, err, sizeof err))
         return 2;
     luaL_pushfail(L);
@@ -73,6 +89,7 @@ static int lbind_json_encode(lua_State *L)
     b = lbox_push(L);
     if (!json_encode(L, 1, b, err, sizeof err))
         return luaL_error(L, "%s", err);
+    lbind_json_charge(L, b->len);
     lua_pushlstring(L, b->data ? b->data : "", b->len);
     return 1;
 }

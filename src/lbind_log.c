@@ -17,6 +17,7 @@
 
 #include <lauxlib.h>
 
+#include "charge.h"
 #include "json.h"
 #include "lbox.h"
 #include "log.h"
@@ -191,6 +192,8 @@ static int lbind_log_write(lua_State *L)
             lua_pop(L, 2);
         }
         qsort(fields, (size_t)n, sizeof fields[0], lbind_log_keycmp);
+        /* the C work of a line (charge.h): its values' JSON and the keys */
+        charge_add(L, 1 + (unsigned long)(box->len / 2) + 8 * (unsigned long)n);
     }
     log_sink_write(lbind_log_sink(L), level, logger, msg, fields, (size_t)n);
     return 0;

@@ -16,6 +16,7 @@
 
 #include <lauxlib.h>
 
+#include "charge.h"
 #include "json.h"
 #include "ytree.h"
 
@@ -118,7 +119,11 @@ static int lbind_yaml_decode(lua_State *L)
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
     char err[256];
-    ytree **box = lua_newuserdatauv(L, sizeof *box, 0);
+    ytree **box;
+
+    /* parsing is C work the count hook cannot see (charge.h) */
+    charge_add(L, 1 + (unsigned long)len);
+    box = lua_newuserdatauv(L, sizeof *box, 0);
 
     *box = NULL;
     luaL_setmetatable(L, LBIND_YAML_MT);

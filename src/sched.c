@@ -238,18 +238,34 @@ static void sched_account_unref(sched_account *a)
  * function (with a line) at or above `level` of L's stack. Allocates
  * nothing, so it may run after a memory breach; L may be a coroutine that
  * died of it (its stack is kept). */
+/* Whether a function's source is luaop's own Lua (lua/luaop/, embedded
+ * as "@lua/luaop/..." or found on a spec's path): a breach is noted at the
+ * script's line that called into it, not inside luaop. */
+static int sched_is_runtime_source(const char *source)
+{
+    return strncmp(source, "@lua/luaop/", 11) == 0 || strstr(source, "/lua/luaop/") != NULL;
+}
+
 static void sched_note_where(sched_account *a, lua_State *L, int level)
 {
     lua_Debug ar;
+    int first = -1;
 
     if (a->where[0])
         return;
     for (; lua_getstack(L, level, &ar); level++) {
-        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+        if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
+            continue;
+        if (first < 0)
+            first = level;
+        if (!sched_is_runtime_source(ar.source)) {
             snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
             return;
         }
     }
+    /* only luaop's own Lua on the stack: its first line */
+    if (first >= 0 && lua_getstack(L, first, &ar) && lua_getinfo(L, "Sl", &ar))
+        snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
 }
 
 /* The message of a breach, pushed on L: where it happened (whichever task
