@@ -35,7 +35,7 @@ ASAN_LUA_OBJS := $(LUA_NAMES:%=build/asan/obj/lua/%.o)
 # luaop's base, table, utf8 and math libraries (and lstrpat.c) are Lua's own
 # compiled with src/charge_lib.h forced in, so the work they do in C is
 # charged to budgets (src/charge.h); the interpreter keeps Lua's.
-CHARGED := lbaselib ltablib lutf8lib lmathlib
+CHARGED := lbaselib ltablib lutf8lib lmathlib lcorolib
 LUAOP_LUA := $(filter-out $(CHARGED),$(LUA_NAMES))
 FUZZ_LUA_OBJS := $(LUAOP_LUA:%=build/fuzz/obj/lua/%.o) $(CHARGED:%=build/fuzz/obj/lua/%-charged.o) \
                  build/fuzz/obj/lua/lstrpat.o

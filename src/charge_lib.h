@@ -31,6 +31,12 @@
 
 #include "charge.h"
 
+/* lcorolib.c: a coroutine a script resumes is recorded as running, so that
+ * the watchdog's interrupt reaches its hook at the next instruction
+ * (sched_nudge) */
+int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres);
+#define lua_resume(co, from, narg, nres) sched_resume_tracked(co, from, narg, nres)
+
 #define CHARGE_ACCESS 6
 #define CHARGE_COPY 8
 #define CHARGE_LOOP 1

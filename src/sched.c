@@ -84,11 +84,19 @@ struct sched {
     _Atomic uint64_t busy_ns, busy_run;
     _Atomic uint64_t busy_name[SCHED_NAME_LEN / 8]; /* all 0: "task" */
     _Atomic uint64_t interrupt_run;
+    /* The threads inside lua_resume now, outermost first (a task's, then
+     * the coroutines it resumed: sched_resume_tracked): where sched_nudge
+     * makes the count hook fire at the next instruction. Written by the
+     * loop's thread, read by its signal handler: lock-free atomics. */
+    _Atomic(lua_State *) resumed[SCHED_RESUMED_MAX];
+    _Atomic int nresumed;
 };
 
 _Static_assert(SCHED_NAME_LEN % 8 == 0, "a name is whole words");
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "a signal handler reads them");
 
 static void sched_count_hook(lua_State *L, lua_Debug *ar);
+static sched *sched_of(lua_State *L);
 
 static uint64_t sched_now_ns(void)
 {
@@ -158,6 +166,52 @@ uint64_t sched_busy_since(sched *s, char *buf, size_t len)
     if (b.since && len)
         snprintf(buf, len, "%s", b.name);
     return b.since;
+}
+
+/* Record co as inside lua_resume (the innermost), and forget it again.
+ * Deeper than SCHED_RESUMED_MAX only the depth is counted. */
+static void sched_resumed_push(sched *s, lua_State *co)
+{
+    int n = atomic_load_explicit(&s->nresumed, memory_order_relaxed);
+
+    if (n < SCHED_RESUMED_MAX)
+        atomic_store_explicit(&s->resumed[n], co, memory_order_relaxed);
+    atomic_store_explicit(&s->nresumed, n + 1, memory_order_relaxed);
+}
+
+static void sched_resumed_pop(sched *s)
+{
+    int n = atomic_load_explicit(&s->nresumed, memory_order_relaxed) - 1;
+
+    atomic_store_explicit(&s->nresumed, n, memory_order_relaxed);
+    if (n < SCHED_RESUMED_MAX)
+        atomic_store_explicit(&s->resumed[n], NULL, memory_order_relaxed);
+}
+
+int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres)
+{
+    sched *s = sched_of(co);
+    int status;
+
+    if (s == NULL)
+        return lua_resume(co, from, narg, nres);
+    sched_resumed_push(s, co);
+    status = lua_resume(co, from, narg, nres);
+    sched_resumed_pop(s);
+    return status;
+}
+
+void sched_nudge(sched *s)
+{
+    int n = atomic_load_explicit(&s->nresumed, memory_order_relaxed);
+
+    for (int i = 0; i < n && i < SCHED_RESUMED_MAX; i++) {
+        lua_State *L = atomic_load_explicit(&s->resumed[i], memory_order_relaxed);
+        /* only a budgeted task's threads (they carry the hook); lua_sethook
+         * is safe from a signal handler (ldebug.c says so; lua.c's SIGINT) */
+        if (L && lua_gethook(L) == sched_count_hook)
+            lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+    }
 }
 
 void sched_interrupt(sched *s, uint64_t run)
@@ -466,7 +520,9 @@ static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fa
         if (outer == NULL)
             s->since = sched_now_ns();
         sched_publish(s, s->since, t);
+        sched_resumed_push(s, co);
         status = lua_resume(co, from, nargs, &nres);
+        sched_resumed_pop(s);
         if (outer == NULL)
             s->since = 0;
         sched_publish(s, s->since, outer);
@@ -630,6 +686,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     }
     if (lua_gethookcount(L) != 1)
         lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+    sched_nudge(s); /* the threads that resumed this one raise at once too */
     if (!a->announced) {
         /* once, an error that names the breach and where it happened */
         a->announced = a->announcing = 1;

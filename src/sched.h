@@ -159,6 +159,21 @@ const char *sched_failure(const sched_task *t);
  * or while doing the work, from a C function called by Lua (it raises). */
 void sched_charge(lua_State *L, unsigned long n);
 
+/* The threads of the resumes running now that sched_nudge reaches (deeper
+ * nesting is counted, not reached). */
+#define SCHED_RESUMED_MAX 64
+
+/* lua_resume, with co recorded as running inside it for sched_nudge (Lua's
+ * coroutine library is built calling this: charge_lib.h). */
+int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres);
+
+/* Make the count hook of every budgeted thread inside a resume now fire at
+ * its next VM instruction, so that an interrupt (or a breach) lands there
+ * rather than up to SCHED_BUDGET_STEP instructions later: those may each
+ * cost O(n) (a compare or concatenation of long strings). Async-signal-safe:
+ * the watchdog's signal handler calls it on the loop's thread. */
+void sched_nudge(sched *s);
+
 /* Tasks not yet ended. */
 int sched_running(const sched *s);
 

@@ -14,6 +14,7 @@
 #include "sched.h"
 
 static pthread_t watchdog_thread;
+static pthread_t watchdog_loop; /* the thread that runs the loop, and Lua */
 static pthread_mutex_t watchdog_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watchdog_wake = PTHREAD_COND_INITIALIZER;
 static int watchdog_running, watchdog_stopping;
@@ -33,6 +34,21 @@ static uint64_t watchdog_now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* WATCHDOG_NUDGE, sent to the loop's thread with an interrupt: from the
+ * handler, on that thread, the count hook of the threads running Lua is
+ * made to fire at their next instruction (sched_nudge), so the interrupt
+ * lands as soon as the C work of one instruction or call is done, not
+ * 10,000 instructions later (each of which may cost O(n): a compare or a
+ * concatenation of long strings). */
+#define WATCHDOG_NUDGE SIGURG
+
+static void watchdog_on_nudge(int signum)
+{
+    (void)signum;
+    if (watchdog_sched)
+        sched_nudge(watchdog_sched);
 }
 
 /* Chained in front of the loop's handler: note the signal, then let the
@@ -121,6 +137,7 @@ static void *watchdog_main(void *arg)
             interrupted_run = b.run;
             watchdog_log(LOG_ERROR, "a task has run without waiting for too long: interrupting it", task, busy);
             sched_interrupt(watchdog_sched, b.run);
+            pthread_kill(watchdog_loop, WATCHDOG_NUDGE);
         }
 
         uint64_t sig = atomic_load(&watchdog_signal_ns), second = atomic_load(&watchdog_second_ns);
@@ -149,6 +166,13 @@ int watchdog_start(sched *s, double grace)
     watchdog_grace = grace;
     watchdog_chain(SIGTERM, &watchdog_prev_term);
     watchdog_chain(SIGINT, &watchdog_prev_int);
+    struct sigaction nudge;
+    memset(&nudge, 0, sizeof nudge);
+    sigemptyset(&nudge.sa_mask);
+    nudge.sa_handler = watchdog_on_nudge;
+    nudge.sa_flags = SA_RESTART;
+    sigaction(WATCHDOG_NUDGE, &nudge, NULL);
+    watchdog_loop = pthread_self();
     /* signals are for the loop's thread, not this one */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -209,6 +209,40 @@ describe("long C calls", function()
     contained({ sort = acceptance.sort }, 100000000)
   end)
 
+  it("end a reconcile looping on VM instructions that each cost O(n) at the watchdog's interrupt, never the process", function()
+    -- a concatenation and a compare of long strings are one instruction
+    -- each, costing milliseconds: 10,000 of them between count hooks ran
+    -- past the watchdog's exit (70) before its interrupt could land. Now the
+    -- interrupt makes the hook fire at the next instruction (sched_nudge),
+    -- in a coroutine the reconcile resumed too.
+    local server = fake.start()
+    finally(server.stop)
+    local files = { ["steady.lua"] = steady,
+      ["attack-vm.lua"] = attack_script("vm", [[
+        local s = ("x"):rep(1 << 23)
+        local a, b = s, ("x"):rep(1 << 23)
+        local f = coroutine.wrap(function() while true do local _ = s .. s .. s; local _ = a == b end end)
+        f()]]) }
+    local v = volume.new(files)
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
+      flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s" } })
+    finally(run.cleanup)
+    local ok_, err = pcall(kube.wait_for, "the attack interrupted twice", 60, function()
+      assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))
+      local e = run.stderr()
+      local _, n = e:gsub("attack%-vm%.lua:%d+: interrupted by the watchdog", "")
+      return n >= 2 and e
+    end)
+    assert(ok_, tostring(err) .. "\n" .. run.stderr():gsub("[^\n]*steady tick[^\n]*\n", ""):sub(-3000))
+    assert.is_nil(err:find("did not come back after the interrupt", 1, true), err:sub(-3000))
+    -- the steady controller goes on after each interrupt
+    local n0 = #stamps(err, "steady tick")
+    kube.wait_for("more ticks", 30, function() return #stamps(run.stderr(), "steady tick") > n0 + 10 end)
+    local code = run.stop(false)
+    assert.is_true(code == 0 or code == 1, tostring(code))
+  end)
+
   it("end a reconcile looping on any other charged library call with its budget's error, and nothing else", function()
     for _, group in pairs(others) do
       contained(group, 2000000, { "--max-instructions", "2000000" })
