@@ -227,6 +227,12 @@ describe("the script sandbox", function()
     { 'assert(load("\\27Lua\\84\\0"))', "attempt to load a binary chunk" },
     { 'collectgarbage("stop")', "collectgarbage option stop is not available to luaop scripts" },
     { 'collectgarbage("generational")', "collectgarbage option generational is not available to luaop scripts" },
+    { "os.tmpname()", "os.tmpname is not available to luaop scripts" },
+    { 'os.setlocale("C")', "os.setlocale is not available to luaop scripts" },
+    { 'collectgarbage("incremental")', "collectgarbage option incremental is not available to luaop scripts" },
+    { 'collectgarbage("setpause", 100)', "collectgarbage option setpause is not available to luaop scripts" },
+    { 'collectgarbage("setstepmul", 100)', "collectgarbage option setstepmul is not available to luaop scripts" },
+    { 'collectgarbage("restart")', "collectgarbage option restart is not available to luaop scripts" },
     { 'setmetatable({}, { __gc = function() end })', "__gc metamethods are not available to luaop scripts" },
   } do
     it("refuses " .. case[1] .. " with a message that says so", function()
