@@ -232,10 +232,34 @@ static void gen_slot(fz *z)
     fz_putf(z, "V[%lld]", (long long)fz_pick(z, NSLOTS) + 1);
 }
 
+/* what a metamethod (or any function the API calls back) does first, half
+ * the time: something hostile to the call it runs in */
+static void gen_hostile(fz *z, int depth)
+{
+    static const char *const h[] = {
+        "collectgarbage(\"collect\")", "CLR(A[1])", "CLR(ctx.log.values)", "coroutine.yield()",
+        "error(A[1])", "luaop.sleep(0)", "A[1][(\"k\"):rep(3) .. #A] = {}", "V.strong = nil",
+    };
+    unsigned k = fz_pick(z, 10);
+
+    if (k < 8) {
+        fz_put(z, "pcall(function() ");
+        fz_put(z, h[k]);
+        fz_put(z, " end) ");
+    } else if (k == 8) {
+        fz_put(z, "CLR(");
+        gen_slot(z);
+        fz_put(z, ") ");
+    }
+    (void)depth;
+}
+
 /* a function value: function(...) STMTS return E end */
 static void gen_function(fz *z, int depth)
 {
     fz_put(z, "function(...) local A = {...} ");
+    if (fz_pick(z, 2))
+        gen_hostile(z, depth);
     gen_stmts(z, depth + 1, 3);
     fz_put(z, " return ");
     gen_expr(z, depth + 1);
@@ -255,21 +279,27 @@ static void gen_args(fz *z, int depth)
     fz_put(z, ")");
 }
 
-/* a thread (or something a coroutine function is given) */
+/* a thread (or something a coroutine function is given): the reconcile's
+ * (T[1]), a task's (T[2], T[3]), the running one, a new one, any value */
 static void gen_thread(fz *z, int depth)
 {
-    switch (fz_pick(z, 5)) {
+    switch (fz_pick(z, 8)) {
     case 0:
     case 1:
-        gen_slot(z);
-        break;
     case 2:
+    case 3:
+        fz_putf(z, "T[%lld]", (long long)fz_pick(z, 3) + 1);
+        break;
+    case 4:
         fz_put(z, "coroutine.running()");
         break;
-    case 3:
+    case 5:
         fz_put(z, "coroutine.create(");
         gen_function(z, depth);
         fz_put(z, ")");
+        break;
+    case 6:
+        gen_slot(z);
         break;
     default:
         gen_expr(z, depth + 1);
@@ -402,7 +432,7 @@ static void gen_expr(fz *z, int depth)
     case 7: /* a weak table whose entries die when the collector runs */
     {
         static const char *const modes[] = {"\"k\"", "\"v\"", "\"kv\""};
-        static const int sizes[] = {1, 2, 3, 8, 40, 200, 1000, 5000};
+        static const int sizes[] = {1, 2, 3, 8, 40, 200, 1000, 3000};
         fz_put(z, "W(");
         fz_put(z, modes[fz_pick(z, 3)]);
         fz_putf(z, ", %lld", (long long)sizes[fz_pick(z, 8)]);
@@ -434,7 +464,7 @@ static void gen_expr(fz *z, int depth)
         break;
     case 15: /* deep nesting */
     {
-        static const int d[] = {2, 10, 100, 200, 1000, 10000};
+        static const int d[] = {2, 10, 100, 200, 1000, 3000};
         fz_putf(z, "D(%lld, ", (long long)d[fz_pick(z, 6)]);
         gen_expr(z, depth + 1);
         fz_put(z, ")");
@@ -483,7 +513,7 @@ static void gen_expr(fz *z, int depth)
         fz_put(z, "}");
         break;
     case 20: /* a huge string */
-        fz_putf(z, "(\"x\"):rep(%lld)", 1LL << (10 + fz_pick(z, 14)));
+        fz_putf(z, "(\"x\"):rep(%lld)", 1LL << (fz_pick(z, 8) ? 10 + fz_pick(z, 10) : 20 + fz_pick(z, 5)));
         break;
     default: /* a value read back from a slot's table */
         gen_slot(z);
@@ -494,9 +524,18 @@ static void gen_expr(fz *z, int depth)
     }
 }
 
+static void gen_sleep(fz *z)
+{
+    static const char *const t[] = {"0", "0.001", "0.01", "0.1", "1", "10"};
+
+    fz_put(z, "luaop.sleep(");
+    fz_put(z, t[fz_pick(z, 6)]);
+    fz_put(z, ")");
+}
+
 static void gen_stmt(fz *z, int depth)
 {
-    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 5 : 16);
+    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 9 : 22);
 
     switch (k) {
     case 0:
@@ -508,33 +547,26 @@ static void gen_stmt(fz *z, int depth)
     case 2:
         gen_call(z, depth);
         break;
-    case 3: /* wait in C: a sleep (requests wait in C too) */
+    case 3:
+    case 4: /* wait in C: a sleep */
+        gen_sleep(z);
+        break;
+    case 5: /* wait in C: a request (the kit's API server answers after a yield) */
     {
-        static const char *const t[] = {"0", "0.001", "0.01", "0.1", "1", "10"};
-        fz_put(z, "luaop.sleep(");
-        fz_put(z, t[fz_pick(z, 6)]);
-        fz_put(z, ")");
+        static const char *const r[] = {"ctx:get(\"v1/Secret\", \"s\", \"default\")",
+                                        "ctx:list(\"v1/Secret\")",
+                                        ("ctx:create({apiVersion = \"v1\", kind = \"Secret\", "
+                                         "metadata = {name = \"s\", namespace = \"default\"}})"),
+                                        "ctx:delete(\"v1/Secret\", {name = \"s\", namespace = \"default\"})"};
+        fz_put(z, r[fz_pick(z, 4)]);
         break;
     }
-    case 4:
-        if (fz_pick(z, 4) == 0) {
-            fz_put(z, "V.strong = nil"); /* what W made dies at the next collection */
-            break;
-        }
-        gen_slot(z);
-        fz_put(z, " = coroutine.running()");
-        break;
-    /* (the cases above need no depth) */
-    case 5:
-    case 6: /* a task */
-        fz_put(z, "V.task = luaop.spawn(function() ");
-        gen_stmts(z, depth + 1, 6);
-        fz_put(z, " end)");
-        break;
-    case 7: /* the reconcile's or a task's thread, or a new one, driven */
+    case 6: /* threads: the reconcile's is T[1], tasks' the next */
+    case 7:
+    case 8: /* the reconcile's or a task's thread, or a new one, driven */
     {
-        static const char *const ops[] = {"resume", "close", "status", "wrap", "isyieldable"};
-        const char *op = ops[fz_pick(z, 5)];
+        static const char *const ops[] = {"resume", "resume", "close", "status", "wrap", "isyieldable"};
+        const char *op = ops[fz_pick(z, 6)];
         if (strcmp(op, "wrap") == 0) {
             fz_put(z, "coroutine.wrap(");
             gen_function(z, depth);
@@ -546,16 +578,23 @@ static void gen_stmt(fz *z, int depth)
         fz_put(z, "(");
         gen_thread(z, depth);
         fz_put(z, ", ");
-        gen_expr(z, depth + 1);
+        gen_expr(z, FZ_MAX_DEPTH);
         fz_put(z, ")");
         break;
     }
-    case 8:
+    /* (the cases above are all a deep statement may choose) */
+    case 9:
+    case 10: /* a task: its thread goes to T */
+        fz_put(z, "V.task = luaop.spawn(function() T[#T + 1] = coroutine.running() ");
+        gen_stmts(z, depth + 1, 6);
+        fz_put(z, " end)");
+        break;
+    case 11:
         fz_put(z, "coroutine.yield(");
         gen_expr(z, depth + 1);
         fz_put(z, ")");
         break;
-    case 9:
+    case 12:
     {
         static const char *const o[] = {"\"collect\"", "\"step\"", "\"count\"", "\"step\", 1000", "\"isrunning\""};
         fz_put(z, "collectgarbage(");
@@ -563,36 +602,50 @@ static void gen_stmt(fz *z, int depth)
         fz_put(z, ")");
         break;
     }
-    case 10: /* empty a table (raw) */
+    case 13: /* empty a table (raw) */
         fz_put(z, "CLR(");
         gen_expr(z, depth + 1);
         fz_put(z, ")");
         break;
-    case 11:
-    {
+    case 14:
         fz_putf(z, "for _ = 1, %lld do ", (long long)fz_pick(z, 16) + 1);
         gen_stmts(z, depth + 1, 3);
         fz_put(z, " end");
         break;
-    }
-    case 12: /* __newindex */
+    case 15:
+    case 16: /* __newindex, or a write into what the API handed out */
+    {
+        static const char *const dst[] = {"ctx.log.values", "req", "V.task", "ctx"};
         fz_put(z, "(");
-        gen_expr(z, depth + 1);
+        if (fz_pick(z, 2))
+            fz_put(z, dst[fz_pick(z, 4)]);
+        else
+            gen_expr(z, depth + 1);
         fz_put(z, ")[");
         gen_expr(z, depth + 1);
         fz_put(z, "] = ");
         gen_expr(z, depth + 1);
         break;
-    case 13: /* __close */
+    }
+    case 17: /* __close */
         fz_put(z, "local c <close> = ");
         gen_expr(z, depth + 1);
         fz_put(z, " ");
         gen_stmts(z, depth + 1, 2);
         break;
-    case 14:
+    case 18:
         fz_put(z, "error(");
         gen_expr(z, depth + 1);
         fz_put(z, ")");
+        break;
+    case 19:
+        if (fz_pick(z, 4) == 0) {
+            fz_put(z, "V.strong = nil"); /* what W made dies at the next collection */
+            break;
+        }
+        gen_slot(z);
+        fz_put(z, " = ");
+        gen_expr(z, depth + 1);
         break;
     default: /* a table's pairs (__pairs) */
         fz_put(z, "for k, v in pairs(");
@@ -622,7 +675,7 @@ static void gen_stmts(fz *z, int depth, unsigned max)
 static const char fz_prelude[] =
     "local luaop = require 'luaop'\n"
     "local cjson = require 'cjson'\n"
-    "local V = {}\n"
+    "local V, T = {}, {}\n"
     "-- a weak table of n entries: keys made at run time (or integers); values fresh arrays, objects or\n"
     "-- strings; the values held strongly in V.strong too until a statement lets them go\n"
     "local function W(mode, n, kind)\n"
@@ -647,7 +700,8 @@ static void gen_program(fz *z)
 {
     fz_put(z, fz_prelude);
     fz_put(z, "return luaop.controller {\n  name = 'fz', resource = 'v1/ConfigMap',\n"
-              "  reconcile = function(ctx, req)\n    if ONCE then return end\n    ONCE = true\n    ");
+              "  reconcile = function(ctx, req)\n    if ONCE then return end\n    ONCE = true\n"
+              "    T[1] = coroutine.running()\n    ");
     while (fz_more(z))
         gen_stmts(z, 0, FZ_MAX_STMTS);
     fz_put(z, "\n  end,\n}\n");
