@@ -240,16 +240,19 @@ static void gen_hostile(fz *z, int depth)
         "collectgarbage(\"collect\")", "CLR(A[1])", "CLR(ctx.log.values)", "coroutine.yield()",
         "error(A[1])", "luaop.sleep(0)", "A[1][(\"k\"):rep(3) .. #A] = {}", "V.strong = nil",
     };
-    unsigned k = fz_pick(z, 10);
+    unsigned n = 1 + fz_pick(z, 2), i; /* one or two of them: empty, then collect */
 
-    if (k < 8) {
-        fz_put(z, "pcall(function() ");
-        fz_put(z, h[k]);
-        fz_put(z, " end) ");
-    } else if (k == 8) {
-        fz_put(z, "CLR(");
-        gen_slot(z);
-        fz_put(z, ") ");
+    for (i = 0; i < n; i++) {
+        unsigned k = fz_pick(z, 10);
+        if (k < 8) {
+            fz_put(z, "pcall(function() ");
+            fz_put(z, h[k]);
+            fz_put(z, " end) ");
+        } else if (k == 8) {
+            fz_put(z, "CLR(");
+            gen_slot(z);
+            fz_put(z, ") ");
+        }
     }
     (void)depth;
 }
@@ -287,8 +290,8 @@ static void gen_thread(fz *z, int depth)
     case 0:
     case 1:
     case 2:
-    case 3:
-        fz_putf(z, "T[%lld]", (long long)fz_pick(z, 3) + 1);
+    case 3: /* the reconcile's most often */
+        fz_putf(z, "T[%lld]", (long long)(fz_pick(z, 2) ? 1 : fz_pick(z, 3) + 1));
         break;
     case 4:
         fz_put(z, "coroutine.running()");
@@ -535,7 +538,7 @@ static void gen_sleep(fz *z)
 
 static void gen_stmt(fz *z, int depth)
 {
-    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 9 : 22);
+    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 12 : 26);
 
     switch (k) {
     case 0:
@@ -545,13 +548,16 @@ static void gen_stmt(fz *z, int depth)
         break;
     case 1:
     case 2:
+    case 3:
         gen_call(z, depth);
         break;
-    case 3:
-    case 4: /* wait in C: a sleep */
+    case 4:
+    case 5:
+    case 6: /* wait in C: a sleep */
         gen_sleep(z);
         break;
-    case 5: /* wait in C: a request (the kit's API server answers after a yield) */
+    case 7:
+    case 8: /* wait in C: a request (the kit's API server answers after a yield) */
     {
         static const char *const r[] = {"ctx:get(\"v1/Secret\", \"s\", \"default\")",
                                         "ctx:list(\"v1/Secret\")",
@@ -561,9 +567,9 @@ static void gen_stmt(fz *z, int depth)
         fz_put(z, r[fz_pick(z, 4)]);
         break;
     }
-    case 6: /* threads: the reconcile's is T[1], tasks' the next */
-    case 7:
-    case 8: /* the reconcile's or a task's thread, or a new one, driven */
+    case 9: /* threads: the reconcile's is T[1], tasks' the next */
+    case 10:
+    case 11: /* the reconcile's or a task's thread, or a new one, driven */
     {
         static const char *const ops[] = {"resume", "resume", "close", "status", "wrap", "isyieldable"};
         const char *op = ops[fz_pick(z, 6)];
@@ -583,18 +589,19 @@ static void gen_stmt(fz *z, int depth)
         break;
     }
     /* (the cases above are all a deep statement may choose) */
-    case 9:
-    case 10: /* a task: its thread goes to T */
+    case 12:
+    case 13:
+    case 14: /* a task: its thread goes to T */
         fz_put(z, "V.task = luaop.spawn(function() T[#T + 1] = coroutine.running() ");
         gen_stmts(z, depth + 1, 6);
         fz_put(z, " end)");
         break;
-    case 11:
+    case 15:
         fz_put(z, "coroutine.yield(");
         gen_expr(z, depth + 1);
         fz_put(z, ")");
         break;
-    case 12:
+    case 16:
     {
         static const char *const o[] = {"\"collect\"", "\"step\"", "\"count\"", "\"step\", 1000", "\"isrunning\""};
         fz_put(z, "collectgarbage(");
@@ -602,18 +609,18 @@ static void gen_stmt(fz *z, int depth)
         fz_put(z, ")");
         break;
     }
-    case 13: /* empty a table (raw) */
+    case 17: /* empty a table (raw) */
         fz_put(z, "CLR(");
         gen_expr(z, depth + 1);
         fz_put(z, ")");
         break;
-    case 14:
+    case 18:
         fz_putf(z, "for _ = 1, %lld do ", (long long)fz_pick(z, 16) + 1);
         gen_stmts(z, depth + 1, 3);
         fz_put(z, " end");
         break;
-    case 15:
-    case 16: /* __newindex, or a write into what the API handed out */
+    case 19:
+    case 20: /* __newindex, or a write into what the API handed out */
     {
         static const char *const dst[] = {"ctx.log.values", "req", "V.task", "ctx"};
         fz_put(z, "(");
@@ -627,18 +634,18 @@ static void gen_stmt(fz *z, int depth)
         gen_expr(z, depth + 1);
         break;
     }
-    case 17: /* __close */
+    case 21: /* __close */
         fz_put(z, "local c <close> = ");
         gen_expr(z, depth + 1);
         fz_put(z, " ");
         gen_stmts(z, depth + 1, 2);
         break;
-    case 18:
+    case 22:
         fz_put(z, "error(");
         gen_expr(z, depth + 1);
         fz_put(z, ")");
         break;
-    case 19:
+    case 23:
         if (fz_pick(z, 4) == 0) {
             fz_put(z, "V.strong = nil"); /* what W made dies at the next collection */
             break;
