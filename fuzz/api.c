@@ -759,6 +759,8 @@ static const char fz_driver[] =
     "  if not os.getenv('FUZZ_API_VERBOSE') then core.log.write = e.saved.log_write end\n"
     "  local ok, err = pcall(e.load, e, 'fuzz.lua', text)\n"
     "  if ok then ok, err = pcall(e.advance, e, 30) end\n"
+    "  -- then a day, so that no sleeper is left to wake in a later input's world\n"
+    "  pcall(e.advance, e, 86400)\n"
     "  e:stop()\n"
     "  if os.getenv('FUZZ_API_VERBOSE') then\n"
     "    io.stderr:write('fuzz/api: ', tostring(err), '\\n')\n"
