@@ -5,7 +5,8 @@
  * (luaop.testing: real controllers, informers and work queues against the
  * in-memory API server, on a virtual clock). Its controller's reconcile
  * runs the program once, on a ConfigMap the kit seeds; then the clock moves
- * 30 s (sleeps, requeues and spawned tasks run) and the kit stops.
+ * 30 s (sleeps, requeues and spawned tasks run), then a day, and the kit
+ * stops. (docs/fuzzing.md says more, and what it found.)
  *
  * What the programs call: every function a sandboxed script can reach
  * (luaop.*, every ctx method, cjson and cjson.safe, loggers, the standard
@@ -23,8 +24,9 @@
  * A finding is a crash, a sanitizer report, a leak, an exit of the
  * process or a hang (-timeout). Errors the program raises are normal.
  *
- * Coverage: the C (luaop's bindings, the scheduler, Lua itself) is
- * instrumented; Lua lines are fed to libFuzzer's extra counters by a line
+ * Coverage: the C (luaop's bindings, the scheduler, Lua's C API,
+ * coroutines and libraries; not its interpreter loop, collector or parser:
+ * fuzz/lua-coverage.ignore) is instrumented; Lua lines are fed to libFuzzer's extra counters by a line
  * hook. The scheduler sets count hooks on task threads (budgets), which
  * would replace a line hook, so this harness is linked with
  * -Wl,--wrap=lua_sethook: every hook set by luaop also counts lines, and
