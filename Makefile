@@ -90,9 +90,10 @@ build/asan/obj/lua/%.o: build/libs.stamp | build/asan/obj/lua
 	$(say) CC $@
 	$(Q)$(CC) -O1 -g $(SANITIZE) -fPIC $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
 
-build/fuzz/obj/lua/%.o: build/libs.stamp | build/fuzz/obj/lua
+build/fuzz/obj/lua/%.o: build/libs.stamp fuzz/lua-coverage.ignore | build/fuzz/obj/lua
 	$(say) FUZZCC $@
-	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
+	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=fuzz/lua-coverage.ignore \
+	  $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
 
 build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: src/pattern.h src/charge_lib.h src/charge.h
 build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: LUA_CFLAGS += -include src/pattern.h \
@@ -177,7 +178,8 @@ build/ctest/sched_test: CTEST_LIBS = -lm -ldl -lpthread
 # libFuzzer harnesses (fuzz/*.c), with clang and libclang-rt: `make fuzz`
 # runs each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
 # the checked-in seeds in fuzz/corpus/NAME are read); `make test` replays
-# the seeds and runs each briefly (spec/run.sh).
+# the seeds and runs each briefly (spec/run.sh; the api harness
+# FUZZ_API_TIME seconds, default 60).
 FUZZERS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 300
@@ -191,7 +193,8 @@ fuzz-build: $(FUZZERS:%=build/fuzz/%)
 fuzz: fuzz-build
 	@for f in $(FUZZERS); do \
 	  mkdir -p build/fuzz/corpus/$$f && echo "== fuzz $$f for $(FUZZ_TIME) s" && \
-	  build/fuzz/$$f -max_total_time=$(FUZZ_TIME) -dict=fuzz/$$f.dict -print_final_stats=1 \
+	  opts=; [ $$f = api ] && opts=-len_control=0; \
+	  build/fuzz/$$f -max_total_time=$(FUZZ_TIME) -dict=fuzz/$$f.dict -print_final_stats=1 -timeout=60 $$opts \
 	    -artifact_prefix=build/fuzz/$$f- build/fuzz/corpus/$$f fuzz/corpus/$$f || exit 1; \
 	done
 
@@ -205,9 +208,11 @@ build/fuzz/obj/luaembed.o: build/gen/luaembed.c | build/fuzz/obj build/libs.stam
 
 # the watch harness includes lbind_watch.c itself, for its static functions
 build/fuzz/watch: FUZZ_SKIP := build/fuzz/obj/lbind_watch.o
+# the api harness counts Lua lines in hooks luaop sets too (fuzz/api.c)
+build/fuzz/api: FUZZ_LDFLAGS := -Wl,--wrap=lua_sethook
 build/fuzz/%: fuzz/%.c $(FUZZ_OBJS) | build/fuzz/obj
 	$(say) FUZZLD $@
-	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer $(CPPFLAGS) -o $@ $< \
+	$(Q)$(FUZZ_CC) $(CSTD) $(FUZZ_SAN) -fsanitize=fuzzer $(CPPFLAGS) $(FUZZ_LDFLAGS) -o $@ $< \
 	  $(filter-out $(FUZZ_SKIP),$(FUZZ_OBJS)) $(LDLIBS) -lm -lpthread
 
 build/obj build/asan/obj build/pic build/gen build/lua/luaop build/asan/lua/luaop build/fuzz/obj \

@@ -104,13 +104,18 @@ asan_e2e=(spec/e2e/client_spec.lua spec/e2e/auth_spec.lua spec/e2e/controller_sp
 # crash found so far among it) and then runs FUZZ_SMOKE seconds of new
 # inputs; a finding fails it. `make fuzz` runs them for longer.
 run_fuzz() {
-  local f n=0 tmp
-  echo "== fuzz harnesses: their corpora, then ${FUZZ_SMOKE:-10} s each"
+  local f n=0 tmp secs
+  echo "== fuzz harnesses: their corpora, then ${FUZZ_SMOKE:-10} s each (api: ${FUZZ_API_TIME:-60} s)"
   : >"$out/fuzz.tap"
   for f in $(cd fuzz && ls -- *.c | sed 's/\.c$//'); do
     n=$((n + 1))
     tmp=$(mktemp -d)
-    if build/fuzz/$f -max_total_time="${FUZZ_SMOKE:-10}" -dict=fuzz/$f.dict -artifact_prefix="$out/fuzz-$f-" \
+    # the api harness runs whole programs (tens of executions a second):
+    # a time of its own, and programs of any length from the start (its
+    # bytes are choices: a few make an empty program)
+    secs=${FUZZ_SMOKE:-10} opts=
+    [ "$f" = api ] && secs=${FUZZ_API_TIME:-60} opts=-len_control=0
+    if build/fuzz/$f -max_total_time="$secs" -timeout=60 $opts -dict=fuzz/$f.dict -artifact_prefix="$out/fuzz-$f-" \
         "$tmp" fuzz/corpus/$f >"$out/fuzz-$f.log" 2>&1; then
       echo "ok $n - fuzz $f: its corpus and new inputs, no finding" | tee -a "$out/fuzz.tap"
       echo "# $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$out/fuzz-$f.log")" | tee -a "$out/fuzz.tap"
