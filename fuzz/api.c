@@ -241,17 +241,16 @@ static void gen_hostile(fz *z, int depth)
     static const char *const h[] = {
         "collectgarbage(\"collect\")", "CLR(A[1])", "CLR(ctx.log.values)", "coroutine.yield()",
         "error(A[1])", "luaop.sleep(0)", "A[1][(\"k\"):rep(3) .. #A] = {}", "V.strong = nil",
-        "CLR(P)", /* the table constructed last (PT): often the one holding this value */
     };
     unsigned n = 1 + fz_pick(z, 2), i; /* one or two of them: empty, then collect */
 
     for (i = 0; i < n; i++) {
-        unsigned k = fz_pick(z, 11);
-        if (k < 9) {
+        unsigned k = fz_pick(z, 10);
+        if (k < 8) {
             fz_put(z, "pcall(function() ");
             fz_put(z, h[k]);
             fz_put(z, " end) ");
-        } else if (k == 9) {
+        } else if (k == 8) {
             fz_put(z, "CLR(");
             gen_slot(z);
             fz_put(z, ") ");
@@ -364,7 +363,7 @@ static void gen_table(fz *z, int depth)
 {
     unsigned n = fz_pick(z, 5), i;
 
-    fz_put(z, "PT({");
+    fz_put(z, "{");
     for (i = 0; i < n; i++) {
         switch (fz_pick(z, 3)) {
         case 0:
@@ -384,7 +383,7 @@ static void gen_table(fz *z, int depth)
         }
         fz_put(z, ", ");
     }
-    fz_put(z, "})");
+    fz_put(z, "}");
 }
 
 static void gen_metatable(fz *z, int depth)
@@ -700,10 +699,6 @@ static const char fz_prelude[] =
     "end\n"
     "local function D(n, leaf) local t = leaf for _ = 1, n do t = { t } end return t end\n"
     "local function CLR(t) for k in next, t do t[k] = nil end end\n"
-    "-- the table constructed last (every constructor goes through PT), which a\n"
-    "-- hostile metamethod of a value inside it may empty while an API call reads it\n"
-    "local P = {}\n"
-    "local function PT(t) P = t return t end\n"
     "local ONCE = false\n";
 
 /* The program: a controller whose reconcile runs its statements once.
