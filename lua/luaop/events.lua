@@ -190,10 +190,22 @@ local function collection(ns) return ("/apis/events.k8s.io/v1/namespaces/%s/even
 
 local function write_series(k, now)
   local e = k.event
-  k.written = now
+  k.written, k.sent = now, k.count
   write("PATCH", collection(e.metadata.namespace) .. "/" .. e.metadata.name, {
     series = { count = k.count, lastObservedTime = micro_time(core.task.wall()) },
   }, "application/merge-patch+json", { reason = e.reason, regarding = e.regarding.name })
+end
+
+-- k's count, when it grew since it was last written.
+local function flush_key(k, now)
+  if k.count > k.sent then write_series(k, now) end
+end
+
+-- k (of st, under id) ends: its last count written, its entry gone.
+local function end_key(st, id, k, now)
+  flush_key(k, now)
+  st.keys[id] = nil
+  count(st, "nkeys", -1)
 end
 
 -- When key k is next due: its end, or the refresh of a series with counts
@@ -220,17 +232,9 @@ local function sweep(st, now)
     if what == "key" and st.keys[id] == obj then
       local k = obj
       if now - k.last >= M.SERIES_WINDOW then
-        if k.count > k.sent then
-          k.sent = k.count
-          write_series(k, now)
-        end
-        st.keys[id] = nil
-        count(st, "nkeys", -1)
+        end_key(st, id, k, now)
       else
-        if k.count > k.sent and now - k.written >= M.REFRESH then
-          k.sent = k.count
-          write_series(k, now)
-        end
+        if now - k.written >= M.REFRESH then flush_key(k, now) end
         heap_push(h, { key_due(k), "key", id, k })
       end
     elseif what == "bucket" and st.buckets[id] == obj then
@@ -273,20 +277,12 @@ function M.record(e)
     e.reason, action }, "\0")
   local k = st.keys[key]
   if k and now - k.last >= M.SERIES_WINDOW then -- ended, not swept yet: ends now
-    if k.count > k.sent then
-      k.sent = k.count
-      write_series(k, now)
-    end
-    st.keys[key] = nil
-    count(st, "nkeys", -1)
+    end_key(st, key, k, now)
     k = nil
   end
   if k then
     k.count, k.last = k.count + 1, now
-    if k.count == 2 then -- the series starts: written now, later only on refresh
-      k.sent = 2
-      write_series(k, now)
-    end
+    if k.count == 2 then write_series(k, now) end -- the series starts: written now, later only on refresh
     return true
   end
   if st.nkeys >= M.MAX_KEYS or st.sc.nkeys >= M.SCRIPT_KEYS then -- at a cap: as the spam filter, dropped
@@ -318,12 +314,7 @@ end
 
 -- Write the series of st with counts not yet written.
 local function flush_state(st)
-  for _, k in pairs(st.keys) do
-    if k.count > k.sent then
-      k.sent = k.count
-      write_series(k, core.task.now())
-    end
-  end
+  for _, k in pairs(st.keys) do flush_key(k, core.task.now()) end
 end
 
 -- A controller stopped: its series' last counts are written, and what

@@ -172,4 +172,15 @@ function proc.run(argv, env, opts)
   return code, out, stderr
 end
 
+-- An HTTP request to url with curl (method default GET): status, body
+-- ("" and 0 when there is no answer within 5 s).
+function proc.http(url, method)
+  local body = os.tmpname()
+  local ok, out = proc.sh(("curl -s -m 5 -X %s -o %s -w '%%{http_code}' %s"):format(method or "GET",
+    proc.quote(body), proc.quote(url)))
+  local text = proc.read(body) or ""
+  os.remove(body)
+  return tonumber(ok and out or "0") or 0, text
+end
+
 return proc

@@ -43,6 +43,16 @@ local function table_files()
   return named
 end
 
+-- A program's line that defines status_mib(field): a field of
+-- /proc/self/status (VmRSS, VmHWM) in MiB.
+local STATUS_MIB = [[local function status_mib(field)
+  local f = assert(io.open("/proc/self/status"))
+  local kb = tonumber(f:read("a"):match(field .. ":%s*(%d+)"))
+  f:close()
+  return kb // 1024
+end
+]]
+
 describe("C bindings", function()
   it("keep every key of a table with weak values alive while cjson.encode writes it", function()
     -- The keys are only in the weak table, its values nowhere: made with
@@ -142,19 +152,13 @@ describe("C bindings", function()
     -- times): past its 8 MiB budget. A buffer left behind at each raise
     -- would grow the process by 24 MiB a task; ASan's quarantine is kept
     -- small so that freed memory is given back to count
-    local out = luaop.ok([[
+    local out = luaop.ok(STATUS_MIB .. [[
       local core = require "luaop.core"
-      local function rss()
-        local f = assert(io.open("/proc/self/status"))
-        local kb = tonumber(f:read("a"):match("VmRSS:%s*(%d+)"))
-        f:close()
-        return kb // 1024
-      end
       local big = ("x"):rep(1 << 20)
       local amp = {}
       for i = 1, 24 do amp[i] = big end
       collectgarbage("collect")
-      local before, failed = rss(), 0
+      local before, failed = status_mib("VmRSS"), 0
       for i = 1, 24 do
         local ok, e = core.task.spawn_limited({ memory = 8 << 20, instructions = 1e9 }, function()
           core.log.write("info", "amp", "big", { amp = amp })
@@ -162,7 +166,7 @@ describe("C bindings", function()
         if not ok and e:find("memory budget of 8388608 bytes exceeded", 1, true) then failed = failed + 1 end
       end
       collectgarbage("collect")
-      print("failed", failed, "grew", rss() - before)
+      print("failed", failed, "grew", status_mib("VmRSS") - before)
     ]], { offline = true, deadline = 120,
       env = { ASAN_OPTIONS = (os.getenv("ASAN_OPTIONS") or "") .. ":quarantine_size_mb=4" } })
     assert.matches("failed\t24\t", out)
@@ -174,22 +178,16 @@ describe("C bindings", function()
     -- 256 MiB of JSON from one 1 MiB string: under an 8 MiB budget it
     -- fails at 8 MiB; uncharged, it would be written whole (the process's
     -- peak 256 MiB higher) before the budget saw the result
-    local out = luaop.ok([[
+    local out = luaop.ok(STATUS_MIB .. [[
       local core = require "luaop.core"
-      local function peak()
-        local f = assert(io.open("/proc/self/status"))
-        local kb = tonumber(f:read("a"):match("VmHWM:%s*(%d+)"))
-        f:close()
-        return kb // 1024
-      end
       local big = ("x"):rep(1 << 20)
       local amp = {}
       for i = 1, 256 do amp[i] = big end
-      local before = peak()
+      local before = status_mib("VmHWM")
       local ok, e = core.task.spawn_limited({ memory = 8 << 20, instructions = 1e9 }, function()
         return require("cjson").encode(amp)
       end):wait()
-      print("breach", not ok and e:find("memory budget of 8388608 bytes exceeded", 1, true) ~= nil, "peak", peak() - before)
+      print("breach", not ok and e:find("memory budget of 8388608 bytes exceeded", 1, true) ~= nil, "peak", status_mib("VmHWM") - before)
     ]], { offline = true, deadline = 120 })
     assert.matches("breach\ttrue\t", out)
     local grew = tonumber(out:match("peak\t(%-?%d+)"))

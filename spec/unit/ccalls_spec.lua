@@ -11,7 +11,7 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
-local time = require("luaop").time
+local attack = require "support.attacks"
 
 -- name -> the attack, run by a reconcile of cm-0 (every loop is in C)
 local acceptance = {
@@ -66,43 +66,9 @@ local others = {
   },
 }
 
-local function attack_script(name, body)
-  return ([[
-local luaop = require "luaop"
-return luaop.controller {
-  name = "attack-%s", resource = "v1/ConfigMap", namespace = "default",
-  reconcile = function(ctx, req)
-    if req.name ~= "cm-0" then return end
-    %s
-  end,
-}
-]]):format(name, body)
-end
-
-local steady = [[
-local luaop = require "luaop"
-return luaop.controller {
-  name = "steady", resource = "v1/ConfigMap", namespace = "default",
-  reconcile = function(ctx, req)
-    if req.name ~= "cm-1" then return end
-    ctx.log:info("steady tick")
-    return luaop.requeue_after(0.05)
-  end,
-}
-]]
-
 -- The longest the steady controller may wait: a second on the release
 -- build; the ASan build runs the same budget about 2.5 times slower.
 local GAP = luaop.bin:find("asan", 1, true) and 2.5 or 1
-
--- The time stamps of the lines of `err` that match `pattern`.
-local function stamps(err, pattern)
-  local t = {}
-  for line in err:gmatch("[^\n]+") do
-    if line:find(pattern) then t[#t + 1] = assert(time.parse(line:match("^(%S+)"))) end
-  end
-  return t
-end
 
 -- Run the attacks beside the steady controller; `budget` the instruction
 -- budget they fail with (the default, or --max-instructions'). Every
@@ -111,8 +77,8 @@ end
 local function contained(attacks, budget, flags)
   local server = fake.start()
   finally(server.stop)
-  local files = { ["steady.lua"] = steady }
-  for name, body in pairs(attacks) do files["attack-" .. name .. ".lua"] = attack_script(name, body) end
+  local files = { ["steady.lua"] = attack.steady }
+  for name, body in pairs(attacks) do files["attack-" .. name .. ".lua"] = attack.script(name, body) end
   local v = volume.new(files)
   finally(function() v:remove() end)
   local argv = { "--qps", "0", "--graceful-shutdown-timeout", "2s" }
@@ -137,32 +103,9 @@ local function contained(attacks, budget, flags)
   for name in pairs(attacks) do
     assert.matches("controller%.attack%-" .. name .. "\tReconciler error", err)
   end
-  -- the steady controller reconciled all along: no gap of a second between ticks
-  local first_attack = stamps(err, "Reconciler error")[1]
-  local n0 = #stamps(err, "steady tick")
-  err = kube.wait_for("more ticks", 30, function()
-    local e = run.stderr()
-    return #stamps(e, "steady tick") > n0 + 10 and e
-  end)
-  local ticks = stamps(err, "steady tick")
-  local errors = stamps(err, "Reconciler error")
-  local during = 0
-  for i = 2, #ticks do
-    if ticks[i] > first_attack then
-      assert.is_true(ticks[i] - ticks[i - 1] < GAP, ("the steady controller waited %.2f s after %s:\n%s"):format(
-        ticks[i] - ticks[i - 1], ("%.3f"):format(ticks[i - 1]), err:gsub("[^\n]*steady tick[^\n]*\n", ""):sub(-4000)))
-      if ticks[i] < errors[#errors] then during = during + 1 end
-    end
-  end
-  assert.is_true(during >= 5, "the steady controller ticked " .. during .. " times while the attacks ran")
-  -- SIGTERM ends it within its 2 s grace period, attacks still retrying
-  local code = run.stop(false)
-  assert.is_true(code == 0 or code == 1, tostring(code))
-  local log = run.stderr()
-  local stopping = stamps(log, "\tstopping\t")[1]
-  assert.is_not_nil(stopping, log)
-  local last = assert(time.parse(log:match("\n(%S+)\t[^\n]*\n?$")))
-  assert.is_true(last - stopping < 3.5, ("luaop took %.1f s to stop"):format(last - stopping))
+  -- the steady controller reconciled all along: no gap of GAP between ticks
+  attack.check_steady(run, GAP, 5)
+  local log = attack.check_stop(run)
   assert.is_nil(log:find("without waiting for too long", 1, true), log)
 end
 
@@ -217,8 +160,8 @@ describe("long C calls", function()
     -- in a coroutine the reconcile resumed too.
     local server = fake.start()
     finally(server.stop)
-    local files = { ["steady.lua"] = steady,
-      ["attack-vm.lua"] = attack_script("vm", [[
+    local files = { ["steady.lua"] = attack.steady,
+      ["attack-vm.lua"] = attack.script("vm", [[
         local s = ("x"):rep(1 << 23)
         local a, b = s, ("x"):rep(1 << 23)
         local f = coroutine.wrap(function() while true do local _ = s .. s .. s; local _ = a == b end end)
@@ -228,19 +171,18 @@ describe("long C calls", function()
     local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
       flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s" } })
     finally(run.cleanup)
-    local ok_, err = pcall(kube.wait_for, "the attack interrupted twice", 60, function()
+    local waited, err = pcall(kube.wait_for, "the attack interrupted twice", 60, function()
       assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))
       local e = run.stderr()
       local _, n = e:gsub("attack%-vm%.lua:%d+: interrupted by the watchdog", "")
       return n >= 2 and e
     end)
-    assert(ok_, tostring(err) .. "\n" .. run.stderr():gsub("[^\n]*steady tick[^\n]*\n", ""):sub(-3000))
+    assert(waited, tostring(err) .. "\n" .. run.stderr():gsub("[^\n]*steady tick[^\n]*\n", ""):sub(-3000))
     assert.is_nil(err:find("did not come back after the interrupt", 1, true), err:sub(-3000))
     -- the steady controller goes on after each interrupt
-    local n0 = #stamps(err, "steady tick")
-    kube.wait_for("more ticks", 30, function() return #stamps(run.stderr(), "steady tick") > n0 + 10 end)
-    local code = run.stop(false)
-    assert.is_true(code == 0 or code == 1, tostring(code))
+    local n0 = #attack.stamps(err, "steady tick")
+    kube.wait_for("more ticks", 30, function() return #attack.stamps(run.stderr(), "steady tick") > n0 + 10 end)
+    attack.check_stop(run)
   end)
 
   it("end a reconcile looping on any other charged library call with its budget's error, and nothing else", function()

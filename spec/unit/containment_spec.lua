@@ -10,8 +10,7 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
-local system = require "system"
-local time = require("luaop").time
+local attack = require "support.attacks"
 
 -- name -> the attack (run by a reconcile of cm-0) and the error it must end in
 local attacks = {
@@ -32,47 +31,14 @@ local attacks = {
     "__gc metamethods are not available to luaop scripts" },
 }
 
-local function attack_script(name, body)
-  return ([[
-local luaop = require "luaop"
-return luaop.controller {
-  name = "attack-%s", resource = "v1/ConfigMap", namespace = "default",
-  instructions = 2000000, memory = 4194304,
-  reconcile = function(ctx, req)
-    if req.name ~= "cm-0" then return end
-    %s
-  end,
-}
-]]):format(name, body)
-end
-
-local steady = [[
-local luaop = require "luaop"
-return luaop.controller {
-  name = "steady", resource = "v1/ConfigMap", namespace = "default",
-  reconcile = function(ctx, req)
-    if req.name ~= "cm-1" then return end
-    ctx.log:info("steady tick")
-    return luaop.requeue_after(0.05)
-  end,
-}
-]]
-
--- The time stamps of the lines of `err` that match `pattern`.
-local function stamps(err, pattern)
-  local t = {}
-  for line in err:gmatch("[^\n]+") do
-    if line:find(pattern) then t[#t + 1] = assert(time.parse(line:match("^(%S+)"))) end
-  end
-  return t
-end
-
 describe("containment", function()
   it("stops every budget attack in its own reconcile, with file, line and a count, while another controller goes on", function()
     local server = fake.start()
     finally(server.stop)
-    local files = { ["steady.lua"] = steady }
-    for name, a in pairs(attacks) do files["attack-" .. name .. ".lua"] = attack_script(name, a[1]) end
+    local files = { ["steady.lua"] = attack.steady }
+    for name, a in pairs(attacks) do
+      files["attack-" .. name .. ".lua"] = attack.script(name, a[1], "instructions = 2000000, memory = 4194304,")
+    end
     local v = volume.new(files)
     finally(function() v:remove() end)
     local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
@@ -104,42 +70,8 @@ describe("containment", function()
     end)
     assert.matches("attack%-toplevel%.lua:2: instruction budget of 5000000 exceeded", err)
     -- the steady controller reconciled all along: no gap of a second between ticks
-    local first_attack = stamps(err, "Reconciler error")[1]
-    local n0 = #stamps(err, "steady tick")
-    err = kube.wait_for("more ticks after the reload", 30, function()
-      local e = run.stderr()
-      return #stamps(e, "steady tick") > n0 + 10 and e
-    end)
-    local ticks = stamps(err, "steady tick")
-    local last_error = stamps(err, "Reconciler error")
-    last_error = last_error[#last_error]
-    local during = 0
-    for i = 2, #ticks do
-      if ticks[i] > first_attack then
-        assert.is_true(ticks[i] - ticks[i - 1] < 1, ("the steady controller waited %.2f s"):format(ticks[i] - ticks[i - 1]))
-        if ticks[i] < last_error then during = during + 1 end
-      end
-    end
-    assert.is_true(during >= 10, "the steady controller ticked " .. during .. " times while the attacks ran")
-    -- SIGTERM ends it within its 2 s grace period, attacks still retrying:
-    -- from luaop's "stopping" line to its last, by its own clock (the spec
-    -- process may be slow itself: it runs under valgrind too)
-    -- (the exit itself is timed: stop() then reads the whole log for
-    -- sanitizer reports, which takes minutes in a spec process under valgrind)
-    local t0 = system.gettime()
-    run.signal("TERM")
-    while not run.exited() and system.gettime() - t0 < 30 do system.sleep(0.05) end
-    assert.is_true(run.exited(), "luaop did not stop")
-    local code = run.stop(false)
-    assert.is_true(code == 0 or code == 1, tostring(code))
-    local log = run.stderr()
-    local stopping = stamps(log, "\tstopping\t")[1]
-    local last = assert(time.parse(log:match("\n(%S+)\t[^\n]*\n?$")))
-    assert.is_not_nil(stopping, log)
-    local last_line = log:match("([^\n]*)\n?$")
-    assert.is_truthy(last_line:find("\tstopped\t", 1, true) or last_line:find(": exiting\t", 1, true),
-      "its last line does not say why it ended: " .. last_line)
-    assert.is_true(last - stopping < 3.5, ("luaop took %.1f s to stop"):format(last - stopping))
+    attack.check_steady(run, 1, 10)
+    attack.check_stop(run)
     -- and the breaches were counted: every logged one, the top level's among them
     local out = run.stderr()
     local _, logged = out:gsub("budget of %d+[%a ]* exceeded", "")

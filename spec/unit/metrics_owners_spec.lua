@@ -9,14 +9,7 @@ local volume = require "support.volume"
 local kube = require "support.kube"
 local proc = require "support.proc"
 
--- GET url: status, body ("" and 0 when no answer in 5 s).
-local function get(url)
-  local body = os.tmpname()
-  local ok, out = proc.sh(("curl -s -m 5 -o %s -w '%%{http_code}' %s"):format(proc.quote(body), proc.quote(url)))
-  local text = proc.read(body) or ""
-  os.remove(body)
-  return tonumber(ok and out or "0") or 0, text
-end
+local get = proc.http
 
 local function metrics_url(run)
   local err = kube.wait_for("the metrics server's port in the log", 10, function()

@@ -10,15 +10,7 @@ local kube = require "support.kube"
 local proc = require "support.proc"
 local system = require "system"
 
--- GET url: status, body ("" and 0 when no answer in 5 s).
-local function get(url, method)
-  local body = os.tmpname()
-  local ok, out = proc.sh(("curl -s -m 5 -X %s -o %s -w '%%{http_code}' %s"):format(method or "GET",
-    proc.quote(body), proc.quote(url)))
-  local text = proc.read(body) or ""
-  os.remove(body)
-  return tonumber(ok and out or "0") or 0, text
-end
+local get = proc.http
 
 -- The ports luaop logged for its servers.
 local function ports(run)

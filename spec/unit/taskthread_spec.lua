@@ -11,6 +11,7 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
+local attack = require "support.attacks"
 
 -- A reconcile of cm-0 whose spawned task drives the reconcile's thread while
 -- it sleeps, and that yields its own thread; a steady controller beside it.
@@ -49,23 +50,11 @@ return luaop.controller {
 }
 ]]
 
-local steady = [[
-local luaop = require "luaop"
-return luaop.controller {
-  name = "steady", resource = "v1/ConfigMap", namespace = "default",
-  reconcile = function(ctx, req)
-    if req.name ~= "cm-1" then return end
-    ctx.log:info("steady tick")
-    return luaop.requeue_after(0.05)
-  end,
-}
-]]
-
 describe("task threads", function()
   it("refuse a script's coroutine.resume, close and yield of a reconcile's thread, saying why, and it sleeps on undisturbed", function()
     local server = fake.start()
     finally(server.stop)
-    local v = volume.new { ["drivers.lua"] = drivers, ["steady.lua"] = steady }
+    local v = volume.new { ["drivers.lua"] = drivers, ["steady.lua"] = attack.steady }
     finally(function() v:remove() end)
     local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
     finally(run.cleanup)
