@@ -11,10 +11,6 @@
 
 #include "sched.h"
 
-/* bytes of work per instruction charged (charge_lib.h's CHARGE_COPY and
- * CHARGE_LOOP) */
-#define CHARGE_COPY 8
-#define CHARGE_LOOP 1
 /* what a scan below charges at a time */
 #define CHARGE_SCAN 4096
 

@@ -37,11 +37,6 @@
 int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres);
 #define lua_resume(co, from, narg, nres) sched_resume_tracked(co, from, narg, nres)
 
-#define CHARGE_ACCESS 6
-#define CHARGE_COPY 8
-#define CHARGE_LOOP 1
-#define CHARGE_PARSE 16
-#define CHARGE_GC_STEP 2000
 
 /* a string's length when both values are strings (their comparison reads
  * them), else 0 */

@@ -194,4 +194,7 @@ void watchdog_stop(void)
     pthread_mutex_unlock(&watchdog_lock);
     pthread_join(watchdog_thread, NULL);
     watchdog_running = 0;
+    /* no nudge after this: the scheduler it reaches is freed next (a
+     * SIGURG from outside is then ignored, its default) */
+    signal(WATCHDOG_NUDGE, SIG_DFL);
 }
