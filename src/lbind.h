@@ -7,6 +7,16 @@
 
 #include <lua.h>
 
+/* Pushes t[key] of the table at idx, read raw (no __index of a table a
+ * script made runs: rule 2 of docs/security.md's rules for C bindings), and
+ * returns its type, as lua_getfield does. */
+static inline int lbind_rawfield(lua_State *L, int idx, const char *key)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, key);
+    return lua_rawget(L, idx);
+}
+
 /* Each pushes its module's table. */
 int lbind_json_open(lua_State *L);
 int lbind_log_open(lua_State *L);

@@ -171,13 +171,12 @@ static int lbind_api_lease(lua_State *L)
 {
     int mine;
 
-    lua_pushliteral(L, "lease");
-    if (lua_rawget(L, 1) == LUA_TNIL) {
+    if (lbind_rawfield(L, 1, "lease") == LUA_TNIL) {
         lua_pop(L, 1);
         return 0;
     }
     lua_getfield(L, LUA_REGISTRYINDEX, LBIND_LEASE_KEY);
-    mine = luaL_testudata(L, -2, LBIND_LEASE_KEY_MT) != NULL && lua_rawequal(L, -1, -2);
+    mine = lua_rawequal(L, -1, -2); /* the registry's key is one api.fence made */
     lua_pop(L, 2);
     if (!mine)
         luaL_error(L, "field lease must be the key api.fence handed out");
@@ -189,8 +188,7 @@ static const char *lbind_opt(lua_State *L, const char *key, size_t *len)
     const char *s = NULL;
     int t;
 
-    lua_pushstring(L, key);
-    t = lua_rawget(L, 1); /* raw: no __index runs, and the string is the table's */
+    t = lbind_rawfield(L, 1, key); /* the string is the table's */
 
     if (t != LUA_TNIL && t != LUA_TSTRING)
         luaL_error(L, "field %s must be a string", key);
@@ -212,8 +210,7 @@ static void lbind_api_spec(lua_State *L, api_spec *s, const char *what)
     if (s->path == NULL || s->path[0] != '/')
         luaL_error(L, "%s needs a path that starts with /", what);
     s->lease = lbind_api_lease(L);
-    lua_pushliteral(L, "timeout");
-    if (lua_rawget(L, 1) != LUA_TNIL)
+    if (lbind_rawfield(L, 1, "timeout") != LUA_TNIL)
         s->timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);
 }
@@ -270,12 +267,14 @@ static int lbind_api_fence(lua_State *L)
     api *a = lbind_api_of(L);
     const char *path = luaL_checkstring(L, 1);
 
+    /* the key first: what can fail (Lua's allocations, then the fence's)
+     * fails before the fence names a path the key does not go with */
     lua_newuserdatauv(L, 1, 0);
     luaL_setmetatable(L, LBIND_LEASE_KEY_MT);
-    if (api_fence(a, path) != 0)
-        return luaL_error(L, "not enough memory");
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, LBIND_LEASE_KEY);
+    if (api_fence(a, path) != 0)
+        return luaL_error(L, "not enough memory");
     return 1;
 }
 

@@ -115,8 +115,7 @@ static int lbind_kc_load(lua_State *L)
     }
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    lua_pushliteral(L, "env");
-    if (lua_rawget(L, 1) != LUA_TNIL) {
+    if (lbind_rawfield(L, 1, "env") != LUA_TNIL) {
         luaL_checktype(L, 2, LUA_TTABLE);
         envt = 2;
     }

@@ -402,7 +402,7 @@ static lua_Integer lbind_budget_field(lua_State *L, const char *name)
 {
     lua_Integer v = 0;
 
-    if (lua_getfield(L, 1, name) != LUA_TNIL) {
+    if (lbind_rawfield(L, 1, name) != LUA_TNIL) {
         int isint;
         v = lua_tointegerx(L, -1, &isint);
         if (!isint || v <= 0)
@@ -422,7 +422,7 @@ static int lbind_task_spawn_limited(lua_State *L)
     if (lua_istable(L, 1)) {
         b.instructions = (unsigned long)lbind_budget_field(L, "instructions");
         b.memory = (size_t)lbind_budget_field(L, "memory");
-        if (lua_getfield(L, 1, "name") == LUA_TSTRING) {
+        if (lbind_rawfield(L, 1, "name") == LUA_TSTRING) {
             snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
             b.name = name; /* copied by sched_spawn_budgeted */
         }
@@ -443,9 +443,9 @@ static int lbind_task_call_limited(lua_State *L)
     int status;
 
     if (lua_istable(L, 1)) {
-        lua_getfield(L, 1, "instructions");
+        lbind_rawfield(L, 1, "instructions");
         n = luaL_checkinteger(L, -1);
-        lua_getfield(L, 1, "memory");
+        lbind_rawfield(L, 1, "memory");
         mem = luaL_optinteger(L, -1, 0);
         lua_pop(L, 2);
         luaL_argcheck(L, mem >= 0, 1, "a memory budget is never negative");

@@ -203,12 +203,10 @@ static int lbind_watch_start(lua_State *L)
     if (rt->api == NULL)
         return luaL_error(L, "no API server is configured");
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_pushliteral(L, "path"); /* raw reads: no __index runs */
-    if (lua_rawget(L, 1) != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')
+    if (lbind_rawfield(L, 1, "path") != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')
         return luaL_error(L, "api.watch needs a path that starts with /");
     s.path = lua_tostring(L, -1); /* anchored: it stays on the stack */
-    lua_pushliteral(L, "timeout");
-    if (lua_rawget(L, 1) != LUA_TNIL)
+    if (lbind_rawfield(L, 1, "timeout") != LUA_TNIL)
         s.timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);
     s.method = "GET";

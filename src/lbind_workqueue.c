@@ -199,7 +199,7 @@ static double lbind_wq_field(lua_State *L, const char *key, double def)
 {
     double v = def;
 
-    if (lua_getfield(L, 1, key) != LUA_TNIL)
+    if (lbind_rawfield(L, 1, key) != LUA_TNIL)
         v = luaL_checknumber(L, -1);
     lua_pop(L, 1);
     return v;
@@ -230,10 +230,10 @@ static int lbind_wq_new(lua_State *L)
     w->q = workqueue_new(&o, now);
     if (w->q == NULL)
         return luaL_error(L, "not enough memory");
-    if (lua_getfield(L, 1, "name") != LUA_TNIL) {
-        const char *name = luaL_checkstring(L, -1); /* anchored in the table at 1 */
+    if (lbind_rawfield(L, 1, "name") != LUA_TNIL) {
+        const char *name = luaL_checkstring(L, -1); /* on the stack */
         metrics_owner *owner;
-        lua_getfield(L, 1, "metrics_owner");
+        lbind_rawfield(L, 1, "metrics_owner");
         owner = lbind_metrics_owner(L, -1);
         lbind_wq_metrics(L, w, name, owner);
         lua_pop(L, 1);

@@ -66,6 +66,7 @@ struct sched {
     int live;
     list_node *all;
     sched_task *running; /* the task inside lua_resume now */
+    const sched_task *shown; /* the task the watchdog's view names now */
     uint64_t since;      /* when the outermost resume running now began */
     uint64_t next_id;    /* the last wait token or resume generation given */
     /* Every task not yet ended by its index (NULL: a free index, in free). */
@@ -113,6 +114,7 @@ static void sched_publish(sched *s, uint64_t since, const sched_task *t)
     uint64_t words[SCHED_NAME_LEN / 8] = {0};
     unsigned seq = atomic_load_explicit(&s->busy_seq, memory_order_relaxed);
 
+    s->shown = t;
     if (t)
         memcpy(words, t->name, sizeof words);
     atomic_store_explicit(&s->busy_seq, seq + 1, memory_order_relaxed);
@@ -158,13 +160,11 @@ void sched_busy_read(sched *s, sched_busy *b)
     }
 }
 
-uint64_t sched_busy_since(sched *s, char *buf, size_t len)
+uint64_t sched_busy_since(sched *s)
 {
     sched_busy b;
 
     sched_busy_read(s, &b);
-    if (b.since && len)
-        snprintf(buf, len, "%s", b.name);
     return b.since;
 }
 
@@ -188,9 +188,9 @@ static void sched_resumed_pop(sched *s)
         atomic_store_explicit(&s->resumed[n], NULL, memory_order_relaxed);
 }
 
-int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres)
+/* lua_resume of co, recorded in s (when there is one) meanwhile */
+static int sched_resume_in(sched *s, lua_State *co, lua_State *from, int narg, int *nres)
 {
-    sched *s = sched_of(co);
     int status;
 
     if (s == NULL)
@@ -199,6 +199,11 @@ int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres)
     status = lua_resume(co, from, narg, nres);
     sched_resumed_pop(s);
     return status;
+}
+
+int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres)
+{
+    return sched_resume_in(sched_of(co), co, from, narg, nres);
 }
 
 void sched_nudge(sched *s)
@@ -510,22 +515,24 @@ static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fa
     sched *s = t->s;
     int nres = 0;
     sched_task *outer = s->running;
+    /* what the watchdog saw before: put back when this resume is over (a
+     * resume made from a done callback, where no task is running, may still
+     * be inside another task's resume: that one's clock and name) */
+    uint64_t since = s->since; /* 0: no resume runs below this one */
+    const sched_task *shown = s->shown;
     int status = LUA_ERRRUN;
 
     if (fail == NULL) {
         s->running = t;
         /* the innermost task running is the one the watchdog names, by the
-         * generation of this resume */
+         * generation of this resume; the clock runs from the outermost */
         t->run = ++s->next_id;
-        if (outer == NULL)
+        if (since == 0)
             s->since = sched_now_ns();
         sched_publish(s, s->since, t);
-        sched_resumed_push(s, co);
-        status = lua_resume(co, from, nargs, &nres);
-        sched_resumed_pop(s);
-        if (outer == NULL)
-            s->since = 0;
-        sched_publish(s, s->since, outer);
+        status = sched_resume_in(s, co, from, nargs, &nres);
+        s->since = since;
+        sched_publish(s, since, shown);
         /* What follows is bookkeeping, charged to nobody; the task that
          * started this one (if any) is charged again once we return to it. */
         s->running = NULL;
@@ -608,21 +615,27 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud)
 sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud)
 {
     sched *s = sched_of(L);
-    sched_task *t = s ? calloc(1, sizeof *t) : NULL;
+    sched_task *t;
+    lua_State *co;
+    int ref;
 
-    if (t == NULL) {
+    if (s == NULL) {
         lua_pop(L, nargs + 1);
         return NULL;
     }
+    /* The thread first, anchored: making it may raise (the spawner's memory
+     * budget), and nothing of C's is allocated yet to leak then. */
+    co = lua_newthread(L);
+    ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    t = calloc(1, sizeof *t);
+    if (t == NULL)
+        goto fail;
     t->slot = SCHED_SLOT_TASK;
     t->s = s;
     if (b && (b->instructions || b->memory)) {
         t->acct = sched_account_new(b->instructions, b->memory);
-        if (t->acct == NULL) {
-            free(t);
-            lua_pop(L, nargs + 1);
-            return NULL;
-        }
+        if (t->acct == NULL)
+            goto fail;
     }
     if (b && b->name) {
         snprintf(t->name, sizeof t->name, "%s", b->name);
@@ -635,16 +648,12 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     t->L = lua_tothread(L, -1);
     lua_pop(L, 1);
-    if (sched_index_take(s, t) != 0) {
-        sched_account_unref(t->acct);
-        free(t);
-        lua_pop(L, nargs + 1);
-        return NULL;
-    }
+    if (sched_index_take(s, t) != 0)
+        goto fail;
     t->done = done;
     t->ud = ud;
-    t->co = lua_newthread(L);
-    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    t->co = co;
+    t->ref = ref;
     sched_set_slot(t->co, t);
     lua_xmove(L, t->co, nargs + 1); /* the function and its arguments */
     s->live++;
@@ -654,6 +663,13 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     lua_sethook(t->co, t->acct ? sched_count_hook : NULL, t->acct ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
     sched_step(t, nargs, L, NULL);
     return t;
+fail:
+    if (t)
+        sched_account_unref(t->acct);
+    free(t);
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    lua_pop(L, nargs + 1);
+    return NULL;
 }
 
 /* Every SCHED_BUDGET_STEP instructions of any thread with the hook: charge

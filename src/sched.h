@@ -96,8 +96,8 @@ typedef struct sched_busy {
 /* Read what the loop is doing now (safe from another thread). */
 void sched_busy_read(sched *s, sched_busy *b);
 
-/* The same, as it was: sched_busy's since, its name copied to buf. */
-uint64_t sched_busy_since(sched *s, char *buf, size_t len);
+/* The same, its since only (0: the loop is not inside a task). */
+uint64_t sched_busy_since(sched *s);
 
 /* Make the resume of generation `run` (sched_busy's) fail at its next count
  * hook, or the next charge of work done in C, as a breach of its budget

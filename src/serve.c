@@ -210,7 +210,7 @@ static enum MHD_Result serve_probes(void *cls, struct MHD_Connection *c, const c
     if (!serve_method_ok(method))
         return serve_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
     if (strcmp(url, "/healthz") == 0) {
-        uint64_t since = sched_busy_since(s->src.sched, NULL, 0);
+        uint64_t since = sched_busy_since(s->src.sched);
         double busy = since ? metrics_now() - (double)since / 1e9 : 0;
         if (busy > SERVE_STUCK)
             return serve_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the loop is stuck: one task has run %.1f s without waiting", busy);

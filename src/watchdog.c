@@ -47,7 +47,9 @@ static uint64_t watchdog_now_ns(void)
 static void watchdog_on_nudge(int signum)
 {
     (void)signum;
-    if (watchdog_sched)
+    /* only on the loop's thread (a SIGURG from outside may land on any):
+     * lua_sethook from another would race the loop */
+    if (watchdog_sched && pthread_equal(pthread_self(), watchdog_loop))
         sched_nudge(watchdog_sched);
 }
 

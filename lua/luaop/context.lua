@@ -64,29 +64,36 @@ end
 -- opts.filter = function(obj) filter it), or a LIST when no cache holds them.
 function Ctx:list(kind, opts)
   opts = opts or {}
-  local function keep(o)
+  -- (read only: o may be the cache's own; the script's filter gets copies)
+  local function selected(o)
     local md = o.metadata
     if opts.namespace and md.namespace ~= opts.namespace then return false end
     for k, v in pairs(opts.labels or {}) do
       if not md.labels or md.labels[k] ~= v then return false end
     end
-    return not opts.filter or opts.filter(o)
+    return true
   end
+  local items
   local inf = cache(self, kind, opts)
   if inf then
-    local out = inf:list(keep, { namespace = opts.namespace, labels = opts.labels,
+    items = inf:list(selected, { namespace = opts.namespace, labels = opts.labels,
       holder = private[self].controller }) -- a label index it asks for is held on its script's behalf
-    for i, o in ipairs(out) do out[i] = luaop.copy(o) end
-    return out
+    for i, o in ipairs(items) do items[i] = luaop.copy(o) end
+  else
+    local list, err = private[self].client:list(kind, {
+      namespace = opts.namespace, all_namespaces = opts.namespace == nil,
+      label_selector = opts.label_selector, field_selector = opts.field_selector,
+    })
+    if not list then return nil, err end
+    items = {}
+    for _, o in ipairs(list.items) do
+      if selected(o) then items[#items + 1] = o end
+    end
   end
-  local list, err = private[self].client:list(kind, {
-    namespace = opts.namespace, all_namespaces = opts.namespace == nil,
-    label_selector = opts.label_selector, field_selector = opts.field_selector,
-  })
-  if not list then return nil, err end
+  if not opts.filter then return items end
   local out = {}
-  for _, o in ipairs(list.items) do
-    if keep(o) then out[#out + 1] = o end
+  for _, o in ipairs(items) do
+    if opts.filter(o) then out[#out + 1] = o end
   end
   return out
 end
@@ -170,7 +177,7 @@ end
 function Ctx:event(obj, type_, reason, note, action)
   local c = private[self].controller
   local ok, err = events.record { regarding = obj, type = type_, reason = reason, note = note, action = action,
-    controller = c and c.name, script = c and c.script }
+    controller = c and c.name, script = c and c.script, stopped = c and c.stopped }
   if not ok then error(err, 2) end
 end
 

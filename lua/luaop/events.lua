@@ -114,8 +114,13 @@ end
 
 -- The state of a controller, made on its first Event; charged to its
 -- script (the one it first recorded for).
-local function state(controller, script)
+local function state(controller, script, stopped)
   local st = states[controller]
+  if not st and stopped then
+    -- a stopped controller's reconcile, still running: state of its own
+    -- for this Event alone, kept by nobody (forget has run for it)
+    return { keys = {}, nkeys = 0, buckets = {}, nbuckets = 0, heap = {}, sc = { nkeys = 0, nbuckets = 0 } }
+  end
   if not st then
     script = type(script) == "string" and script or ""
     local sc = scripts[script]
@@ -250,7 +255,8 @@ local function sweep(st, now)
 end
 
 -- record{regarding = obj, type = "Normal"|"Warning", reason = "UpperCamel",
--- note = text, action = "Verb", controller = name, script = path}: true, or nil and why
+-- note = text, action = "Verb", controller = name, script = path, stopped = whether that
+-- controller has stopped (a reconcile of it still running)}: true, or nil and why
 -- the Event is not valid (nothing is written then). Dropped silently (true)
 -- when the spam filter says so.
 function M.record(e)
@@ -271,7 +277,7 @@ function M.record(e)
   local owner = tostring(e.controller or "luaop")
   local controller = "luaop/" .. owner:gsub("[^%w%-_.]", "-"):sub(1, 63)
   local now = core.task.now()
-  local st = state(owner, e.script)
+  local st = state(owner, e.script, e.stopped)
   sweep(st, now)
   local key = table.concat({ ref.apiVersion, ref.kind, ref.namespace or "", ref.name, ref.uid or "", e.type,
     e.reason, action }, "\0")

@@ -511,7 +511,9 @@ end
 -- that exists already.
 function Informer:hold_index(name, holder)
   local hs = self.holders[name]
-  if holder == nil or type(holder.script) ~= "string" then return hs ~= nil end
+  -- (a stopped controller's reconcile, still running, takes no hold: it
+  -- would never be let go)
+  if holder == nil or type(holder.script) ~= "string" or holder.stopped then return hs ~= nil end
   if hs and hs[holder] then return true end
   local script = holder.script
   local mine = false -- the script holds this index already (through another controller)

@@ -88,6 +88,12 @@ describe("Events' state", function()
     assert.matches('"count":3', sent[#sent], 1, true)
     events.forget("a")
     assert.is_nil(events.stats("a"))
+    -- a reconcile of a stopped controller, still running: its Event is
+    -- written, and nothing is kept for it again (forget has run)
+    n = #sent
+    assert(events.record { regarding = obj(1), type = "Normal", reason = "Late", controller = "a", stopped = true })
+    assert.are.equal(n + 1, #sent)
+    assert.is_nil(events.stats("a"))
     -- the controllers of one script together: at most SCRIPT_KEYS
     events.SCRIPT_KEYS = 60
     for c = 1, 3 do

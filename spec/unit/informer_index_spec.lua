@@ -117,6 +117,12 @@ describe("luaop.informer's indexes", function()
     assert.are.same({ "label:k9", "label:k10", "namespace" }, indexes(two))
     one:release_indexes(a2)
     two:release_indexes(a2)
+    -- a reconcile of a2 still running once a2 stopped takes no hold (it
+    -- would never be let go): a scan answers it
+    a2.stopped = true
+    list(one, 2, a2)
+    assert.are.same({}, indexes(one))
+    assert.are.equal(0, informer.indexes_held("a.lua"))
     two:stop() -- an informer's indexes go with it
     assert.are.same({}, indexes(one))
     assert.are.same({}, (function() local t = {} for n in pairs(two.holders) do t[#t + 1] = n end return t end)())

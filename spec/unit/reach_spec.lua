@@ -483,6 +483,8 @@ return luaop.controller { name = "attack", resource = "v1/ConfigMap", namespace 
     try("definition class", function()
       luaop.controller({ name = "d", resource = "v1/Pod", reconcile = print }).__index.forged = "yes"
     end)
+    -- a list's filter is given copies: what it changes, no other reads
+    ctx:list("ConfigMap", { filter = function(o) o.data = { forged = "yes" } return true end })
     ctx.log:error("tried", { tried = table.concat(tried, " ") })
   end }
 ]])
