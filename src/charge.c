@@ -120,6 +120,11 @@ static int charge_utf8_len(lua_State *L)
     luaL_checklstring(L, 1, &len);
     i = charge_u_posrelat(luaL_optinteger(L, 2, 1), len);
     j = charge_u_posrelat(luaL_optinteger(L, 3, -1), len);
+    /* what Lua will scan: a range out of bounds is refused, not scanned */
+    if (i < 1)
+        i = 1;
+    if (j > (lua_Integer)len)
+        j = (lua_Integer)len;
     if (j >= i)
         charge_add(L, 1 + (size_t)(j - i) / CHARGE_LOOP);
     return atomic_load(&charge_orig_len)(L);
@@ -170,6 +175,7 @@ static int charge_codes_lax(lua_State *L)
 /* utf8.codes: Lua's, with its iterator replaced by the charged one. */
 static int charge_codes(lua_State *L)
 {
+    int lax = lua_toboolean(L, 2); /* read before Lua's pushes its results */
     int n = atomic_load(&charge_orig_codes)(L);
     lua_CFunction it;
 
@@ -180,7 +186,7 @@ static int charge_codes(lua_State *L)
         return n;
     if (atomic_load(&charge_orig_lax) == NULL || atomic_load(&charge_orig_strict) == NULL) {
         /* learn which iterator is which, once */
-        if (lua_toboolean(L, 2))
+        if (lax)
             atomic_store(&charge_orig_lax, it);
         else
             atomic_store(&charge_orig_strict, it);

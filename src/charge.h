@@ -25,13 +25,11 @@
  * docs/security.md) per unit of work, measured on the release build:
  * CHARGE_ACCESS a t[i] read or write, or a comparison, made from C; one
  * per CHARGE_COPY bytes copied or scanned, per CHARGE_LOOP bytes where C
- * loops per byte; CHARGE_PARSE per byte parsed (load); CHARGE_GC_STEP a
- * collector's step. */
+ * loops per byte; CHARGE_PARSE per byte parsed (load). */
 #define CHARGE_ACCESS 6
 #define CHARGE_COPY 8
 #define CHARGE_LOOP 1
 #define CHARGE_PARSE 16
-#define CHARGE_GC_STEP 2000
 
 extern _Thread_local unsigned long charge_pending;
 

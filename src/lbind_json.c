@@ -87,8 +87,10 @@ static int lbind_json_encode(lua_State *L)
     /* The text grows in a box (lbox.h): charged to the task's memory
      * budget, and freed however this call ends, a raise included. */
     b = lbox_push(L);
-    if (!json_encode(L, 1, b, err, sizeof err))
+    if (!json_encode(L, 1, b, err, sizeof err)) {
+        lbind_json_charge(L, b->len); /* the work done before it failed */
         return luaL_error(L, "%s", err);
+    }
     lbind_json_charge(L, b->len);
     lua_pushlstring(L, b->data ? b->data : "", b->len);
     return 1;

@@ -21,8 +21,7 @@ static const char *lbind_kc_opt(lua_State *L, int t, const char *key)
     const char *s = NULL;
     int type;
 
-    lua_pushstring(L, key);
-    type = lua_rawget(L, t); /* raw: no __index runs, and the string is the table's */
+    type = lbind_rawfield(L, t, key); /* the string is the table's */
 
     if (type != LUA_TNIL && type != LUA_TSTRING)
         luaL_error(L, "field %s must be a string", key);

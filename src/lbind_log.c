@@ -44,13 +44,6 @@ static int lbind_log_checklevel(lua_State *L, int idx)
     return level;
 }
 
-/* t[key] of the table at 1, raw (no __index runs), pushed; its type */
-static int lbind_log_opt(lua_State *L, const char *key)
-{
-    lua_pushstring(L, key);
-    return lua_rawget(L, 1);
-}
-
 static int lbind_log_setup(lua_State *L)
 {
     log_format format = LOG_FORMAT_TEXT;
@@ -58,12 +51,12 @@ static int lbind_log_setup(lua_State *L)
     FILE *out = NULL;
 
     luaL_checktype(L, 1, LUA_TTABLE);
-    if (lbind_log_opt(L, "format") != LUA_TNIL &&
+    if (lbind_rawfield(L, 1, "format") != LUA_TNIL &&
         log_parse_format(luaL_checkstring(L, -1), &format) != 0)
         return luaL_error(L, "log format must be text or json, not %s", lua_tostring(L, -1));
-    if (lbind_log_opt(L, "level") != LUA_TNIL)
+    if (lbind_rawfield(L, 1, "level") != LUA_TNIL)
         level = lbind_log_checklevel(L, lua_gettop(L));
-    if (lbind_log_opt(L, "path") != LUA_TNIL) {
+    if (lbind_rawfield(L, 1, "path") != LUA_TNIL) {
         const char *path = luaL_checkstring(L, -1);
         out = fopen(path, "a");
         if (out == NULL)
@@ -123,6 +116,7 @@ static void lbind_log_value(lua_State *L, log_field *f, int anchor, lua_Integer 
     case LUA_TSTRING: /* anchored at slot already */
         f->kind = LOG_STR;
         f->v.str.s = lua_tolstring(L, -1, &f->v.str.n);
+        charge_add(L, 1 + (unsigned long)(f->v.str.n / CHARGE_COPY)); /* escaped as it is written */
         return;
     case LUA_TLIGHTUSERDATA:
         if (lua_touserdata(L, -1) == json_null) {
@@ -132,9 +126,13 @@ static void lbind_log_value(lua_State *L, log_field *f, int anchor, lua_Integer 
             return;
         }
         break;
-    case LUA_TTABLE:
+    case LUA_TTABLE: {
+        int ok;
         dbuf_clear(box);
-        if (json_encode_redacted(L, -1, box, err, sizeof err, log_is_secret_key)) {
+        ok = json_encode_redacted(L, -1, box, err, sizeof err, log_is_secret_key);
+        /* the C work of its JSON (charge.h), whether it could be made or not */
+        charge_add(L, 1 + (unsigned long)(box->len / 2));
+        if (ok) {
             f->kind = LOG_RAW;
             f->v.str.s = lua_pushlstring(L, box->data ? box->data : "", box->len);
             f->v.str.n = box->len;
@@ -142,6 +140,7 @@ static void lbind_log_value(lua_State *L, log_field *f, int anchor, lua_Integer 
             return;
         }
         break;
+    }
     }
     f->kind = LOG_STR;
     f->v.str.s = lua_pushfstring(L, "%s: %p", luaL_typename(L, -1), lua_topointer(L, -1));
@@ -153,12 +152,14 @@ static int lbind_log_write(lua_State *L)
 {
     int level = lbind_log_checklevel(L, 1);
     const char *logger = luaL_optstring(L, 2, "");
-    const char *msg = luaL_checkstring(L, 3);
+    size_t msg_len;
+    const char *msg = luaL_checklstring(L, 3, &msg_len);
     log_field fields[LBIND_LOG_MAX_FIELDS];
     lua_Integer n = 0;
 
     if (!log_sink_enabled(lbind_log_sink(L), level))
         return 0;
+    charge_add(L, 1 + (unsigned long)(msg_len / CHARGE_COPY)); /* escaped as it is written (charge.h) */
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
         lua_settop(L, 4);
@@ -192,8 +193,7 @@ static int lbind_log_write(lua_State *L)
             lua_pop(L, 2);
         }
         qsort(fields, (size_t)n, sizeof fields[0], lbind_log_keycmp);
-        /* the C work of a line (charge.h): its values' JSON and the keys */
-        charge_add(L, 1 + (unsigned long)(box->len / 2) + 8 * (unsigned long)n);
+        charge_add(L, CHARGE_ACCESS * (unsigned long)n); /* the keys' sort */
     }
     log_sink_write(lbind_log_sink(L), level, logger, msg, fields, (size_t)n);
     return 0;

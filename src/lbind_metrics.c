@@ -179,13 +179,17 @@ static int lbind_metrics_owner_new(lua_State *L)
     lbind_owner *lo;
 
     luaL_argcheck(L, cap >= 0, 2, "a cap of 0 or more series");
-    lo = lua_newuserdatauv(L, sizeof *lo, 0);
+    lo = lua_newuserdatauv(L, sizeof *lo, 1);
     lo->m = rt->metrics;
     lo->o = NULL;
     luaL_setmetatable(L, LBIND_OWNER_MT);
     lo->o = metrics_owner_new(rt->metrics, parent, name, (size_t)cap);
     if (lo->o == NULL)
         return luaL_error(L, "not enough memory");
+    /* the parent's box lives as long as this one: its collection would
+     * drop this owner's series with its own */
+    lua_pushvalue(L, 3);
+    lua_setiuservalue(L, -2, 1);
     return 1;
 }
 

@@ -43,6 +43,10 @@ local others = {
       while true do luaop.json.encode(t) end]],
     decode = [[local s = "[" .. ("1,"):rep(100000) .. "1]"
       while true do luaop.json.decode(s) end]],
+    -- a value whose JSON is made and then cannot be (a function at its end):
+    -- the work is done, the line short
+    log = [[local t = {} for i = 1, 100000 do t[i] = i end t[#t + 1] = print
+      while true do ctx.log:info("x", { t = t }) end]],
   },
   strings = {
     rep = [[while true do local _ = ("x"):rep(200000) end]],
@@ -184,6 +188,24 @@ describe("long C calls", function()
     local n0 = #attack.stamps(err, "steady tick")
     kube.wait_for("more ticks", 30, function() return #attack.stamps(run.stderr(), "steady tick") > n0 + 10 end)
     attack.check_stop(run)
+  end)
+
+  it("leave utf8.codes strict or lax as each call asked, whatever calls made before asked", function()
+    -- (the charged iterator learns Lua's two iterators once; it took a
+    -- one-argument call's iterator for the lax one, so a lax call later
+    -- turned a strict iteration lax: a surrogate let through)
+    local out = luaop.ok([[
+      local s = "a\u{D800}b"
+      local strict = utf8.codes(s)
+      utf8.codes("x", true)
+      print("strict", pcall(function() for _ in strict, s, 0 do end end))
+      local again = utf8.codes(s)
+      print("again", pcall(function() for _ in again, s, 0 do end end))
+      print("lax", pcall(function() for _ in utf8.codes(s, true) do end end))
+    ]], { offline = true })
+    assert.matches("strict\tfalse\t[^\n]*invalid UTF%-8 code", out)
+    assert.matches("again\tfalse\t[^\n]*invalid UTF%-8 code", out)
+    assert.matches("lax\ttrue", out)
   end)
 
   it("end a reconcile looping on any other charged library call with its budget's error, and nothing else", function()
