@@ -39,6 +39,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "../src/charge.h"
 #include "../src/lbind.h"
 #include "../src/log.h"
 #include "../src/luaembed.h"
@@ -787,6 +788,7 @@ static void fuzz_init(void)
         abort();
     log_setup(LOG_FORMAT_JSON, LOG_TRACE, devnull);
     luaL_openlibs(L);
+    charge_wrap(L); /* the libraries' C work charged, as in luaop (main.c) */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);
     lua_setfield(L, -2, "luaop.core");

@@ -11,6 +11,7 @@
 #include "counters.h"
 #include "gcmem.h"
 #include "runtime.h"
+#include "sandbox.h"
 #include "sched.h"
 #include "version.h"
 
@@ -115,6 +116,7 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
         if (runtime_attach(*rt, L) != 0)
             return luaL_error(L, "not enough memory");
     }
+    sandbox_open(L); /* what scripts get of it, the same in every state */
     lua_newtable(L);
     for (size_t i = 0; i < sizeof lbind_core_modules / sizeof lbind_core_modules[0]; i++) {
         if (runtime_of(L)->scripts && lbind_core_modules[i].trusted)

@@ -110,26 +110,36 @@ static int sandbox_loader(lua_State *L)
     return 1;
 }
 
-/* package.loaded["luaop.sandbox"]: what lua/luaop/script.lua puts in a
- * script's environment from C */
-static void sandbox_module(lua_State *L)
+void sandbox_open(lua_State *L)
 {
     lua_CFunction base;
 
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "luaop.sandbox") != LUA_TNIL) {
+        lua_pop(L, 2);
+        return;
+    }
+    lua_pop(L, 1);
+    /* Lua's own functions (the same in every state of the process), before
+     * sandbox_apply wraps the globals */
     lua_getglobal(L, "collectgarbage");
     base = lua_tocfunction(L, -1);
-    lua_pop(L, 1);
-    if (base == NULL || base == sandbox_collectgarbage)
+    if (base != NULL && base != sandbox_collectgarbage)
+        atomic_store(&sandbox_base_collectgarbage, base);
+    lua_getglobal(L, "load");
+    base = lua_tocfunction(L, -1);
+    if (base != NULL && base != sandbox_text_only)
+        atomic_store(&sandbox_base_load, base);
+    lua_pop(L, 2);
+    if (atomic_load(&sandbox_base_collectgarbage) == NULL || atomic_load(&sandbox_base_load) == NULL) {
+        lua_pop(L, 1);
         return;
-    atomic_store(&sandbox_base_collectgarbage, base);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    }
     lua_createtable(L, 0, 2);
     lua_pushcfunction(L, sandbox_collectgarbage);
     lua_setfield(L, -2, "collectgarbage");
-    if (atomic_load(&sandbox_base_load) != NULL) {
-        lua_pushcfunction(L, sandbox_loader);
-        lua_setfield(L, -2, "loader");
-    }
+    lua_pushcfunction(L, sandbox_loader);
+    lua_setfield(L, -2, "loader");
     lua_setfield(L, -2, "luaop.sandbox");
     lua_pop(L, 1);
 }
@@ -138,6 +148,7 @@ void sandbox_apply(lua_State *L)
 {
     int top = lua_gettop(L);
 
+    sandbox_open(L);
     lua_getglobal(L, "os");
     sandbox_stub(L, lua_gettop(L), "execute", "os.execute");
     sandbox_stub(L, lua_gettop(L), "exit", "os.exit");
@@ -163,14 +174,9 @@ void sandbox_apply(lua_State *L)
     lua_pushnil(L);
     lua_setglobal(L, "debug");
 
-    lua_getglobal(L, "load");
-    if (lua_tocfunction(L, -1) != NULL && lua_tocfunction(L, -1) != sandbox_text_only)
-        atomic_store(&sandbox_base_load, lua_tocfunction(L, -1));
-    lua_pop(L, 1);
     sandbox_wrap_load(L, "load", 3);
     sandbox_wrap_load(L, "loadfile", 2);
     lua_pushcfunction(L, sandbox_dofile);
     lua_setglobal(L, "dofile");
-    sandbox_module(L);
     lua_settop(L, top);
 }

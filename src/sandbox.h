@@ -12,7 +12,14 @@
 
 #include <lua.h>
 
-/* Apply to a state whose standard libraries are open. */
+/* Apply to a state whose standard libraries are open (it opens the module
+ * below too). */
 void sandbox_apply(lua_State *L);
+
+/* package.loaded["luaop.sandbox"]: a script's collectgarbage and its load
+ * (loader(env)), over the state's own (Lua's) functions; luaop.core opens it
+ * in every state, so scripts have the same environment under luaop, its
+ * --test kit, the fuzzers and the specs. Again on the same state: nothing. */
+void sandbox_open(lua_State *L);
 
 #endif

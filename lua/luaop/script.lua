@@ -91,10 +91,10 @@ M.read = fs.read
 -- chunks: nothing that reads a file, the environment or a credential.
 
 local base_load, base_setmetatable, base_getmetatable, base_rawset = load, setmetatable, getmetatable, rawset
-local base_collectgarbage, base_rawget = collectgarbage, rawget
+local base_rawget = rawget
 local co_resume, co_close, co_yield, co_running = coroutine.resume, coroutine.close, coroutine.yield, coroutine.running
 local is_task = core.task.is_task
-local sandboxed = package.loaded["luaop.sandbox"] -- what src/sandbox.c gives scripts
+local sandboxed = require "luaop.sandbox" -- what src/sandbox.c gives scripts (opened with luaop.core)
 local cjson = require "luaop.cjson"
 local random = require "luaop.random"
 local array_mt = base_getmetatable(core.json.array()) -- luaop's, of every JSON array
@@ -104,7 +104,6 @@ M.BASE = { "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "rawe
 M.LIBRARIES = { "string", "table", "math", "utf8", "coroutine" }
 M.OS = { "clock", "date", "difftime", "time" }
 M.OS_REFUSED = { "execute", "exit", "getenv", "remove", "rename", "tmpname", "setlocale" }
-M.COLLECTGARBAGE = { collect = true, count = true, step = true, isrunning = true }
 -- globals whose absence deserves more than "attempt to index a nil value"
 M.REFUSED = { io = "files", debug = "introspection", package = "modules beyond require",
   dofile = "files", loadfile = "files" }
@@ -235,12 +234,9 @@ function M.env()
     end
     return m
   end
-  -- luaop's own where it can (src/sandbox.c), so that what parsing is
-  -- charged and its errors name the script's line
-  env.load = sandboxed and sandboxed.loader and sandboxed.loader(env) or function(chunk, name, mode, e)
-    if mode ~= nil and mode ~= "t" then error("binary chunks are not available to luaop scripts", 2) end
-    return base_load(chunk, name, "t", e or env)
-  end
+  -- luaop's own (src/sandbox.c), so that what parsing is charged and its
+  -- errors name the script's line
+  env.load = sandboxed.loader(env)
   env.setmetatable = function(t, mt)
     if rawequal(mt, array_view) then return base_setmetatable(t, array_mt) end
     if type(mt) == "table" and base_rawget(mt, "__gc") ~= nil then
@@ -263,13 +259,8 @@ function M.env()
     return base_rawset(t, k, v)
   end
   -- luaop's own (src/sandbox.c), so that a budget's error names the
-  -- script's line; this one where luaop.core runs in another interpreter
-  env.collectgarbage = sandboxed and sandboxed.collectgarbage or function(opt, ...)
-    if opt ~= nil and not M.COLLECTGARBAGE[opt] then
-      error(("collectgarbage option %s is not available to luaop scripts"):format(tostring(opt)), 2)
-    end
-    return base_collectgarbage(opt, ...)
-  end
+  -- script's line
+  env.collectgarbage = sandboxed.collectgarbage
   env._G = env
   return base_setmetatable(env, {
     __index = function(_, k)
