@@ -192,8 +192,8 @@ fuzz-build: $(FUZZERS:%=build/fuzz/%)
 
 fuzz: fuzz-build
 	@for f in $(FUZZERS); do \
+	  opts=; [ $$f != api ] || opts=-len_control=0; \
 	  mkdir -p build/fuzz/corpus/$$f && echo "== fuzz $$f for $(FUZZ_TIME) s" && \
-	  opts=; [ $$f = api ] && opts=-len_control=0; \
 	  build/fuzz/$$f -max_total_time=$(FUZZ_TIME) -dict=fuzz/$$f.dict -print_final_stats=1 -timeout=60 $$opts \
 	    -artifact_prefix=build/fuzz/$$f- build/fuzz/corpus/$$f fuzz/corpus/$$f || exit 1; \
 	done

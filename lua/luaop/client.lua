@@ -530,7 +530,7 @@ end
 local viewed = setmetatable({}, { __mode = "k" }) -- view -> client, watch handle -> watch
 
 local function target(self, what)
-  local t = rawequal(self, nil) and nil or viewed[self]
+  local t = viewed[self]
   if t == nil then error(("call it as %s:method(...)"):format(what), 3) end
   return t
 end

@@ -24,15 +24,12 @@ function M.metrics(name, owner)
     if why and not m.refused then m.refused = why end
     return series
   end
-  m = {}
-  for k, v in pairs {
-    time = s("controller_runtime_reconcile_time_seconds", { name }),
-    errors = s("controller_runtime_reconcile_errors_total", { name }),
-    panics = s("controller_runtime_reconcile_panics_total", { name }),
-    workers = s("controller_runtime_max_concurrent_reconciles", { name }),
-    active = s("controller_runtime_active_workers", { name }),
-    result = {},
-  } do m[k] = v end
+  m = { result = {} }
+  m.time = s("controller_runtime_reconcile_time_seconds", { name })
+  m.errors = s("controller_runtime_reconcile_errors_total", { name })
+  m.panics = s("controller_runtime_reconcile_panics_total", { name })
+  m.workers = s("controller_runtime_max_concurrent_reconciles", { name })
+  m.active = s("controller_runtime_active_workers", { name })
   s("controller_runtime_terminal_reconcile_errors_total", { name }) -- (none: every error is retried)
   for _, r in ipairs { "success", "error", "requeue", "requeue_after" } do
     m.result[r] = s("controller_runtime_reconcile_total", { name, r })

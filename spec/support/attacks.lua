@@ -5,7 +5,6 @@
 -- within its grace period.
 local assert = require "luassert"
 local kube = require "support.kube"
-local system = require "system"
 local time = require("luaop").time
 
 local M = {}
@@ -78,10 +77,8 @@ end
 -- its "stopping" line to its last by its own clock (the grace period is
 -- 2 s). Returns the log.
 function M.check_stop(run)
-  local t0 = system.gettime()
   run.signal("TERM")
-  while not run.exited() and system.gettime() - t0 < 30 do system.sleep(0.05) end
-  assert.is_true(run.exited(), "luaop did not stop")
+  kube.wait_for("luaop to exit", 30, run.exited)
   local code = run.stop(false)
   assert.is_true(code == 0 or code == 1, tostring(code))
   local log = run.stderr()

@@ -19,6 +19,12 @@ describe("math.random in a script", function()
 
   it("keeps Lua 5.4's interface: ranges, random(0), seeds returned, and its errors", function()
     local m = script.env().math
+    -- Lua 5.4's generator: the same draws as Lua's own for the same seed
+    math.randomseed(42)
+    m.randomseed(42)
+    for _ = 1, 10 do assert.are.equal(math.random(0), m.random(0)) end
+    for _ = 1, 10 do assert.are.equal(math.random(), m.random()) end
+    math.randomseed() -- Lua's own seeded at random again
     local n1, n2 = m.randomseed(42)
     assert.are.same({ 42, 0 }, { n1, n2 })
     local seen = {}
