@@ -36,7 +36,9 @@ ASAN_LUA_OBJS := $(LUA_NAMES:%=build/asan/obj/lua/%.o)
 # compiled with src/charge_lib.h forced in, so the work they do in C is
 # charged to budgets (src/charge.h); the interpreter keeps Lua's.
 CHARGED := lbaselib ltablib lutf8lib lmathlib lcorolib
-LUAOP_LUA := $(filter-out $(CHARGED),$(LUA_NAMES))
+# and their collector is lgc.c with its steps timed (src/gcstep.h): its
+# luaC_step renamed, src/gcstep.c's in its place (in the binaries only).
+LUAOP_LUA := $(filter-out $(CHARGED) lgc,$(LUA_NAMES)) lgc-timed
 FUZZ_LUA_OBJS := $(LUAOP_LUA:%=build/fuzz/obj/lua/%.o) $(CHARGED:%=build/fuzz/obj/lua/%-charged.o) \
                  build/fuzz/obj/lua/lstrpat.o
 
@@ -47,7 +49,7 @@ OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o $(LUAOP_LUA:%=buil
            $(CHARGED:%=build/obj/lua/%-charged.o) build/obj/lua/lstrpat.o
 ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o $(LUAOP_LUA:%=build/asan/obj/lua/%.o) \
              $(CHARGED:%=build/asan/obj/lua/%-charged.o) build/asan/obj/lua/lstrpat.o
-PIC_OBJS := $(filter-out build/pic/main.o,$(SRCS:src/%.c=build/pic/%.o))
+PIC_OBJS := $(filter-out build/pic/main.o build/pic/gcstep.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # `make V=1` shows the commands.
 ifeq ($(V),1)
@@ -94,6 +96,19 @@ build/fuzz/obj/lua/%.o: build/libs.stamp fuzz/lua-coverage.ignore | build/fuzz/o
 	$(say) FUZZCC $@
 	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=fuzz/lua-coverage.ignore \
 	  $(LUA_CFLAGS) -c -o $@ $(LIBS)/lua/$*.c
+
+build/obj/lua/lgc-timed.o: build/libs.stamp | build/obj/lua
+	$(say) CC $@
+	$(Q)$(CC) $(CFLAGS) $(LUA_CFLAGS) -DluaC_step=luaC_step_untimed -c -o $@ $(LIBS)/lua/lgc.c
+
+build/asan/obj/lua/lgc-timed.o: build/libs.stamp | build/asan/obj/lua
+	$(say) CC $@
+	$(Q)$(CC) -O1 -g $(SANITIZE) -fPIC $(LUA_CFLAGS) -DluaC_step=luaC_step_untimed -c -o $@ $(LIBS)/lua/lgc.c
+
+build/fuzz/obj/lua/lgc-timed.o: build/libs.stamp fuzz/lua-coverage.ignore | build/fuzz/obj/lua
+	$(say) FUZZCC $@
+	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=fuzz/lua-coverage.ignore \
+	  $(LUA_CFLAGS) -DluaC_step=luaC_step_untimed -c -o $@ $(LIBS)/lua/lgc.c
 
 build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: src/pattern.h src/charge_lib.h src/charge.h
 build/obj/lua/lstrpat.o build/asan/obj/lua/lstrpat.o build/fuzz/obj/lua/lstrpat.o: LUA_CFLAGS += -include src/pattern.h \
@@ -151,7 +166,7 @@ build/asan/obj/%.o: src/%.c | build/asan/obj build/libs.stamp
 	$(say) CC $@
 	$(Q)$(CC) $(CSTD) -O1 -g $(SANITIZE) -fPIC $(CPPFLAGS) -MMD -MP -c -o $@ $<
 
-build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o,$(SRCS:src/%.c=build/asan/obj/%.o)) | build/asan/lua/luaop
+build/asan/lua/luaop/core.so: $(filter-out build/asan/obj/main.o build/asan/obj/gcstep.o,$(SRCS:src/%.c=build/asan/obj/%.o)) | build/asan/lua/luaop
 	$(say) LD $@
 	$(Q)$(CC) -shared -O1 -g $(SANITIZE) $(LDFLAGS) -o $@ $^ $(MODLIBS)
 

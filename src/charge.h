@@ -30,6 +30,9 @@
 #define CHARGE_COPY 8
 #define CHARGE_LOOP 1
 #define CHARGE_PARSE 16
+/* One instruction per CHARGE_ALLOC bytes a budgeted task allocates (its
+ * copy, its pages, and the collector's later work on it: sched.c). */
+#define CHARGE_ALLOC 8
 
 extern _Thread_local unsigned long charge_pending;
 

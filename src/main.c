@@ -27,6 +27,7 @@
 #include "str.h"
 #include "runtime.h"
 #include "serve.h"
+#include "gcstep.h"
 #include "watchdog.h"
 
 typedef struct main_run {
@@ -394,7 +395,7 @@ static int main_script(const flags *o)
     uv_unref((uv_handle_t *)&run.sigterm); /* signals alone keep nothing running */
     uv_unref((uv_handle_t *)&run.sigint);
     /* scripts are untrusted: a thread watches the loop (watchdog.h) */
-    if ((!o->program || o->watchdog) && watchdog_start(rt->sched, o->grace) != 0)
+    if ((!o->program || o->watchdog) && watchdog_start(rt->sched, o->grace, gcstep_ns) != 0)
         log_write(LOG_ERROR, "setup", "cannot start the watchdog", NULL, 0);
     while (!run.ended && uv_run(&rt->loop, UV_RUN_ONCE))
         ;

@@ -9,6 +9,7 @@
 
 #include <lauxlib.h>
 
+#include "charge.h"
 #include "counters.h"
 #include "list.h"
 #include "pattern.h"
@@ -85,6 +86,11 @@ struct sched {
     _Atomic uint64_t busy_ns, busy_run;
     _Atomic uint64_t busy_name[SCHED_NAME_LEN / 8]; /* all 0: "task" */
     _Atomic uint64_t interrupt_run;
+    /* The CPU meter's (watchdog.c): resumes begun, instructions accounted
+     * to budgets (counted and charged), and the CPU time, in ns, the
+     * watchdog measured that no count saw, owed by the resume `debt_run`. */
+    _Atomic uint64_t resumes, accounted;
+    _Atomic uint64_t debt_ns, debt_run;
     /* The threads inside lua_resume now, outermost first (a task's, then
      * the coroutines it resumed: sched_resume_tracked): where sched_nudge
      * makes the count hook fire at the next instruction. Written by the
@@ -219,6 +225,18 @@ void sched_nudge(sched *s)
     }
 }
 
+void sched_meter_read(sched *s, uint64_t *resumes, uint64_t *accounted)
+{
+    *resumes = atomic_load_explicit(&s->resumes, memory_order_relaxed);
+    *accounted = atomic_load_explicit(&s->accounted, memory_order_relaxed);
+}
+
+void sched_owe(sched *s, uint64_t run, uint64_t ns)
+{
+    atomic_store_explicit(&s->debt_run, run, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->debt_ns, ns, memory_order_release);
+}
+
 void sched_interrupt(sched *s, uint64_t run)
 {
     atomic_store(&s->interrupt_run, run);
@@ -266,6 +284,15 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     p = s->orig_alloc(s->orig_ud, ptr, osize, nsize);
+    if (p && nsize > old && a->budget) {
+        /* what it allocates is work too, the collector's later work on it
+         * included (charged to nobody when it runs: gcstep.h); an account
+         * it takes past its budget raises at the next instruction */
+        unsigned long n = (nsize - old) / CHARGE_ALLOC;
+        a->used = a->used + n > a->budget ? a->budget + 1 : a->used + n;
+        if (a->used > a->budget)
+            sched_nudge(s);
+    }
     if (p || nsize == 0) {
         a->mem_used += (ptrdiff_t)nsize - (ptrdiff_t)old;
         /* what the collector frees of others' garbage is no credit */
@@ -527,6 +554,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fa
         /* the innermost task running is the one the watchdog names, by the
          * generation of this resume; the clock runs from the outermost */
         t->run = ++s->next_id;
+        atomic_fetch_add_explicit(&s->resumes, 1, memory_order_relaxed);
         if (since == 0)
             s->since = sched_now_ns();
         sched_publish(s, s->since, t);
@@ -672,6 +700,23 @@ fail:
     return NULL;
 }
 
+/* Add n instructions, and the CPU time the watchdog found owed by this
+ * resume, to t's account a; whether that breaches its budget now. */
+static int sched_account_add(sched *s, sched_task *t, sched_account *a, unsigned long n)
+{
+    atomic_fetch_add_explicit(&s->accounted, n, memory_order_relaxed);
+    if (atomic_load_explicit(&s->debt_ns, memory_order_relaxed)) {
+        uint64_t ns = atomic_exchange_explicit(&s->debt_ns, 0, memory_order_acquire);
+        /* owed by another resume (one over since): dropped */
+        if (atomic_load_explicit(&s->debt_run, memory_order_relaxed) == t->run)
+            n += ns / CHARGE_NS_PER > (1UL << 48) ? (1UL << 48) : (unsigned long)(ns / CHARGE_NS_PER);
+    }
+    if (a->budget == 0)
+        return 0;
+    a->used = n > a->budget ? a->budget + 1 : a->used + n;
+    return a->used > a->budget;
+}
+
 /* Every SCHED_BUDGET_STEP instructions of any thread with the hook: charge
  * the task running now (its own thread, or a coroutine it resumed). Once
  * its account is breached the hook fires at every instruction and raises
@@ -688,15 +733,14 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
     if (!a->breached && sched_interrupted(s, t))
         sched_breach(s, a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
+        unsigned long n = SCHED_BUDGET_STEP;
         if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
-            /* left at every instruction by a breach of another account */
+            /* made to fire at every instruction: by a breach of another
+             * account, or by a nudge (an interrupt, CPU time owed) */
             lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, SCHED_BUDGET_STEP);
-            return;
+            n = 1;
         }
-        if (a->budget == 0)
-            return;
-        a->used += SCHED_BUDGET_STEP;
-        if (a->used <= a->budget)
+        if (!sched_account_add(s, t, a, n))
             return;
         sched_breach(s, a, SCHED_BREACH_INSTRUCTIONS);
     }
@@ -736,10 +780,7 @@ static void sched_charge_as(lua_State *L, unsigned long n, int why)
     if (!a->breached && sched_interrupted(s, t))
         sched_breach(s, a, SCHED_BREACH_WATCHDOG);
     if (!a->breached) {
-        if (a->budget == 0)
-            return;
-        a->used = n > a->budget ? a->budget + 1 : a->used + n;
-        if (a->used <= a->budget)
+        if (!sched_account_add(s, t, a, n))
             return;
         sched_breach(s, a, why);
     }

@@ -105,6 +105,18 @@ uint64_t sched_busy_since(sched *s);
  * happens: no other task, nor a later resume of the same one, is hit. */
 void sched_interrupt(sched *s, uint64_t run);
 
+/* The CPU meter (watchdog.c), safe from another thread: how many resumes
+ * have begun, and how many instructions have been accounted to budgets
+ * (counted by the hook, or charged for work done in C), so far. */
+void sched_meter_read(sched *s, uint64_t *resumes, uint64_t *accounted);
+
+/* The resume of generation `run` owes `ns` of CPU time that no count saw
+ * (an instruction that costs O(n), a C call that charges nothing): charged
+ * as instructions, at CHARGE_NS_PER ns each, at its next count hook or
+ * charge (sched_nudge makes that the next instruction). Dropped when that
+ * resume is over. Safe from another thread. */
+void sched_owe(sched *s, uint64_t run, uint64_t ns);
+
 /* The main thread of the task's Lua state (idle whenever a task's
  * callback runs). */
 lua_State *sched_main_thread(const sched_task *t);

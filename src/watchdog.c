@@ -20,6 +20,8 @@ static pthread_cond_t watchdog_wake = PTHREAD_COND_INITIALIZER;
 static int watchdog_running, watchdog_stopping;
 static double watchdog_grace;
 static sched *watchdog_sched; /* the loop's tasks, watched */
+static clockid_t watchdog_cpu_clock; /* the loop's thread's CPU time */
+static uint64_t (*watchdog_gc_ns)(void); /* the collector's time (gcstep.h) */
 
 /* Signals, as they arrive (set from the handler: only atomics there). */
 static _Atomic uint64_t watchdog_signal_ns; /* the first, monotonic */
@@ -99,18 +101,65 @@ static void watchdog_log(int level, const char *msg, const char *task, double se
     log_write(level, "watchdog", msg, f, 2);
 }
 
+/* The CPU meter. Every tick, while one resume of a budgeted task runs
+ * from the tick before to this one (the same generation, no other resume
+ * begun meanwhile), the CPU time the loop's thread spent, less the
+ * collector's, is set against the instructions accounted meanwhile (the
+ * count hook's, and work done in C as charged). What exceeds
+ * WATCHDOG_NS_PER_INSTRUCTION for each of them, plus WATCHDOG_SLACK_NS, is
+ * time no count saw: an instruction that costs O(n) (a compare,
+ * concatenation or conversion of long strings, a vararg of a million
+ * values, a next() over a table emptied of millions), or a C call that
+ * charges nothing. The resume owes it (sched_owe: instructions at
+ * CHARGE_NS_PER ns each) and is nudged, so that its hook charges it at the
+ * next instruction, and a budget breached by it ends that reconcile within
+ * a tick or two of the breach. */
+struct watchdog_meter {
+    uint64_t run, resumes, accounted, cpu, gc;
+    int on; /* the previous tick saw a resume running */
+};
+
+static uint64_t watchdog_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(watchdog_cpu_clock, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void watchdog_meter_tick(struct watchdog_meter *m, const sched_busy *b)
+{
+    struct watchdog_meter now = {.run = b->run, .on = b->since != 0};
+
+    sched_meter_read(watchdog_sched, &now.resumes, &now.accounted);
+    now.cpu = watchdog_cpu_ns();
+    now.gc = watchdog_gc_ns ? watchdog_gc_ns() : 0;
+    if (m->on && now.on && now.run == m->run && now.resumes == m->resumes && now.cpu > m->cpu) {
+        uint64_t spent = now.cpu - m->cpu, gc = now.gc - m->gc;
+        uint64_t allowed = (now.accounted - m->accounted) * WATCHDOG_NS_PER_INSTRUCTION + WATCHDOG_SLACK_NS;
+        spent = spent > gc ? spent - gc : 0;
+        if (spent > allowed) {
+            sched_owe(watchdog_sched, now.run, spent - allowed);
+            pthread_kill(watchdog_loop, WATCHDOG_NUDGE);
+        }
+    }
+    *m = now;
+}
+
 static void *watchdog_main(void *arg)
 {
     uint64_t interrupted = 0;     /* the outermost resume interrupted (its start) */
     uint64_t interrupted_run = 0; /* the generation of the last resume interrupted */
     sched_busy b;
+    struct watchdog_meter meter = {0};
 
     (void)arg;
     pthread_mutex_lock(&watchdog_lock);
     while (!watchdog_stopping) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 250000000;
+        until.tv_nsec += WATCHDOG_TICK_NS;
         if (until.tv_nsec >= 1000000000) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000;
@@ -128,6 +177,8 @@ static void *watchdog_main(void *arg)
         uint64_t now = watchdog_now_ns(); /* after since: never before it */
         double busy = since && now > since ? (double)(now - since) / 1e9 : 0;
         const char *task = b.name;
+        if (watchdog_cpu_clock)
+            watchdog_meter_tick(&meter, &b);
         if (since && interrupted == since && busy > WATCHDOG_INTERRUPT + WATCHDOG_EXIT) {
             watchdog_log(LOG_ERROR, "the loop did not come back after the interrupt: exiting", task, busy);
             _exit(WATCHDOG_EXIT_STATUS);
@@ -160,12 +211,15 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-int watchdog_start(sched *s, double grace)
+int watchdog_start(sched *s, double grace, uint64_t (*gc_ns)(void))
 {
     sigset_t all, old;
 
     watchdog_sched = s;
     watchdog_grace = grace;
+    watchdog_gc_ns = gc_ns;
+    if (pthread_getcpuclockid(pthread_self(), &watchdog_cpu_clock) != 0)
+        watchdog_cpu_clock = 0; /* no meter */
     watchdog_chain(SIGTERM, &watchdog_prev_term);
     watchdog_chain(SIGINT, &watchdog_prev_int);
     struct sigaction nudge;

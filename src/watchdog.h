@@ -17,15 +17,27 @@
 #ifndef LUAOP_WATCHDOG_H
 #define LUAOP_WATCHDOG_H
 
+#include <stdint.h>
+
 struct sched;
+
+/* How often it looks, in ns: the CPU meter's resolution (watchdog.c). */
+#define WATCHDOG_TICK_NS 20000000
+/* The CPU meter's allowance: CPU time per instruction accounted (about 40
+ * times what one costs on the release build, so that slow instructions,
+ * a sanitizer's build and a busy machine are never charged), and per tick. */
+#define WATCHDOG_NS_PER_INSTRUCTION 100
+#define WATCHDOG_SLACK_NS 1000000
 
 #define WATCHDOG_INTERRUPT 5.0
 #define WATCHDOG_EXIT 5.0
 #define WATCHDOG_EXIT_STATUS 70
 
-/* Start the thread; grace: the drain's limit in seconds. Call after the
- * loop's signal handlers are installed (it chains to them). 0, or -1. */
-int watchdog_start(struct sched *s, double grace);
+/* Start the thread, from the loop's; grace: the drain's limit in seconds;
+ * gc_ns: the collector's time so far (gcstep_ns), not charged by the CPU
+ * meter (NULL: none is kept). Call after the loop's signal handlers are
+ * installed (it chains to them). 0, or -1. */
+int watchdog_start(struct sched *s, double grace, uint64_t (*gc_ns)(void));
 
 /* Stop and join the thread (at exit). */
 void watchdog_stop(void);
