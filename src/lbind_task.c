@@ -393,7 +393,12 @@ static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, voi
     if (sched_waiting(h->waiter)) {
         sched_wait w = h->waiter;
         h->waiter = (sched_wait){0};
-        sched_wake(w, 0);
+        /* from the loop, never inside this task's end: tasks each waiting
+         * for the next would otherwise end one inside another, a C resume
+         * nested per task (Lua counts none of them: the wake-up is a
+         * resume from no thread) until the C stack ran out, a SIGSEGV */
+        if (lbind_wake_after(runtime_of(L), w, 0) == NULL)
+            sched_wake(w, 0); /* (out of memory: at once, as before) */
     }
 }
 

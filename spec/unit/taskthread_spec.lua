@@ -137,6 +137,30 @@ describe("task threads", function()
     assert.matches("cond true,join slept,sleep nil true,take key\n", out, nil, true)
   end)
 
+  it("end a chain of tasks each waiting for the next one after another, never one inside another (30,000 of them)", function()
+    -- before, a task's end woke the task waiting for it inside its own
+    -- end: a C resume nested per task, which Lua does not count, until the
+    -- C stack ran out (a SIGSEGV, from a script's reconcile too)
+    local out = luaop.ok([[
+      local luaop = require "luaop"
+      local n, handles = 30000, {}
+      for i = n, 1, -1 do
+        local next_one = handles[i + 1]
+        handles[i] = luaop.spawn(function()
+          if next_one then
+            local ok, v = next_one:wait()
+            assert(ok, v)
+            return v + 1
+          end
+          luaop.sleep(0.01) -- every other task waits by now
+          return 0
+        end)
+      end
+      print("chain", select(2, handles[1]:wait()))
+    ]], { offline = true, deadline = 60 })
+    assert.matches("chain\t29999\n", out)
+  end)
+
   it("fail a task that yields outside a wait, or whose thread trusted code closes while it waits, saying why", function()
     local out = luaop.ok([[
       local luaop = require "luaop"
