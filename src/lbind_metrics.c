@@ -23,6 +23,7 @@
  * A handle refers to its series (metrics_get's reference, let go when it
  * is collected), never to a series it does not hold. */
 #include "lbind.h"
+#include "lbox.h"
 
 #include <lauxlib.h>
 
@@ -243,30 +244,29 @@ static int lbind_metrics_ready(lua_State *L)
     return 0;
 }
 
-/* Push the text in b (freed), or raise when it could not be made. */
-static int lbind_metrics_push(lua_State *L, dbuf *b, int rc)
+/* Push the text made in b (a box of the call: freed however it ends), or
+ * raise when it could not be made. */
+static int lbind_metrics_push(lua_State *L, const dbuf *b, int rc)
 {
-    if (rc != 0) {
-        dbuf_free(b);
+    if (rc != 0)
         return luaL_error(L, "not enough memory");
-    }
     lua_pushlstring(L, b->data ? b->data : "", b->len);
-    dbuf_free(b);
     return 1;
 }
 
 static int lbind_metrics_text(lua_State *L)
 {
-    dbuf b = {0};
+    runtime *rt = runtime_of(L);
+    dbuf *b = lbox_push(L);
 
-    return lbind_metrics_push(L, &b, metrics_write(runtime_of(L)->metrics, metrics_now(), &b));
+    return lbind_metrics_push(L, b, metrics_write(rt->metrics, metrics_now(), b));
 }
 
 static int lbind_metrics_names(lua_State *L)
 {
-    dbuf b = {0};
+    dbuf *b = lbox_push(L);
 
-    return lbind_metrics_push(L, &b, metrics_names(&b));
+    return lbind_metrics_push(L, b, metrics_names(b));
 }
 
 int lbind_metrics_open(lua_State *L)

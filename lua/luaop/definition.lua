@@ -31,6 +31,9 @@ end
 -- update and delete of its resource, once the caches have synced.
 M.HANDLERS = { "on_add", "on_update", "on_delete" }
 
+-- The longest a controller's name may be, in bytes (a Kubernetes name's).
+M.NAME_MAX = 253
+
 -- Definitions' metatable marks them (is_definition) and holds nothing: with
 -- Definition.__index = Definition, def.__index was this table, shared by every
 -- script's definitions, and a field one script set on it (memory, watches)
@@ -82,6 +85,12 @@ local function check(def)
   if type(def) ~= "table" then error("a controller definition is a table", 0) end
   local function fail(fmt, ...) error(where(def) .. fmt:format(...), 0) end
   if type(def.name) ~= "string" or def.name == "" then fail("a controller needs a name") end
+  -- (it labels metrics, log lines and Events: kept short and printable)
+  if #def.name > M.NAME_MAX or def.name:find("%c") then
+    local shown = def.name:sub(1, 40):gsub("%c", function(c) return ("\\%d"):format(c:byte()) end)
+    fail("a controller's name is 1 to %d characters, none of them a control character: \"%s%s\"", M.NAME_MAX,
+      shown, #def.name > 40 and "..." or "")
+  end
   if type(def.resource) ~= "string" then fail("controller %s needs a resource (the kind it reconciles)", def.name) end
   local bad = bad_kind(def.resource)
   if bad then fail("controller %s: resource %q: %s", def.name, def.resource, bad) end
