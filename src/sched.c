@@ -274,11 +274,11 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
     void *p;
 
-    if (a == NULL || a->mem_budget == 0)
+    if (a == NULL || (a->mem_budget == 0 && a->budget == 0))
         return s->orig_alloc(s->orig_ud, ptr, osize, nsize);
     /* after a breach every growth fails, but for the one message that
      * names it (sched_count_hook) */
-    if (nsize > old && ((a->breached && !a->announcing) ||
+    if (a->mem_budget && nsize > old && ((a->breached && !a->announcing) ||
                         a->mem_used + (ptrdiff_t)(nsize - old) > (ptrdiff_t)a->mem_budget)) {
         sched_breach(s, a, SCHED_BREACH_MEMORY);
         return NULL;
