@@ -9,7 +9,7 @@
 --   local w = s:watch("/api/v1/pods?watch=true&resourceVersion=12")  -- w:next() waits (yields the task)
 --   s:actions(), s:fail{...}, s:objects(kind), s:get(kind, ns, name), s:seed(obj)
 --   s:expire_watches(), s:end_watches(), s:last_action(), s:clear_actions(),
---   s:clear_failures(), s:resource_version()
+--   s:clear_failures(), s:resource_version(), s:hold_watches(match), s:release_watches()
 --
 -- Requests never yield: a request is served whole when it is made (a
 -- transport in front may yield, as luaop.testing's does). Watches wait on
@@ -1963,8 +1963,8 @@ end
 -- A watch of path (see the header): w:next() -> line | nil | nil, status, body.
 function Server:watch(path)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then error("watch needs a path that starts with /", 2) end
-  local w = setmetatable({ server = self, cond = core.task.cond(), lines = {}, head = 1, tail = 0, pos = 1 },
-    Watch)
+  local w = setmetatable({ server = self, path = path, cond = core.task.cond(), lines = {}, head = 1, tail = 0,
+    pos = 1 }, Watch)
   local segs, query = split_path(path)
   local r, err = self:_route(segs)
   if r and r.discovery then r, err = nil, method_not_allowed() end
@@ -2089,13 +2089,25 @@ function Watch:next()
       self.head = self.head + 1
       return line
     end
-    line = self:_scan()
+    line = not self:_held() and self:_scan()
     if line then return line end
     if self.waiting then error("another task is already waiting on this watch", 2) end
     self.waiting = true
     self.cond:wait()
     self.waiting = false
   end
+end
+
+-- Whether changes are held back from this watch now (hold_watches).
+function Watch:_held()
+  for _, match in ipairs(self.server.holds) do
+    if type(match) == "function" then
+      if match(self.path) then return true end
+    elseif self.path:find(match) then
+      return true
+    end
+  end
+  return false
 end
 
 -- End the watch with err (a failure) or cleanly (nil); returns it. With
@@ -2128,6 +2140,27 @@ end
 -- Every open watch ends cleanly, as when the API server's timeout ends it.
 function Server:end_watches()
   for w in pairs(self.watches) do w:_end(nil, true) end
+end
+
+-- Hold back the changes from the watches whose path `match` picks (a Lua
+-- pattern, or a function(path) -> boolean), opened now or later, until
+-- release_watches(): then they get them, in order. Two watches of a real
+-- API server are not in step: one informer's cache can lag another's by
+-- any time (a busy apiserver, a client that did not read its socket yet).
+-- What a watch sends when it starts (the state, for a list by watch) is
+-- not held.
+function Server:hold_watches(match)
+  if type(match) ~= "string" and type(match) ~= "function" then
+    error("hold_watches needs a pattern or a function of the watch's path", 2)
+  end
+  self.holds[#self.holds + 1] = match
+end
+
+function Server:release_watches()
+  self.holds = {}
+  for w in pairs(self.watches) do
+    if w.waiting then w.cond:signal() end
+  end
 end
 
 -- ---- for tests -------------------------------------------------------------------------------
@@ -2296,7 +2329,7 @@ function M.new(opts)
   local s = setmetatable({
     now = opts.now or core.task.wall,
     random = prng(math.tointeger(opts.seed) or math.random(0)),
-    rv = 0, oldest = 0, events = {}, watches = {}, log = {}, seq = 0, rules = {},
+    rv = 0, oldest = 0, events = {}, watches = {}, holds = {}, log = {}, seq = 0, rules = {},
     gvs = {}, groups = {}, group_order = {}, stores = {}, store_kind = {}, uids = {},
   }, Server)
   for _, spec in ipairs(BUILTIN) do s:add_kind(spec) end

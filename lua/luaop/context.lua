@@ -21,19 +21,56 @@ local ctx_mt = { __index = Ctx, __metatable = false }
 -- client through it.
 local private = setmetatable({}, { __mode = "k" })
 
+-- Whether kind, as a script writes it, is the kind of informer entry e.
+local function kind_of(e, kind)
+  return e.kind == kind or (not kind:find("/", 1, true) and kind_name(e.kind) == kind)
+end
+
 -- The informer cache that holds every object of `kind` the query asks for
 -- (q.namespace, q.label_selector, q.field_selector), if one runs: one with
--- no namespace or the query's, and exactly the query's selectors. Else, for
+-- no namespace or the query's, and exactly the query's selectors (of
+-- several, one the controller subscribes to: Manager:cache_for). Else, for
 -- the controller's own kind, its cache, selectors and all (what they leave
 -- out reads as absent, as with controller-runtime's cache selectors).
 -- (Private: the informer is shared with every controller that watches its
 -- kind, other scripts' among them, so it never reaches a script.)
 local function cache(self, kind, q)
-  local inf = private[self].manager:cache_for(kind, q or {})
+  local inf = private[self].manager:cache_for(kind, q or {}, private[self].controller)
   if inf then return inf end
   local p = private[self].controller and private[self].controller.primary
-  if p and (p.kind == kind or (not kind:find("/", 1, true) and kind_name(p.kind) == kind)) then return p.inf end
+  if p and kind_of(p, kind) then return p.inf end
   return nil
+end
+
+-- A reconcile's own object (the one its request names, of the
+-- controller's kind) comes from the controller's own cache, the one whose
+-- events queue it, even where another cache holds the kind (one without
+-- the selector, for `owns` of the same kind; another controller's): each
+-- runs on a watch of its own, not in step with this one, and may not have
+-- seen the event that queued the reconcile yet. The object not there yet
+-- read as absent would end the reconcile as done, and the other cache's
+-- event of it queues nothing: it would never be reconciled. So: what the
+-- controller's cache says, or what a cache this process writes to holds of
+-- that same object newer (read your own writes, which a cache with a
+-- selector only learns from its watch); absent when the controller's cache
+-- does not have it (gone, or out of its selector: its event queued this).
+-- false: not the reconcile's own object.
+local function own_object(self, kind, ns, name)
+  local p = private[self]
+  local e = p.controller and p.controller.primary
+  if not p.request or not e or type(name) ~= "string" or not kind_of(e, kind) then return false end
+  local k = ns and ns .. "/" .. name or name
+  if k ~= p.request then return false end
+  local obj = e.inf.store[k]
+  if obj == nil then return nil end
+  for _, inf in ipairs(p.manager:caches_of(kind, ns)) do
+    if inf ~= e.inf then
+      local newer = inf:newer(k, obj)
+      if newer == "deleted" then return nil end
+      obj = newer or obj
+    end
+  end
+  return obj
 end
 
 -- The NotFound a cache read answers with, as the API server words it.
@@ -49,6 +86,11 @@ function Ctx:get(kind, req, ns)
   local name = type(req) == "table" and req.name or req
   ns = type(req) == "table" and req.namespace or ns
   if ns == "" then ns = nil end
+  local own = own_object(self, kind, ns, name)
+  if own ~= false then
+    if own == nil then return nil, not_found(kind, name) end
+    return luaop.copy(own)
+  end
   local inf = cache(self, kind, { namespace = ns })
   if inf then
     -- a copy: what the reconcile changes is not the cache's until written
@@ -181,7 +223,8 @@ function Ctx:event(obj, type_, reason, note, action)
   if not ok then error(err, 2) end
 end
 
--- A context: fields manager, client, controller (kept private), log.
+-- A context: fields manager, client, controller, request (the key a
+-- reconcile runs for; kept private), log.
 function M.new(fields)
   local ctx = setmetatable({ log = fields.log }, ctx_mt)
   private[ctx] = fields

@@ -102,6 +102,21 @@ function Informer:stale(k, obj)
   return new ~= nil and old ~= nil and new <= old
 end
 
+-- What this cache holds of key k newer than obj, the same object as
+-- another cache has it: its own copy, when of a later resourceVersion;
+-- "deleted" when this process deleted that object (observe_delete) and its
+-- watch has not said so yet; nil when nothing newer.
+function Informer:newer(k, obj)
+  local uid = obj.metadata and obj.metadata.uid
+  local tomb = self.tombstones[k]
+  if tomb and uid and tomb.uid == uid then return "deleted" end
+  local mine = self.store[k]
+  if not mine or mine.metadata.uid ~= uid then return nil end
+  local a, b = rv_number(mine), rv_number(obj)
+  if a and b and a > b then return mine end
+  return nil
+end
+
 -- Label indexes are held on a script's behalf (docs/security.md, "Shared
 -- resources"): an index belongs to the controllers whose lists asked for
 -- it, and is dropped when the last of them stops (release_indexes) or the

@@ -84,15 +84,28 @@ function Manager:informer(kind, opts)
   return self:entry(kind, opts).inf
 end
 
-function Manager:cache_for(kind, q)
+-- The cache that holds every object of kind a read asks for (q.namespace,
+-- q.label_selector, q.field_selector): one with no namespace or the
+-- query's, and exactly the query's selectors; nil when none runs. Of
+-- several, one that controller c (when given) subscribes to: its events
+-- are the ones that queue c's reconciles, and another informer's watch is
+-- not in step with it (a child deleted, its owner queued, and the read
+-- finding the child still there in another controller's cache that has
+-- not seen the delete yet: nothing would queue the owner again).
+function Manager:cache_for(kind, q, c)
+  local found
   for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
     if (e.kind == kind or not kind:find("/", 1, true))
       and (e.namespace == nil or e.namespace == q.namespace)
       and e.label_selector == q.label_selector and e.field_selector == q.field_selector then
-      return e.inf
+      if c == nil then return e.inf end
+      for _, sub in ipairs(c.subs or {}) do
+        if sub.entry == e then return e.inf end
+      end
+      found = found or e.inf
     end
   end
-  return nil
+  return found
 end
 
 -- Whether two kinds as scripts write them ("Switch", "v1/Pod",

@@ -13,6 +13,7 @@
 --   env:advance(3600)                       -- an hour passes: what comes due runs, in order
 --   env:get("At", "default", "x").status.phase
 --   env:actions { verb = "create", kind = "Pod" }
+--   env:hold_watches(match) ... env:release_watches()  -- a cache that lags
 --   env:stop()
 --
 -- Every call runs the world until it is idle: nothing is ready at the
@@ -303,6 +304,20 @@ end
 -- times (default 1).
 function Env:fail(spec)
   self.server:fail(spec)
+end
+
+-- Hold back what the operators' watches whose path `match` picks (a Lua
+-- pattern, or a function(path) -> boolean) would see from now on, until
+-- release_watches() (luaop.apiserver's hold_watches): one informer's cache
+-- lagging another's, as the watches of a real API server may.
+function Env:hold_watches(match)
+  self.server:hold_watches(match)
+end
+
+-- The held changes delivered, in order; then the operators react, until idle.
+function Env:release_watches()
+  self.server:release_watches()
+  kit.run()
 end
 
 -- The Events recorded about an object (events.k8s.io/v1), oldest first:

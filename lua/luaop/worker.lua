@@ -76,7 +76,7 @@ local function reconcile_one(self, c, key)
   local ns, name = split_key(key)
   local req = { namespace = ns, name = name }
   local ctx = context.new {
-    manager = self, client = self.client, controller = c,
+    manager = self, client = self.client, controller = c, request = key,
     log = c.log:with { namespace = ns, name = name },
   }
   local m = c.metrics

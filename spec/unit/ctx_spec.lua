@@ -231,3 +231,143 @@ describe("luaop.set_controller", function()
     assert.are.equal("u-1", luaop.controller_of(child).uid)
   end)
 end)
+
+-- Each informer has a watch of its own, and nothing keeps two watches in
+-- step: a cache can lag another one by any time (seconds, on a busy
+-- machine). A reconcile that read its object, or what it owns, from a
+-- cache other than the one whose event queued it could find it older than
+-- that event (not there yet, or still there after its delete), end as done,
+-- and never run again for it: the lagging cache's event queues nothing.
+describe("a reconcile reads from the caches whose events queue it", function()
+  local dir, env
+  before_each(function() dir = proc.tempdir() end)
+  after_each(function()
+    if env then env:stop() end
+    env = nil
+    proc.sh("rm -rf " .. dir)
+  end)
+
+  -- the last "read" log line of name: whether the reconcile found it
+  local function last_read(name)
+    local found
+    for _, l in ipairs(env:logs { msg = "^read$" }) do
+      if l.fields.name == name then found = l.fields.found end
+    end
+    return found
+  end
+
+  it("its own object from the cache of its selector, when the cache of everything (owns) lags", function()
+    -- its resource selected by a label; it owns the same kind, unselected:
+    -- two caches of ConfigMaps
+    env = testing.env { script = write(dir, "parents.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "parents", resource = "v1/ConfigMap", namespace = "default",
+  label_selector = "role=parent", owns = { "v1/ConfigMap" },
+  reconcile = function(ctx, req)
+    local parent = ctx:get("ConfigMap", req)
+    ctx.log:info("read", { name = req.name, found = parent ~= nil })
+    if parent and not ctx:get("ConfigMap", req.name .. "-child", req.namespace) then
+      assert(ctx:create(luaop.set_controller({ apiVersion = "v1", kind = "ConfigMap",
+        metadata = { name = req.name .. "-child", namespace = req.namespace } }, parent)))
+    end
+  end }
+]]) }
+    local function unselected(path)
+      return path:find("/namespaces/default/configmaps?", 1, true) ~= nil and not path:find("labelSelector", 1, true)
+    end
+    -- a new parent: its selector's cache has it, the other not yet
+    env:hold_watches(unselected)
+    local p = cm("p", { k = "v" })
+    p.metadata.labels = { role = "parent" }
+    assert(env:create(p))
+    assert.is_true(last_read("p"))
+    env:release_watches()
+    assert.is_not_nil(env:get("ConfigMap", "default", "p-child"))
+    -- and deleted: gone from its selector's cache, still in the other
+    env:hold_watches(unselected)
+    assert(env:delete("ConfigMap", { namespace = "default", name = "p" }))
+    assert.is_false(last_read("p"))
+    env:release_watches()
+    assert.is_false(last_read("p"))
+  end)
+
+  it("its own object as this process wrote or deleted it, or newer, when the cache of its selector lags", function()
+    env = testing.env { script = write(dir, "steps.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "steps", resource = "v1/ConfigMap", namespace = "default",
+  label_selector = "role=parent", owns = { "v1/ConfigMap" },
+  reconcile = function(ctx, req)
+    local cm = ctx:get("ConfigMap", req)
+    if not cm then
+      ctx.log:info("step", { name = req.name, step = "gone" })
+      return
+    end
+    local step = tonumber(cm.data.step or "0")
+    ctx.log:info("step", { name = req.name, step = step })
+    if cm.data.go and step < 2 then
+      assert(ctx:patch("ConfigMap", req, { data = { step = tostring(step + 1) } }))
+    elseif cm.data.go then
+      assert(ctx:delete(cm))
+    end
+    return luaop.requeue_after(1)
+  end }
+]]) }
+    local function steps()
+      local out = {}
+      for _, l in ipairs(env:logs { msg = "^step$" }) do out[#out + 1] = l.fields.step end
+      return out
+    end
+    local t = cm("t", { k = "v" })
+    t.metadata.labels = { role = "parent" }
+    assert(env:create(t))
+    -- from now on only the cache without the selector hears of changes:
+    -- the test's, then the reconcile's own
+    env:hold_watches("labelSelector=")
+    assert(env:patch("ConfigMap", { namespace = "default", name = "t" }, { data = { go = "yes" } }))
+    env:advance(2)
+    assert.are.same({ 0, 0, 1 }, steps())
+    -- and then neither: the delete is known from this process's own
+    env:hold_watches("/configmaps%?")
+    env:advance(2)
+    assert.are.same({ 0, 0, 1, 2, "gone" }, steps())
+    env:release_watches()
+    assert.is_nil(env:get("ConfigMap", "default", "t"))
+    assert.are.equal("gone", steps()[#steps()])
+  end)
+
+  it("what it owns from the cache of its owns, when another controller's cache of the kind lags", function()
+    -- ConfigMaps cached twice: in default for secrets' owns, and in every
+    -- namespace for another script's controller
+    env = testing.env { scripts = {
+      write(dir, "secrets.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "secrets", resource = "v1/Secret", namespace = "default",
+  owns = { "v1/ConfigMap" },
+  reconcile = function(ctx, req)
+    local s = ctx:get("Secret", req)
+    if not s then return end
+    if not ctx:get("ConfigMap", req.name .. "-child", req.namespace) then
+      assert(ctx:create(luaop.set_controller({ apiVersion = "v1", kind = "ConfigMap",
+        metadata = { name = req.name .. "-child", namespace = req.namespace } }, s)))
+    end
+  end }
+]]),
+      write(dir, "all.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "all", resource = "v1/ConfigMap", reconcile = function() end }
+]]) } }
+    local caches = env.manager.by_kind.ConfigMap
+    assert.are.equal(2, #caches)
+    -- whichever of the two a read comes to first
+    for _, name in ipairs { "a", "b" } do
+      if name == "b" then caches[1], caches[2] = caches[2], caches[1] end
+      assert(env:create { apiVersion = "v1", kind = "Secret", metadata = { name = name, namespace = "default" } })
+      assert.is_not_nil(env:get("ConfigMap", "default", name .. "-child"))
+      -- its child deleted: the cache of its owns has seen it, the other not yet
+      env:hold_watches("^/api/v1/configmaps%?")
+      assert(env:delete("ConfigMap", { namespace = "default", name = name .. "-child" }))
+      env:release_watches()
+      assert.is_not_nil(env:get("ConfigMap", "default", name .. "-child"), name .. "-child was not made again")
+    end
+  end)
+end)
