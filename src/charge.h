@@ -31,8 +31,11 @@
 #define CHARGE_LOOP 1
 #define CHARGE_PARSE 16
 /* One instruction per CHARGE_ALLOC bytes a budgeted task allocates (its
- * copy, its pages, and the collector's later work on it: sched.c). */
-#define CHARGE_ALLOC 8
+ * pages, and the collector's later work on it, which the CPU meter does
+ * not charge: sched.c); each allocation counts as CHARGE_ALLOC_CALL
+ * instructions' worth of the meter's allowance (watchdog.c). */
+#define CHARGE_ALLOC 32
+#define CHARGE_ALLOC_CALL 10
 
 extern _Thread_local unsigned long charge_pending;
 

@@ -289,6 +289,10 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
          * included (charged to nobody when it runs: gcstep.h); an account
          * it takes past its budget raises at the next instruction */
         unsigned long n = (nsize - old) / CHARGE_ALLOC;
+        /* (for the CPU meter, each allocation is accounted as
+         * CHARGE_ALLOC_CALL instructions, not charged: an allocator slower
+         * than an instruction, a sanitizer's, is not time no count saw) */
+        atomic_fetch_add_explicit(&s->accounted, CHARGE_ALLOC_CALL, memory_order_relaxed);
         a->used = a->used + n > a->budget ? a->budget + 1 : a->used + n;
         if (a->used > a->budget)
             sched_nudge(s);

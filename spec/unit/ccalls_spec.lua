@@ -159,7 +159,7 @@ describe("long C calls", function()
 
   it("end a reconcile looping on VM instructions that each cost O(n) with its budget's error, and nothing else", function()
     -- a concatenation, a compare or a conversion of long strings, a vararg
-    -- of a million values and a next() over a table emptied of millions are
+    -- of 100,000 values and a next() over a table emptied of 65,536 keys are
     -- one instruction each, costing milliseconds: 10,000 of them between
     -- count hooks ran for minutes (before, until the watchdog's interrupt,
     -- 5 s, or its exit). Now the watchdog's CPU meter charges the time no
@@ -171,10 +171,10 @@ describe("long C calls", function()
       s8 .. [[while true do local _ = a == b end]],
       s8 .. [[while true do local _ = a < b end]],
       [[local s = ("1"):rep(1 << 20) while true do local _ = s + 0 end]],
-      [[local t = {} for i = 1, 200000 do t[i] = i end
+      [[local t = {} for i = 1, 100000 do t[i] = i end
         local function f(...) while true do local _ = select("#", ...) local _ = { ... } end end
         f(table.unpack(t))]],
-      [[local t = {} for i = 1, 1 << 20 do t["k" .. i] = i end for k in pairs(t) do t[k] = nil end
+      [[local t = {} for i = 1, 1 << 16 do t["k" .. i] = i end for k in pairs(t) do t[k] = nil end
         while true do local _ = next(t) end]],
     } do
       contained({ vm = body }, 100000000)

@@ -155,13 +155,13 @@ describe("tasks", function()
     assert.matches("other fine", out)
   end)
 
-  it("charge what a task allocates to its instruction budget, an instruction per 8 bytes", function()
+  it("charge what a task allocates to its instruction budget, an instruction per 32 bytes", function()
     local out = luaop.ok([[
       local luaop = require "luaop"
       local task = require("luaop.core").task
       local s = ("x"):rep(1 << 20) -- 1 MiB, made outside any budget
       -- a hundred instructions or so each: 2 and 20 strings of 2 MiB made
-      -- (about 0.5 and 5 million instructions' worth)
+      -- (about 0.13 and 1.3 million instructions' worth)
       local function concat(n) for _ = 1, n do local _ = s .. s end return "done" end
       print("few", task.spawn_limited(1000000, concat, 2):wait())
       print("many", task.spawn_limited(1000000, concat, 20):wait())
