@@ -72,7 +72,7 @@ print("fits=" .. lo)
 collectgarbage(); collectgarbage()
 try(lo + 1, true)
 ]==])
-    assert.matches("fits=%d+", out)
+    assert.matches("fits=%d+", out, nil, false, err)
     ended(code, out, err, { "invalid UTF%-8 code\\nstack traceback:" })
   end)
 
