@@ -105,6 +105,14 @@ _Static_assert(ATOMIC_POINTER_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "a si
 static void sched_count_hook(lua_State *L, lua_Debug *ar);
 static sched *sched_of(lua_State *L);
 
+/* Add to one of the CPU meter's counts: written by the loop's thread only,
+ * so a plain load and store (no locked add on the allocator's path), read
+ * whole by the watchdog's. */
+static inline void sched_meter_add(_Atomic uint64_t *count, uint64_t n)
+{
+    atomic_store_explicit(count, atomic_load_explicit(count, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
 static uint64_t sched_now_ns(void)
 {
     struct timespec ts;
@@ -292,7 +300,7 @@ static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         /* (for the CPU meter, each allocation is accounted as
          * CHARGE_ALLOC_CALL instructions, not charged: an allocator slower
          * than an instruction, a sanitizer's, is not time no count saw) */
-        atomic_fetch_add_explicit(&s->accounted, CHARGE_ALLOC_CALL, memory_order_relaxed);
+        sched_meter_add(&s->accounted, CHARGE_ALLOC_CALL);
         a->used = a->used + n > a->budget ? a->budget + 1 : a->used + n;
         if (a->used > a->budget)
             sched_nudge(s);
@@ -558,7 +566,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fa
         /* the innermost task running is the one the watchdog names, by the
          * generation of this resume; the clock runs from the outermost */
         t->run = ++s->next_id;
-        atomic_fetch_add_explicit(&s->resumes, 1, memory_order_relaxed);
+        sched_meter_add(&s->resumes, 1);
         if (since == 0)
             s->since = sched_now_ns();
         sched_publish(s, s->since, t);
@@ -708,7 +716,7 @@ fail:
  * resume, to t's account a; whether that breaches its budget now. */
 static int sched_account_add(sched *s, sched_task *t, sched_account *a, unsigned long n)
 {
-    atomic_fetch_add_explicit(&s->accounted, n, memory_order_relaxed);
+    sched_meter_add(&s->accounted, n);
     if (atomic_load_explicit(&s->debt_ns, memory_order_relaxed)) {
         uint64_t ns = atomic_exchange_explicit(&s->debt_ns, 0, memory_order_acquire);
         /* owed by another resume (one over since): dropped */
