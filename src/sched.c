@@ -9,6 +9,9 @@
 
 #include <lauxlib.h>
 
+#include "ldebug.h"
+#include "lstate.h"
+
 #include "charge.h"
 #include "counters.h"
 #include "list.h"
@@ -212,6 +215,26 @@ int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres)
     return sched_resume_in(sched_of(co), co, from, narg, nres);
 }
 
+/* Make L's count hook fire after count instructions. lua_sethook also
+ * sets the trap of every Lua call on L's stack (settraps: a walk of all
+ * its CallInfos), which a thread that has had the count mask on since its
+ * calls began has set already (Lua clears a call's trap only when neither
+ * the count nor the line mask is on): there only the counts change, in
+ * O(1). Through lua_sethook, a stack 300,000 calls deep took some 30 ms
+ * a nudge and as much again for the hook's re-arm after it, time no count
+ * saw, so the CPU meter nudged again at every tick and the loop did
+ * nothing else until the watchdog's exit. Called from the nudge's signal
+ * handler too: the counts are plain ints Lua allows to be set there. */
+static void sched_hook_count(lua_State *L, int count)
+{
+    if (L->hook == sched_count_hook && L->hookmask == LUA_MASKCOUNT) {
+        L->basehookcount = count;
+        resethookcount(L);
+        return;
+    }
+    lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, count);
+}
+
 void sched_nudge(sched *s)
 {
     int n = atomic_load_explicit(&s->nresumed, memory_order_relaxed);
@@ -221,7 +244,7 @@ void sched_nudge(sched *s)
         /* only a budgeted task's threads (they carry the hook); lua_sethook
          * is safe from a signal handler (ldebug.c says so; lua.c's SIGINT) */
         if (L && lua_gethook(L) == sched_count_hook)
-            lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+            sched_hook_count(L, 1);
     }
 }
 
@@ -737,7 +760,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
         if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
             /* made to fire at every instruction: by a breach of another
              * account, or by a nudge (an interrupt, CPU time owed) */
-            lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, SCHED_BUDGET_STEP);
+            sched_hook_count(L, SCHED_BUDGET_STEP);
             n = 1;
         }
         if (!sched_account_add(s, t, a, n))
@@ -745,7 +768,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
         sched_breach(s, a, SCHED_BREACH_INSTRUCTIONS);
     }
     if (lua_gethookcount(L) != 1)
-        lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+        sched_hook_count(L, 1);
     sched_nudge(s); /* the threads that resumed this one raise at once too */
     if (!a->announced) {
         /* once, an error that names the breach and where it happened */
