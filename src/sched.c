@@ -358,22 +358,30 @@ static int sched_is_runtime_source(const char *source)
 static void sched_note_where(sched_account *a, lua_State *L, int level)
 {
     lua_Debug ar;
-    int first = -1;
+    CallInfo *ci = L->ci, *first = NULL;
 
     if (a->where[0])
         return;
-    for (; lua_getstack(L, level, &ar); level++) {
+    /* L's calls from `level` out, walked once: lua_getstack(L, n) walks n
+     * calls, and a loop of it over the stack was quadratic in its depth
+     * (a breach 100,000 calls deep in luaop.copy of a table holding
+     * itself: seconds inside the hook, and the watchdog's exit) */
+    for (; level > 0 && ci != &L->base_ci; ci = ci->previous)
+        level--;
+    for (; ci != &L->base_ci; ci = ci->previous) {
+        ar.i_ci = ci;
         if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
             continue;
-        if (first < 0)
-            first = level;
+        if (first == NULL)
+            first = ci;
         if (!sched_is_runtime_source(ar.source)) {
             snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
             return;
         }
     }
     /* only luaop's own Lua on the stack: its first line */
-    if (first >= 0 && lua_getstack(L, first, &ar) && lua_getinfo(L, "Sl", &ar))
+    ar.i_ci = first;
+    if (first != NULL && lua_getinfo(L, "Sl", &ar))
         snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
 }
 
