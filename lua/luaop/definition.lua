@@ -82,6 +82,10 @@ local function check(def)
   if type(def) ~= "table" then error("a controller definition is a table", 0) end
   local function fail(fmt, ...) error(where(def) .. fmt:format(...), 0) end
   if type(def.name) ~= "string" or def.name == "" then fail("a controller needs a name") end
+  -- (C sees a name up to its first NUL: "steady\0x" was another name to
+  -- the check that names are unique, and the controller "steady" to the
+  -- metrics it recorded into and to the log)
+  if def.name:find("%c") then fail("controller %q: name holds a control character", def.name) end
   if type(def.resource) ~= "string" then fail("controller %s needs a resource (the kind it reconciles)", def.name) end
   local bad = bad_kind(def.resource)
   if bad then fail("controller %s: resource %q: %s", def.name, def.resource, bad) end

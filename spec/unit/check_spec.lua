@@ -83,6 +83,7 @@ return luaop.controller {
 
     it("validates each definition and names the line of the field at fault", function()
       local cases = {
+        { "name = \"d\"", "name = \"d\\0x\"", ":4: controller \"d\\0x\": name holds a control character" },
         { "resource = \"v1/ConfigMap\"", "resource = \"v1/configmap\"",
           ":5: controller d: resource \"v1/configmap\": the kind \"configmap\" is not an UpperCamelCase name" },
         { "resource = \"v1/ConfigMap\"", "resource = \"Apps_V1/v1/Deployment\"",
