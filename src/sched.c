@@ -9,6 +9,9 @@
 
 #include <lauxlib.h>
 
+#include "ldebug.h"
+#include "lstate.h"
+
 #include "charge.h"
 #include "counters.h"
 #include "list.h"
@@ -220,6 +223,26 @@ int sched_resume_tracked(lua_State *co, lua_State *from, int narg, int *nres)
     return sched_resume_in(sched_of(co), co, from, narg, nres);
 }
 
+/* Make L's count hook fire after count instructions. lua_sethook also
+ * sets the trap of every Lua call on L's stack (settraps: a walk of all
+ * its CallInfos), which a thread that has had the count mask on since its
+ * calls began has set already (Lua clears a call's trap only when neither
+ * the count nor the line mask is on): there only the counts change, in
+ * O(1). Through lua_sethook, a stack 300,000 calls deep took some 30 ms
+ * a nudge and as much again for the hook's re-arm after it, time no count
+ * saw, so the CPU meter nudged again at every tick and the loop did
+ * nothing else until the watchdog's exit. Called from the nudge's signal
+ * handler too: the counts are plain ints Lua allows to be set there. */
+static void sched_hook_count(lua_State *L, int count)
+{
+    if (L->hook == sched_count_hook && L->hookmask == LUA_MASKCOUNT) {
+        L->basehookcount = count;
+        resethookcount(L);
+        return;
+    }
+    lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, count);
+}
+
 void sched_nudge(sched *s)
 {
     int n = atomic_load_explicit(&s->nresumed, memory_order_relaxed);
@@ -229,7 +252,7 @@ void sched_nudge(sched *s)
         /* only a budgeted task's threads (they carry the hook); lua_sethook
          * is safe from a signal handler (ldebug.c says so; lua.c's SIGINT) */
         if (L && lua_gethook(L) == sched_count_hook)
-            lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+            sched_hook_count(L, 1);
     }
 }
 
@@ -347,22 +370,30 @@ static int sched_is_runtime_source(const char *source)
 static void sched_note_where(sched_account *a, lua_State *L, int level)
 {
     lua_Debug ar;
-    int first = -1;
+    CallInfo *ci = L->ci, *first = NULL;
 
     if (a->where[0])
         return;
-    for (; lua_getstack(L, level, &ar); level++) {
+    /* L's calls from `level` out, walked once: lua_getstack(L, n) walks n
+     * calls, and a loop of it over the stack was quadratic in its depth
+     * (a breach 100,000 calls deep in luaop.copy of a table holding
+     * itself: seconds inside the hook, and the watchdog's exit) */
+    for (; level > 0 && ci != &L->base_ci; ci = ci->previous)
+        level--;
+    for (; ci != &L->base_ci; ci = ci->previous) {
+        ar.i_ci = ci;
         if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
             continue;
-        if (first < 0)
-            first = level;
+        if (first == NULL)
+            first = ci;
         if (!sched_is_runtime_source(ar.source)) {
             snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
             return;
         }
     }
     /* only luaop's own Lua on the stack: its first line */
-    if (first >= 0 && lua_getstack(L, first, &ar) && lua_getinfo(L, "Sl", &ar))
+    ar.i_ci = first;
+    if (first != NULL && lua_getinfo(L, "Sl", &ar))
         snprintf(a->where, sizeof a->where, "%s:%d: ", ar.short_src, ar.currentline);
 }
 
@@ -749,7 +780,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
         if (lua_gethookcount(L) != SCHED_BUDGET_STEP) {
             /* made to fire at every instruction: by a breach of another
              * account, or by a nudge (an interrupt, CPU time owed) */
-            lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, SCHED_BUDGET_STEP);
+            sched_hook_count(L, SCHED_BUDGET_STEP);
             n = 1;
         }
         if (!sched_account_add(s, t, a, n))
@@ -757,7 +788,7 @@ static void sched_count_hook(lua_State *L, lua_Debug *ar)
         sched_breach(s, a, SCHED_BREACH_INSTRUCTIONS);
     }
     if (lua_gethookcount(L) != 1)
-        lua_sethook(L, sched_count_hook, LUA_MASKCOUNT, 1);
+        sched_hook_count(L, 1);
     sched_nudge(s); /* the threads that resumed this one raise at once too */
     if (!a->announced) {
         /* once, an error that names the breach and where it happened */

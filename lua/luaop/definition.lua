@@ -85,11 +85,14 @@ local function check(def)
   if type(def) ~= "table" then error("a controller definition is a table", 0) end
   local function fail(fmt, ...) error(where(def) .. fmt:format(...), 0) end
   if type(def.name) ~= "string" or def.name == "" then fail("a controller needs a name") end
-  -- (it labels metrics, log lines and Events: kept short and printable)
+  -- (it labels metrics, log lines and Events: kept short and printable;
+  -- C sees a name up to its first NUL: "steady\0x" was another name to
+  -- the check that names are unique, and the controller "steady" to the
+  -- metrics it recorded into and to the log)
   if #def.name > M.NAME_MAX or def.name:find("%c") then
     local shown = def.name:sub(1, 40):gsub("%c", function(c) return ("\\%d"):format(c:byte()) end)
-    fail("a controller's name is 1 to %d characters, none of them a control character: \"%s%s\"", M.NAME_MAX,
-      shown, #def.name > 40 and "..." or "")
+    fail("controller \"%s%s\": name is 1 to %d characters, none of them a control character", shown,
+      #def.name > 40 and "..." or "", M.NAME_MAX)
   end
   if type(def.resource) ~= "string" then fail("controller %s needs a resource (the kind it reconciles)", def.name) end
   local bad = bad_kind(def.resource)

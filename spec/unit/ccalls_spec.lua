@@ -181,6 +181,16 @@ describe("long C calls", function()
     end
   end)
 
+  it("end a reconcile recursing to the edge of Lua's stack over and over with the default budget's error, and nothing else", function()
+    -- At the edge, a collector's step is taken at each call's stack check
+    -- and the finalizers it runs on the reconcile's thread have no room:
+    -- each failed (and was lost), reallocating the 16 MB stack twice; and
+    -- every nudge and re-arm of the count hook walked the 300,000 frames
+    -- (lua_sethook). The loop stalled until the watchdog's interrupt.
+    contained({ deep = [[local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end
+      while true do pcall(f, 1e6) end]] }, 100000000)
+  end)
+
   it("leave utf8.codes strict or lax as each call asked, whatever calls made before asked", function()
     -- (the charged iterator learns Lua's two iterators once; it took a
     -- one-argument call's iterator for the lax one, so a lax call later

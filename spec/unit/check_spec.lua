@@ -83,6 +83,7 @@ return luaop.controller {
 
     it("validates each definition and names the line of the field at fault", function()
       local cases = {
+        { "name = \"d\"", "name = \"d\\0x\"", ":4: controller \"d\\0x\": name is 1 to 253 characters, none of them a control character" },
         { "resource = \"v1/ConfigMap\"", "resource = \"v1/configmap\"",
           ":5: controller d: resource \"v1/configmap\": the kind \"configmap\" is not an UpperCamelCase name" },
         { "resource = \"v1/ConfigMap\"", "resource = \"Apps_V1/v1/Deployment\"",
@@ -90,9 +91,9 @@ return luaop.controller {
         { "resource = \"v1/ConfigMap\"", "resource = \"1/ConfigMap\"",
           ":5: controller d: resource \"1/ConfigMap\": the version \"1\" is not a Kubernetes version" },
         { "name = \"d\",", "name = (\"x\"):rep(254),",
-          ":6: a controller's name is 1 to 253 characters, none of them a control character: \"xxxx" },
+          ":4: controller \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\": name is 1 to 253 characters" },
         { "name = \"d\",", "name = \"d\\n\",",
-          ":6: a controller's name is 1 to 253 characters, none of them a control character: \"d\\10\"" },
+          ":4: controller \"d\\10\": name is 1 to 253 characters, none of them a control character" },
         { "resource = \"v1/ConfigMap\",", "resource = \"v1/ConfigMap\",\n  concurrency = 0,",
           ":6: controller d: concurrency must be an integer >= 1" },
         { "resource = \"v1/ConfigMap\",", "resource = \"v1/ConfigMap\",\n  owns = { \"v1/pod\" },",

@@ -81,6 +81,33 @@ describe("containment", function()
     assert.is_true(counted >= 16 and counted <= logged, ("%d counted, %d logged"):format(counted, logged))
   end)
 
+  it("ends a reconcile that breaches its budget deep in luaop's own Lua at the script's line, while another controller goes on", function()
+    -- (the breach's place was found by lua_getstack at each level, each
+    -- walking the stack from the top: quadratic in its depth, seconds
+    -- inside the count hook 100,000 calls deep in luaop.copy of a table
+    -- that holds itself, and the watchdog's exit 70)
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new {
+      ["steady.lua"] = attack.steady,
+      ["attack-copy.lua"] = attack.script("copy", "local t = {} t.t = t while true do pcall(luaop.copy, t) end",
+        "instructions = 4000000,"),
+    }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
+      flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s" } })
+    finally(run.cleanup)
+    local err = kube.wait_for("the attack's errors", 60, function()
+      assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))
+      local e = run.stderr()
+      local _, n = e:gsub("attack%-copy%.lua:7: instruction budget of 4000000 exceeded", "")
+      return n >= 2 and e
+    end)
+    assert.is_nil(err:find("without waiting for too long", 1, true), err)
+    attack.check_steady(run, 1, 2)
+    attack.check_stop(run)
+  end)
+
   it("keeps what a watch's map function changes in its objects from every other controller", function()
     local server = fake.start()
     finally(server.stop)
