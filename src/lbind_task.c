@@ -101,10 +101,65 @@ static void lbind_sleep_cb(uv_timer_t *timer)
     sched_wake(w, nres);
 }
 
+/* A wait to end on the loop's next iteration (runtime.h: rt->soon). */
+struct lbind_soon {
+    sched_wait wait;
+    struct lbind_soon *next;
+};
+
+/* Once per iteration: end the waits queued before it began, in order. A
+ * wait queued meanwhile (the task woken sleeps 0 again) waits for the next
+ * iteration, after its I/O: a task looping on a sleep of 0 takes a turn
+ * like any other, and holds nothing (before, each such sleep was a timer
+ * that libuv ran in the same pass, whose memory was freed only once the
+ * pass ended: it never did). */
+static void lbind_soon_cb(uv_idle_t *h)
+{
+    runtime *rt = h->data;
+    struct lbind_soon *batch = rt->soon_head;
+
+    rt->soon_head = rt->soon_tail = NULL;
+    uv_idle_stop(h); /* started again by a wait queued meanwhile */
+    while (batch) {
+        struct lbind_soon *s = batch;
+        sched_wait w = s->wait;
+        batch = s->next;
+        free(s);
+        if (sched_waiting(w))
+            sched_wake(w, 0);
+    }
+}
+
+/* End the wait w on the loop's next iteration, never inside the caller.
+ * -1 when out of memory. */
+static int lbind_wake_soon(runtime *rt, sched_wait w)
+{
+    struct lbind_soon *s = malloc(sizeof *s);
+
+    if (s == NULL)
+        return -1;
+    s->wait = w;
+    s->next = NULL;
+    if (rt->soon_tail)
+        rt->soon_tail->next = s;
+    else
+        rt->soon_head = s;
+    rt->soon_tail = s;
+    uv_idle_start(&rt->soon, lbind_soon_cb);
+    return 0;
+}
+
 void lbind_task_shutdown(runtime *rt)
 {
     while (rt->sleeps)
         lbind_sleep_end(list_entry(rt->sleeps, lbind_sleep, link));
+    while (rt->soon_head) {
+        struct lbind_soon *s = rt->soon_head;
+        rt->soon_head = s->next;
+        free(s);
+    }
+    rt->soon_tail = NULL;
+    uv_idle_stop(&rt->soon);
 }
 
 /* End the wait w from rt's loop after secs (0: on the next iteration).
@@ -160,7 +215,9 @@ static int lbind_task_sleep(lua_State *L)
     double secs = luaL_checknumber(L, 1);
 
     lbind_check_task(L, "task.sleep");
-    if (lbind_wake_after(runtime_of(L), sched_wait_begin(L), secs) == NULL)
+    /* (NaN and negatives: none) */
+    if (!(secs > 0) ? lbind_wake_soon(runtime_of(L), sched_wait_begin(L)) != 0
+                    : lbind_wake_after(runtime_of(L), sched_wait_begin(L), secs) == NULL)
         return luaL_error(L, "not enough memory");
     return sched_wait_yield(L, 0, NULL);
 }
@@ -260,7 +317,7 @@ static int lbind_cond_broadcast(lbind_cond *c)
     for (int i = 0; i < n; i++) {
         if (c->waiting[i].timeout)
             lbind_sleep_end(c->waiting[i].timeout);
-        if (lbind_wake_after(c->rt, c->waiting[i].wait, 0) == NULL)
+        if (lbind_wake_soon(c->rt, c->waiting[i].wait) != 0)
             return -1;
     }
     return n;
@@ -397,7 +454,7 @@ static void lbind_spawn_done(sched_task *t, lua_State *co, int ok, int nres, voi
          * for the next would otherwise end one inside another, a C resume
          * nested per task (Lua counts none of them: the wake-up is a
          * resume from no thread) until the C stack ran out, a SIGSEGV */
-        if (lbind_wake_after(runtime_of(L), w, 0) == NULL)
+        if (lbind_wake_soon(runtime_of(L), w) != 0)
             sched_wake(w, 0); /* (out of memory: at once, as before) */
     }
 }

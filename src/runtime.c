@@ -30,6 +30,8 @@ runtime *runtime_new(void)
         rt->counter.data = rt;
         uv_check_start(&rt->counter, runtime_count);
         uv_unref((uv_handle_t *)&rt->counter); /* counting keeps nothing running */
+        uv_idle_init(&rt->loop, &rt->soon); /* started while a wait is to end (lbind_task.c) */
+        rt->soon.data = rt;
     }
     return rt;
 }
@@ -48,6 +50,7 @@ int runtime_free(runtime *rt)
     if (rt == NULL)
         return 0;
     uv_close((uv_handle_t *)&rt->counter, NULL);
+    uv_close((uv_handle_t *)&rt->soon, NULL);
     uv_run(&rt->loop, UV_RUN_DEFAULT);
     /* anything still open now is forgotten by its owner: close it */
     uv_walk(&rt->loop, runtime_close_handle, NULL);
@@ -117,8 +120,12 @@ void runtime_timer_start(runtime *rt, uv_timer_t *t, uv_timer_cb cb, uint64_t du
             uv_timer_stop(t);
         return;
     }
-    /* counted from now (not the iteration's start), rounded up to the
-     * loop's milliseconds */
-    uv_update_time(&rt->loop);
-    uv_timer_start(t, cb, due_ns > now ? (due_ns - now + 999999) / 1000000 : 0, 0);
+    /* rounded up to the loop's milliseconds, at least one: never due in
+     * the pass over timers that starts it (libuv runs, in the same pass, a
+     * timer started there that is due by the loop's time: a task looping
+     * on a sleep held the loop in its timers for good), and the loop's time
+     * is left as it is, at the iteration's start (so a timer may fire early
+     * by the time the iteration took: each callback checks its due time and
+     * starts again for the rest) */
+    uv_timer_start(t, cb, due_ns > now ? (due_ns - now + 999999) / 1000000 : 1, 0);
 }

@@ -35,6 +35,11 @@ typedef struct runtime {
     FILE *log_file;      /* opened for log.setup{path=}, closed with it */
     /* lbind_task.c */
     list_node *sleeps; /* every sleep not yet over (lbind_sleep.link) */
+    /* waits to end on the loop's next iteration, in order (a sleep of 0, a
+     * condition's signal, a task's end): served by `soon`, an idle handle,
+     * once per iteration, after its I/O (lbind_soon) */
+    struct lbind_soon *soon_head, *soon_tail;
+    uv_idle_t soon;
     int stopping;               /* asked to stop (a signal) */
     void *shutdown_cond;        /* task.shutdown()'s condition, once made */
     /* lbind_fs.c */

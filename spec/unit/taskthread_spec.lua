@@ -161,6 +161,42 @@ describe("task threads", function()
     assert.matches("chain\t29999\n", out)
   end)
 
+  it("give every task its turn while one loops on luaop.sleep(0), and hold no memory for its sleeps", function()
+    -- before, each sleep of 0 was a timer due at once, which libuv ran in
+    -- the same pass over timers: the pass never ended, the other
+    -- controllers never ran, SIGTERM was never seen, and each sleep's memory
+    -- (freed once the pass was over) grew past a gigabyte in seconds
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["steady.lua"] = attack.steady,
+      ["attack-sleep0.lua"] = attack.script("sleep0", "while true do luaop.sleep(0) end") }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
+      flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s" } })
+    finally(run.cleanup)
+    -- the default budget ends it, after some 10^7 sleeps: meanwhile the
+    -- steady controller ticks every 50 ms, never a second apart
+    local log = kube.wait_for("the loop's budget error", 60, function()
+      assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))
+      local e = run.stderr()
+      return e:find("attack%-sleep0%.lua:%d+: instruction budget of 100000000 exceeded") and e
+    end)
+    local ended = attack.stamps(log, "Reconciler error")[1]
+    local ticks, n = attack.stamps(log, "steady tick"), 0
+    for i = 2, #ticks do
+      if ticks[i] < ended then
+        n = n + 1
+        assert.is_true(ticks[i] - ticks[i - 1] < 1, ("the steady controller waited %.2f s"):format(ticks[i] - ticks[i - 1]))
+      end
+    end
+    assert.is_true(n >= 20, "the steady controller ticked " .. n .. " times while the loop ran")
+    local f = assert(io.open("/proc/" .. run.pid() .. "/status"))
+    local peak = tonumber(f:read("a"):match("VmHWM:%s*(%d+) kB"))
+    f:close()
+    assert.is_true(peak < 200 * 1024, ("luaop's peak RSS: %d kB"):format(peak))
+    attack.check_stop(run)
+  end)
+
   it("fail a task that yields outside a wait, or whose thread trusted code closes while it waits, saying why", function()
     local out = luaop.ok([[
       local luaop = require "luaop"
