@@ -193,7 +193,9 @@ describe("task threads", function()
     local f = assert(io.open("/proc/" .. run.pid() .. "/status"))
     local peak = tonumber(f:read("a"):match("VmHWM:%s*(%d+) kB"))
     f:close()
-    assert.is_true(peak < 200 * 1024, ("luaop's peak RSS: %d kB"):format(peak))
+    -- (the ASan build's allocator keeps 256 MB of what was freed, its quarantine)
+    local most = luaop.bin:find("asan", 1, true) and 700 or 200
+    assert.is_true(peak < most * 1024, ("luaop's peak RSS: %d kB"):format(peak))
     attack.check_stop(run)
   end)
 
