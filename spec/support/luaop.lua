@@ -14,7 +14,9 @@ M.bin = os.getenv("LUAOP_BIN") or "build/luaop"
 
 -- Write a program to a temporary file; returns its path.
 local function write_script(source)
-  local path = os.tmpname() .. ".lua"
+  local base = os.tmpname() -- (made, empty: the program's name is base.lua)
+  os.remove(base)
+  local path = base .. ".lua"
   local f = assert(io.open(path, "w"))
   f:write(source)
   f:close()
@@ -171,6 +173,9 @@ function M.start(source, opts)
     if not h.exited() then pcall(h.stop, false) end
     os.remove(out)
     os.remove(err)
+    -- (gone already when stop() ran)
+    os.remove(status)
+    if path then os.remove(path) end
   end
   return h
 end

@@ -172,6 +172,22 @@ function proc.run(argv, env, opts)
   return code, out, stderr
 end
 
+-- A shell command that sleeps `seconds` in the foreground, as `sleep`
+-- does, writing the sleep's pid to `pidfile`: for a program that blocks in
+-- os.execute. proc.end_sleep(pidfile) ends that sleep alone, whoever its
+-- parent is by then (a pattern, pkill -f, would end other runs' too).
+function proc.blocking_sleep(seconds, pidfile)
+  return ("sleep %s & echo $! >%s; wait"):format(seconds, quote(pidfile))
+end
+
+function proc.end_sleep(pidfile)
+  local pid = proc.read(pidfile):match("^(%d+)")
+  os.remove(pidfile)
+  if pid then
+    os.execute(("[ \"$(ps -o comm= -p %s)\" = sleep ] && kill %s 2>/dev/null"):format(pid, pid))
+  end
+end
+
 -- An HTTP request to url with curl (method default GET): status, body
 -- ("" and 0 when there is no answer within 5 s).
 function proc.http(url, method)

@@ -208,17 +208,19 @@ return luaop.controller {
   -- the loop comes back. (A script's runaway reconcile stops at the
   -- interrupt itself, at 5 s: the loop is not stuck then.)
   it("fail /healthz once the loop has been held 5 s, from their own thread, until it comes back", function()
-    local run = luaop.start([[
+    local pidfile = os.tmpname()
+    local run = luaop.start(([[
       io.stdout:write("blocking\n")
       io.stdout:flush()
-      os.execute("sleep 7.5")
+      os.execute(%q)
       io.stdout:write("back\n")
       io.stdout:flush()
       require("luaop").sleep(30)
-    ]], { offline = true, flags = { "--watchdog", "--health-probe-bind-address", "127.0.0.1:0" } })
+    ]]):format(proc.blocking_sleep(7.5, pidfile)),
+      { offline = true, flags = { "--watchdog", "--health-probe-bind-address", "127.0.0.1:0" } })
     finally(function()
       run.cleanup()
-      os.execute("pkill -f 'sleep 7.5'")
+      proc.end_sleep(pidfile)
     end)
     local port = tonumber(kube.wait_for("the probe port", 10, function()
       return run.stderr():match('"name": "health probe"[^}]*"port": (%d+)')

@@ -7,6 +7,7 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
+local proc = require "support.proc"
 local system = require "system"
 
 describe("the watchdog", function()
@@ -55,15 +56,16 @@ return {
   -- (os.execute) under --watchdog stands in for it.
   describe("when the loop is stuck where no hook fires", function()
     local function stuck(flags)
-      local run = luaop.start([[
+      local pidfile = os.tmpname()
+      local run = luaop.start(([[
         io.stdout:write("blocking\n")
         io.stdout:flush()
-        os.execute("sleep 23.25")
+        os.execute(%q)
         print("came back")
-      ]], { offline = true, flags = flags, stop_deadline = 5 })
+      ]]):format(proc.blocking_sleep(23.25, pidfile)), { offline = true, flags = flags, stop_deadline = 5 })
       finally(function()
         run.cleanup()
-        os.execute("pkill -f 'sleep 23.25'")
+        proc.end_sleep(pidfile)
       end)
       kube.wait_for("the program to block", 10, function() return run.stdout():find("blocking", 1, true) end)
       return run
