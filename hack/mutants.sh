@@ -15,7 +15,7 @@
 #   #       build, as spec/run.sh's sanitizer pass runs them)
 #
 # The e2e killers run against the local control plane (brought up if it is
-# down, and left up). Not part of make test: a few minutes per mutant.
+# down, and then taken down again at the end). Not part of make test: a few minutes per mutant.
 # Prints one line per mutant and "N killed, N survived"; exits 1 if any
 # survived.
 set -uo pipefail
@@ -28,13 +28,23 @@ patches=("$@")
 ((${#patches[@]})) || patches=(hack/mutants/*.patch)
 
 make all asan >/dev/null || die "the unmutated tree does not build (make all asan)"
-hack/cluster.sh up >/dev/null 2>&1 || die "the local control plane did not come up (make cluster-up)"
-eval "$(hack/cluster.sh env)"
-export KUBECONFIG KUBECTL K8S_BIN KWOK_BIN
+# Up only when a killer is an e2e spec, and down again at the end when it
+# was this script that brought it up: a control plane and real node left
+# running collide with the next one started on the machine (a clean
+# clone's make test refused to start its node, and failed, that way).
+started_cluster=
+if grep -q '^# killers:.*spec/e2e/' "${patches[@]}"; then
+  if ! hack/cluster.sh status >/dev/null 2>&1; then
+    hack/cluster.sh up >/dev/null 2>&1 || die "the local control plane did not come up (make cluster-up)"
+    started_cluster=1
+  fi
+  eval "$(hack/cluster.sh env)"
+  export KUBECONFIG KUBECTL K8S_BIN KWOK_BIN
+fi
 
 busted_bin=$(command -v busted) || die "busted is missing; run 'hack/deps.sh test'"
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+trap 'rm -rf "$scratch"; [ -z "$started_cluster" ] || hack/cluster.sh down >/dev/null 2>&1' EXIT
 out="$root/build/mutants"
 mkdir -p "$out"
 
