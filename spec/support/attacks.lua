@@ -5,6 +5,9 @@
 -- within its grace period.
 local assert = require "luassert"
 local kube = require "support.kube"
+local fake = require "support.fake"
+local volume = require "support.volume"
+local luaop = require "support.luaop"
 local time = require("luaop").time
 
 local M = {}
@@ -35,6 +38,33 @@ return luaop.controller {
   end,
 }
 ]]):format(name, fields and ("  " .. fields .. "\n") or "", body)
+end
+
+-- luaop running `files` (name -> script text: the attacks, the steady
+-- controller) as --script DIR against a fake API server of its own, at
+-- --qps 0 with a grace period of 2 s, and `flags` after those. Returns
+-- luaop's handle, whose cleanup (for the spec's finally) stops luaop, the
+-- server and removes the scripts, and the scripts' volume
+-- (support.volume: v:update(files) changes them).
+function M.start(files, flags)
+  local server = fake.start()
+  local v = volume.new(files)
+  local argv = { "--qps", "0", "--graceful-shutdown-timeout", "2s" }
+  for _, f in ipairs(flags or {}) do argv[#argv + 1] = f end
+  local ok, run = pcall(luaop.start, { v.dir }, { kubeconfig = server.kubeconfig, flags = argv })
+  if not ok then
+    server.stop()
+    v:remove()
+    error(run, 0)
+  end
+  local stop = run.cleanup
+  function run.cleanup()
+    local done, err = pcall(stop)
+    server.stop()
+    v:remove()
+    assert(done, err)
+  end
+  return run, v
 end
 
 -- The time stamps of the lines of `log` that match `pattern`.

@@ -8,8 +8,6 @@
 -- steady controller never waits a second; SIGTERM ends luaop within its
 -- grace period. Against the fake API server (ConfigMaps cm-0 .. cm-4).
 local luaop = require "support.luaop"
-local fake = require "support.fake"
-local volume = require "support.volume"
 local kube = require "support.kube"
 local attack = require "support.attacks"
 
@@ -80,15 +78,9 @@ local GAP = luaop.bin:find("asan", 1, true) and 2.5 or 1
 -- attack fails twice with it, at its file; luaop stays up; the steady
 -- controller ticks on with no gap of a second (GAP); SIGTERM ends luaop in time.
 local function contained(attacks, budget, flags)
-  local server = fake.start()
-  finally(server.stop)
   local files = { ["steady.lua"] = attack.steady }
   for name, body in pairs(attacks) do files["attack-" .. name .. ".lua"] = attack.script(name, body) end
-  local v = volume.new(files)
-  finally(function() v:remove() end)
-  local argv = { "--qps", "0", "--graceful-shutdown-timeout", "2s" }
-  for _, f in ipairs(flags or {}) do argv[#argv + 1] = f end
-  local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = argv })
+  local run = attack.start(files, flags)
   finally(run.cleanup)
   local what = ("instruction budget of %d exceeded"):format(budget):gsub("%p", "%%%0")
   local missing

@@ -33,16 +33,11 @@ local attacks = {
 
 describe("containment", function()
   it("stops every budget attack in its own reconcile, with file, line and a count, while another controller goes on", function()
-    local server = fake.start()
-    finally(server.stop)
     local files = { ["steady.lua"] = attack.steady }
     for name, a in pairs(attacks) do
       files["attack-" .. name .. ".lua"] = attack.script(name, a[1], "instructions = 2000000, memory = 4194304,")
     end
-    local v = volume.new(files)
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
-      flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s", "--max-instructions", "5000000" } })
+    local run, v = attack.start(files, { "--max-instructions", "5000000" })
     finally(run.cleanup)
     -- every attack failed at least twice (it is retried, and fails again)
     local missing
@@ -86,16 +81,11 @@ describe("containment", function()
     -- walking the stack from the top: quadratic in its depth, seconds
     -- inside the count hook 100,000 calls deep in luaop.copy of a table
     -- that holds itself, and the watchdog's exit 70)
-    local server = fake.start()
-    finally(server.stop)
-    local v = volume.new {
+    local run = attack.start {
       ["steady.lua"] = attack.steady,
       ["attack-copy.lua"] = attack.script("copy", "local t = {} t.t = t while true do pcall(luaop.copy, t) end",
         "instructions = 4000000,"),
     }
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
-      flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s" } })
     finally(run.cleanup)
     local err = kube.wait_for("the attack's errors", 60, function()
       assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))

@@ -8,8 +8,6 @@
 -- SIGSEGV in the release build). spec/c/sched_test.c checks the same
 -- through the scheduler's C API: a stray wake-up is dropped in C.
 local luaop = require "support.luaop"
-local fake = require "support.fake"
-local volume = require "support.volume"
 local kube = require "support.kube"
 local attack = require "support.attacks"
 
@@ -52,11 +50,7 @@ return luaop.controller {
 
 describe("task threads", function()
   it("refuse a script's coroutine.resume, close and yield of a reconcile's thread, saying why, and it sleeps on undisturbed", function()
-    local server = fake.start()
-    finally(server.stop)
-    local v = volume.new { ["drivers.lua"] = drivers, ["steady.lua"] = attack.steady }
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    local run = attack.start { ["drivers.lua"] = drivers, ["steady.lua"] = attack.steady }
     finally(run.cleanup)
     local err = kube.wait_for("the reconcile's report", 30, function()
       local e = run.stderr()
@@ -166,13 +160,8 @@ describe("task threads", function()
     -- the same pass over timers: the pass never ended, the other
     -- controllers never ran, SIGTERM was never seen, and each sleep's memory
     -- (freed once the pass was over) grew past a gigabyte in seconds
-    local server = fake.start()
-    finally(server.stop)
-    local v = volume.new { ["steady.lua"] = attack.steady,
+    local run = attack.start { ["steady.lua"] = attack.steady,
       ["attack-sleep0.lua"] = attack.script("sleep0", "while true do luaop.sleep(0) end") }
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig,
-      flags = { "--qps", "0", "--graceful-shutdown-timeout", "2s" } })
     finally(run.cleanup)
     -- the default budget ends it, after some 10^7 sleeps: meanwhile the
     -- steady controller ticks every 50 ms, never a second apart
