@@ -162,8 +162,9 @@ void lbind_task_shutdown(runtime *rt)
     uv_idle_stop(&rt->soon);
 }
 
-/* End the wait w from rt's loop after secs (0: on the next iteration).
- * NULL when out of memory. */
+/* End the wait w from rt's loop after secs (a timer: at least a
+ * millisecond; lbind_wake_soon is for no wait at all). NULL when out of
+ * memory. */
 static lbind_sleep *lbind_wake_after(runtime *rt, sched_wait w, double secs)
 {
     lbind_sleep *s = malloc(sizeof *s);
@@ -213,11 +214,13 @@ int lbind_task_next_due(runtime *rt, uint64_t *due)
 static int lbind_task_sleep(lua_State *L)
 {
     double secs = luaL_checknumber(L, 1);
+    runtime *rt = runtime_of(L);
+    sched_wait w;
 
     lbind_check_task(L, "task.sleep");
+    w = sched_wait_begin(L);
     /* (NaN and negatives: none) */
-    if (!(secs > 0) ? lbind_wake_soon(runtime_of(L), sched_wait_begin(L)) != 0
-                    : lbind_wake_after(runtime_of(L), sched_wait_begin(L), secs) == NULL)
+    if (secs > 0 ? lbind_wake_after(rt, w, secs) == NULL : lbind_wake_soon(rt, w) != 0)
         return luaL_error(L, "not enough memory");
     return sched_wait_yield(L, 0, NULL);
 }

@@ -21,6 +21,7 @@ static int watchdog_running, watchdog_stopping;
 static double watchdog_grace;
 static sched *watchdog_sched; /* the loop's tasks, watched */
 static clockid_t watchdog_cpu_clock; /* the loop's thread's CPU time */
+static int watchdog_metering;        /* that clock could be had: the meter runs */
 static uint64_t (*watchdog_gc_ns)(void); /* the collector's time (gcstep.h) */
 
 /* Signals, as they arrive (set from the handler: only atomics there). */
@@ -159,7 +160,9 @@ static void *watchdog_main(void *arg)
     while (!watchdog_stopping) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += WATCHDOG_TICK_NS;
+        /* a tick every 20 ms while a resume runs (the meter's); idle, four
+         * a second: a resume begun meanwhile is metered from the next */
+        until.tv_nsec += meter.on ? WATCHDOG_TICK_NS : WATCHDOG_IDLE_TICK_NS;
         if (until.tv_nsec >= 1000000000) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000;
@@ -177,7 +180,7 @@ static void *watchdog_main(void *arg)
         uint64_t now = watchdog_now_ns(); /* after since: never before it */
         double busy = since && now > since ? (double)(now - since) / 1e9 : 0;
         const char *task = b.name;
-        if (watchdog_cpu_clock)
+        if (watchdog_metering)
             watchdog_meter_tick(&meter, &b);
         if (since && interrupted == since && busy > WATCHDOG_INTERRUPT + WATCHDOG_EXIT) {
             watchdog_log(LOG_ERROR, "the loop did not come back after the interrupt: exiting", task, busy);
@@ -218,8 +221,7 @@ int watchdog_start(sched *s, double grace, uint64_t (*gc_ns)(void))
     watchdog_sched = s;
     watchdog_grace = grace;
     watchdog_gc_ns = gc_ns;
-    if (pthread_getcpuclockid(pthread_self(), &watchdog_cpu_clock) != 0)
-        watchdog_cpu_clock = 0; /* no meter */
+    watchdog_metering = pthread_getcpuclockid(pthread_self(), &watchdog_cpu_clock) == 0;
     watchdog_chain(SIGTERM, &watchdog_prev_term);
     watchdog_chain(SIGINT, &watchdog_prev_int);
     struct sigaction nudge;

@@ -21,8 +21,10 @@
 
 struct sched;
 
-/* How often it looks, in ns: the CPU meter's resolution (watchdog.c). */
+/* How often it looks, in ns, while a resume runs (the CPU meter's
+ * resolution, watchdog.c), and while the loop was idle at its last look. */
 #define WATCHDOG_TICK_NS 20000000
+#define WATCHDOG_IDLE_TICK_NS 250000000
 /* The CPU meter's allowance: CPU time per instruction accounted (about 40
  * times what one costs on the release build, so that slow instructions and
  * a busy machine are never charged; ten times that in the ASan build, whose
