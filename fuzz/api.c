@@ -229,6 +229,7 @@ static const char *const fz_strings[] = {
 
 static void gen_expr(fz *z, int depth);
 static void gen_stmts(fz *z, int depth, unsigned max);
+static void gen_table(fz *z, int depth);
 
 static void gen_slot(fz *z)
 {
@@ -242,22 +243,49 @@ static void gen_hostile(fz *z, int depth)
     static const char *const h[] = {
         "collectgarbage(\"collect\")", "CLR(A[1])", "CLR(ctx.log.values)", "coroutine.yield()",
         "error(A[1])", "luaop.sleep(0)", "A[1][(\"k\"):rep(3) .. #A] = {}", "V.strong = nil",
+        "EMPTY()", "EMPTY()",
     };
     unsigned n = 1 + fz_pick(z, 2), i; /* one or two of them: empty, then collect */
 
     for (i = 0; i < n; i++) {
-        unsigned k = fz_pick(z, 10);
-        if (k < 8) {
+        unsigned k = fz_pick(z, 12);
+        if (k < 10) {
             fz_put(z, "pcall(function() ");
             fz_put(z, h[k]);
             fz_put(z, " end) ");
-        } else if (k == 8) {
+        } else if (k == 10) {
             fz_put(z, "CLR(");
             gen_slot(z);
             fz_put(z, ") ");
         }
     }
     (void)depth;
+}
+
+/* a string key made at run time (collectable, unlike a constant): short
+ * (interned) or long (over Lua's 40-byte limit: a new string each time) */
+static void gen_key(fz *z)
+{
+    static const int reps[] = {1, 2, 3, 41};
+
+    fz_putf(z, "(\"k\"):rep(%lld)", (long long)reps[fz_pick(z, 4)]);
+    fz_putf(z, " .. %lld", (long long)fz_pick(z, 256));
+}
+
+static void gen_expr(fz *z, int depth);
+
+/* a value hostile under any use: every metamethod is one function, which
+ * starts with something hostile to the call it runs in */
+static void gen_hv(fz *z, int depth)
+{
+    fz_put(z, "HV(function(...) local A = {...} ");
+    if (fz_pick(z, 2))
+        fz_put(z, "pcall(EMPTY) ");
+    else
+        gen_hostile(z, depth);
+    fz_put(z, " return ");
+    gen_expr(z, FZ_MAX_DEPTH);
+    fz_putf(z, " end, %lld)", (long long)fz_pick(z, 3));
 }
 
 /* a function value: function(...) STMTS return E end */
@@ -313,9 +341,55 @@ static void gen_thread(fz *z, int depth)
     }
 }
 
+/* a logger's method, with the arguments it takes (a message, values) */
+static void gen_log_call(fz *z, int depth)
+{
+    static const char *const m[] = {"info", "error", "debug", "with"};
+    const char *meth = m[fz_pick(z, 4)];
+
+    switch (fz_pick(z, 5)) {
+    case 0:
+    case 1:
+        fz_put(z, "ctx.log");
+        break;
+    case 2:
+            gen_slot(z);
+            break;
+    case 3:
+        fz_put(z, "luaop.logger(\"fz\")");
+        break;
+    default:
+        fz_put(z, "luaop.logger(\"fz\"):with(");
+        gen_table(z, depth + 1);
+        fz_put(z, ")");
+        break;
+    }
+    fz_put(z, ":");
+    fz_put(z, meth);
+    fz_put(z, "(");
+    if (strcmp(meth, "with") == 0) {
+        gen_table(z, depth + 1);
+    } else {
+        fz_put(z, fz_strings[fz_pick(z, NSTRINGS)]);
+        if (fz_pick(z, 2)) {
+            fz_put(z, ", ");
+            if (fz_pick(z, 4))
+                gen_table(z, depth + 1);
+            else
+                gen_expr(z, depth + 1);
+        }
+    }
+    fz_put(z, ")");
+}
+
 static void gen_call(fz *z, int depth)
 {
-    unsigned k = fz_pick(z, 8);
+    unsigned k = fz_pick(z, 9);
+
+    if (k == 8) {
+        gen_log_call(z, depth);
+        return;
+    }
 
     if (k < 5) { /* a function of the API by name */
         const char *f = fz_funcs[fz_pick(z, NFUNCS)];
@@ -366,7 +440,7 @@ static void gen_table(fz *z, int depth)
 
     fz_put(z, "{");
     for (i = 0; i < n; i++) {
-        switch (fz_pick(z, 3)) {
+        switch (fz_pick(z, 5)) {
         case 0:
             gen_expr(z, depth + 1);
             break;
@@ -374,6 +448,18 @@ static void gen_table(fz *z, int depth)
             fz_put(z, fz_fields[fz_pick(z, NFIELDS)]);
             fz_put(z, " = ");
             gen_expr(z, depth + 1);
+            break;
+        case 2: /* a key made at run time */
+            fz_put(z, "[");
+            gen_key(z);
+            fz_put(z, "] = ");
+            gen_expr(z, depth + 1);
+            break;
+        case 3: /* a value hostile to whatever reads the table */
+            fz_put(z, "[");
+            gen_key(z);
+            fz_put(z, "] = ");
+            gen_hv(z, depth + 1);
             break;
         default:
             fz_put(z, "[");
@@ -411,7 +497,7 @@ static void gen_metatable(fz *z, int depth)
 
 static void gen_expr(fz *z, int depth)
 {
-    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 6 : 22);
+    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 6 : 23);
 
     switch (k) {
     case 0:
@@ -519,7 +605,10 @@ static void gen_expr(fz *z, int depth)
         fz_put(z, "}");
         break;
     case 20: /* a huge string */
-        fz_putf(z, "(\"x\"):rep(%lld)", 1LL << (fz_pick(z, 8) ? 10 + fz_pick(z, 10) : 20 + fz_pick(z, 5)));
+        fz_putf(z, "(\"x\"):rep(%lld)", 1LL << (fz_pick(z, 8) ? 10 + fz_pick(z, 10) : 20 + fz_pick(z, 3)));
+        break;
+    case 21: /* a value hostile under any use */
+        gen_hv(z, depth);
         break;
     default: /* a value read back from a slot's table */
         gen_slot(z);
@@ -541,7 +630,7 @@ static void gen_sleep(fz *z)
 
 static void gen_stmt(fz *z, int depth)
 {
-    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 12 : 26);
+    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 12 : 31);
 
     switch (k) {
     case 0:
@@ -657,6 +746,25 @@ static void gen_stmt(fz *z, int depth)
         fz_put(z, " = ");
         gen_expr(z, depth + 1);
         break;
+    case 28:
+    case 29: /* a logger's method */
+        gen_log_call(z, depth);
+        break;
+    case 26:
+    case 27:
+    case 30: /* a table's entries copied into one the API handed out, or a slot */
+    {
+        static const char *const dst[] = {"ctx.log.values", "req", "V.task", "ctx"};
+        fz_put(z, "for k, v in next, ");
+        gen_table(z, depth + 1);
+        fz_put(z, " do (");
+        if (fz_pick(z, 4))
+            fz_put(z, dst[fz_pick(z, 4)]);
+        else
+            gen_slot(z);
+        fz_put(z, ")[k] = v end");
+        break;
+    }
     default: /* a table's pairs (__pairs) */
         fz_put(z, "for k, v in pairs(");
         gen_expr(z, depth + 1);
@@ -700,7 +808,31 @@ static const char fz_prelude[] =
     "end\n"
     "local function D(n, leaf) local t = leaf for _ = 1, n do t = { t } end return t end\n"
     "local function CLR(t) for k in next, t do t[k] = nil end end\n"
-    "local ONCE = false\n";
+    "local ONCE = false\n"
+    "local CTX\n"
+    "-- a value hostile under any use: every metamethod is f\n"
+    "local MMS = { '__index', '__newindex', '__tostring', '__eq', '__lt', '__le', '__len', '__close', '__concat',\n"
+    "  '__pairs', '__call', '__add', '__sub', '__mul', '__div', '__mod', '__pow', '__unm', '__idiv', '__band',\n"
+    "  '__bor', '__bxor', '__shl', '__shr', '__bnot' }\n"
+    "local function HV(f, kind)\n"
+    "  local mt = { __name = 'HV' }\n"
+    "  for _, m in ipairs(MMS) do mt[m] = f end\n"
+    "  return setmetatable(kind == 0 and {} or kind == 1 and { print } or { a = { print } }, mt)\n"
+    "end\n"
+    "-- empty every table the program holds (its slots and what the API handed it, deepest first), then\n"
+    "-- collect: what a callback does to the call it runs in\n"
+    "local function EMPTY()\n"
+    "  local seen = {}\n"
+    "  local function clr(t, d)\n"
+    "    if type(t) ~= 'table' or seen[t] or d > 3 then return end\n"
+    "    seen[t] = true\n"
+    "    for _, v in next, t do clr(v, d + 1) end\n"
+    "    for k in next, t do pcall(rawset, t, k, nil) end\n"
+    "  end\n"
+    "  pcall(clr, V, 0)\n"
+    "  if CTX then pcall(function() clr(CTX.log.values, 0) end) end\n"
+    "  collectgarbage('collect')\n"
+    "end\n";
 
 /* The program: a controller whose reconcile runs its statements once.
  * (None at the top level: the kit runs a top level that waits, a sleep
@@ -711,7 +843,7 @@ static void gen_program(fz *z)
     fz_put(z, fz_prelude);
     fz_put(z, "return luaop.controller {\n  name = 'fz', resource = 'v1/ConfigMap',\n"
               "  reconcile = function(ctx, req)\n    if ONCE then return end\n    ONCE = true\n"
-              "    T[1] = coroutine.running()\n    ");
+              "    T[1] = coroutine.running()\n    CTX = ctx\n    ");
     while (fz_more(z))
         gen_stmts(z, 0, FZ_MAX_STMTS);
     fz_put(z, "\n  end,\n}\n");
