@@ -230,6 +230,7 @@ static const char *const fz_strings[] = {
 static void gen_expr(fz *z, int depth);
 static void gen_stmts(fz *z, int depth, unsigned max);
 static void gen_table(fz *z, int depth);
+static void gen_fields(fz *z, int depth);
 
 static void gen_slot(fz *z)
 {
@@ -284,8 +285,11 @@ static void gen_hv(fz *z, int depth)
     else
         gen_hostile(z, depth);
     fz_put(z, " return ");
-    gen_expr(z, FZ_MAX_DEPTH);
-    fz_putf(z, " end, %lld)", (long long)fz_pick(z, 3));
+    if (fz_pick(z, 4)) /* what most metamethods give: a string (__tostring, __concat, __index) */
+        gen_key(z);
+    else
+        gen_expr(z, FZ_MAX_DEPTH);
+    fz_putf(z, " end, %lld)", (long long)fz_pick(z, 2));
 }
 
 /* a function value: function(...) STMTS return E end */
@@ -342,25 +346,39 @@ static void gen_thread(fz *z, int depth)
 }
 
 /* a logger's method, with the arguments it takes (a message, values) */
-static void gen_log_call(fz *z, int depth)
+static void gen_log_values(fz *z, int depth)
+{
+    if (fz_pick(z, 2))
+        gen_fields(z, depth);
+    else
+        gen_table(z, depth);
+}
+
+/* keep: at statement level, a logger :with makes goes to a slot */
+static void gen_log_call(fz *z, int depth, int keep)
 {
     static const char *const m[] = {"info", "error", "debug", "with"};
     const char *meth = m[fz_pick(z, 4)];
 
-    switch (fz_pick(z, 5)) {
+    if (keep && strcmp(meth, "with") == 0) {
+        gen_slot(z);
+        fz_put(z, " = ");
+    }
+    switch (fz_pick(z, 6)) {
     case 0:
     case 1:
+    case 5:
         fz_put(z, "ctx.log");
         break;
     case 2:
-            gen_slot(z);
-            break;
+        gen_slot(z);
+        break;
     case 3:
         fz_put(z, "luaop.logger(\"fz\")");
         break;
     default:
         fz_put(z, "luaop.logger(\"fz\"):with(");
-        gen_table(z, depth + 1);
+        gen_log_values(z, depth + 1);
         fz_put(z, ")");
         break;
     }
@@ -368,13 +386,13 @@ static void gen_log_call(fz *z, int depth)
     fz_put(z, meth);
     fz_put(z, "(");
     if (strcmp(meth, "with") == 0) {
-        gen_table(z, depth + 1);
+        gen_log_values(z, depth + 1);
     } else {
         fz_put(z, fz_strings[fz_pick(z, NSTRINGS)]);
-        if (fz_pick(z, 2)) {
+        if (fz_pick(z, 3) == 0) { /* values of the call's own, a third of the time */
             fz_put(z, ", ");
             if (fz_pick(z, 4))
-                gen_table(z, depth + 1);
+                gen_log_values(z, depth + 1);
             else
                 gen_expr(z, depth + 1);
         }
@@ -387,7 +405,7 @@ static void gen_call(fz *z, int depth)
     unsigned k = fz_pick(z, 9);
 
     if (k == 8) {
-        gen_log_call(z, depth);
+        gen_log_call(z, depth, 0);
         return;
     }
 
@@ -431,6 +449,26 @@ static void gen_call(fz *z, int depth)
         fz_put(z, fz_methods[fz_pick(z, NMETHODS)]);
         gen_args(z, depth);
     }
+}
+
+/* a table of fields (string keys made at run time), as the API reads them
+ * (log values, labels): 1 to 5, each a value or a hostile one */
+static void gen_fields(fz *z, int depth)
+{
+    unsigned n = 1 + fz_pick(z, 5), i;
+
+    fz_put(z, "{");
+    for (i = 0; i < n; i++) {
+        fz_put(z, "[");
+        gen_key(z);
+        fz_put(z, "] = ");
+        if (fz_pick(z, 3) == 0)
+            gen_hv(z, depth + 1);
+        else
+            gen_expr(z, depth + 1);
+        fz_put(z, ", ");
+    }
+    fz_put(z, "}");
 }
 
 /* a table constructor, maybe with a metatable of hostile metamethods */
@@ -748,7 +786,7 @@ static void gen_stmt(fz *z, int depth)
         break;
     case 28:
     case 29: /* a logger's method */
-        gen_log_call(z, depth);
+        gen_log_call(z, depth, 1);
         break;
     case 26:
     case 27:
@@ -756,7 +794,10 @@ static void gen_stmt(fz *z, int depth)
     {
         static const char *const dst[] = {"ctx.log.values", "req", "V.task", "ctx"};
         fz_put(z, "for k, v in next, ");
-        gen_table(z, depth + 1);
+        if (fz_pick(z, 2))
+            gen_fields(z, depth + 1);
+        else
+            gen_table(z, depth + 1);
         fz_put(z, " do (");
         if (fz_pick(z, 4))
             fz_put(z, dst[fz_pick(z, 4)]);
@@ -810,14 +851,14 @@ static const char fz_prelude[] =
     "local function CLR(t) for k in next, t do t[k] = nil end end\n"
     "local ONCE = false\n"
     "local CTX\n"
-    "-- a value hostile under any use: every metamethod is f\n"
+    "-- a value hostile under any use: every metamethod is f; holding a function, as no JSON can\n"
     "local MMS = { '__index', '__newindex', '__tostring', '__eq', '__lt', '__le', '__len', '__close', '__concat',\n"
     "  '__pairs', '__call', '__add', '__sub', '__mul', '__div', '__mod', '__pow', '__unm', '__idiv', '__band',\n"
     "  '__bor', '__bxor', '__shl', '__shr', '__bnot' }\n"
     "local function HV(f, kind)\n"
     "  local mt = { __name = 'HV' }\n"
     "  for _, m in ipairs(MMS) do mt[m] = f end\n"
-    "  return setmetatable(kind == 0 and {} or kind == 1 and { print } or { a = { print } }, mt)\n"
+    "  return setmetatable(kind == 0 and { print } or { a = { print } }, mt)\n"
     "end\n"
     "-- empty every table the program holds (its slots and what the API handed it, deepest first), then\n"
     "-- collect: what a callback does to the call it runs in\n"
@@ -957,9 +998,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gen_program(&z);
     if (getenv("FUZZ_API_PROGRAM")) { /* a program of one's own instead (debugging the harness) */
         FILE *f = fopen(getenv("FUZZ_API_PROGRAM"), "rb");
-        if (f == NULL)
+        long n;
+        if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
             abort();
-        z.len = fread(z.out, 1, z.cap - 1, f);
+        free(z.out);
+        z.out = malloc((size_t)n + 1);
+        if (z.out == NULL)
+            abort();
+        z.len = fread(z.out, 1, (size_t)n, f);
         z.out[z.len] = 0;
         fclose(f);
     }
