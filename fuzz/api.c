@@ -367,8 +367,12 @@ static void gen_log_call(fz *z, int depth, int keep)
     switch (fz_pick(z, 6)) {
     case 0:
     case 1:
-    case 5:
         fz_put(z, "ctx.log");
+        break;
+    case 5: /* the values it holds extended first, by the script (what it was handed, changed) */
+        fz_put(z, "FILLED(ctx.log, ");
+        gen_fields(z, depth + 1);
+        fz_put(z, ")");
         break;
     case 2:
         gen_slot(z);
@@ -862,6 +866,11 @@ static const char fz_prelude[] =
     "end\n"
     "-- empty every table the program holds (its slots and what the API handed it, deepest first), then\n"
     "-- collect: what a callback does to the call it runs in\n"
+    "-- h, its values table extended by t's entries (a handle the API handed out, changed by the script)\n"
+    "local function FILLED(h, t)\n"
+    "  pcall(function() for k, v in next, t do h.values[k] = v end end)\n"
+    "  return h\n"
+    "end\n"
     "local function EMPTY()\n"
     "  local seen = {}\n"
     "  local function clr(t, d)\n"
