@@ -279,10 +279,8 @@ static void gen_expr(fz *z, int depth);
  * starts with something hostile to the call it runs in */
 static void gen_hv(fz *z, int depth)
 {
-    fz_put(z, "HV(function(...) local A = {...} ");
+    fz_put(z, "HV(function(...) local A = {...} pcall(EMPTY) ");
     if (fz_pick(z, 2))
-        fz_put(z, "pcall(EMPTY) ");
-    else
         gen_hostile(z, depth);
     fz_put(z, " return ");
     if (fz_pick(z, 4)) /* what most metamethods give: a string (__tostring, __concat, __index) */
@@ -366,9 +364,9 @@ static void gen_log_call(fz *z, int depth, int keep)
     }
     switch (fz_pick(z, 6)) {
     case 0:
-    case 1:
         fz_put(z, "ctx.log");
         break;
+    case 1:
     case 5: /* the values it holds extended first, by the script (what it was handed, changed) */
         fz_put(z, "FILLED(ctx.log, ");
         gen_fields(z, depth + 1);
@@ -672,7 +670,7 @@ static void gen_sleep(fz *z)
 
 static void gen_stmt(fz *z, int depth)
 {
-    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 12 : 31);
+    unsigned k = fz_pick(z, depth >= FZ_MAX_DEPTH ? 12 : 32);
 
     switch (k) {
     case 0:
@@ -789,7 +787,8 @@ static void gen_stmt(fz *z, int depth)
         gen_expr(z, depth + 1);
         break;
     case 28:
-    case 29: /* a logger's method */
+    case 29:
+    case 31: /* a logger's method */
         gen_log_call(z, depth, 1);
         break;
     case 26:
