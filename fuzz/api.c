@@ -747,7 +747,7 @@ static void gen_stmt(fz *z, int depth)
         fz_put(z, ")");
         break;
     case 18:
-        fz_putf(z, "for _ = 1, %lld do ", (long long)fz_pick(z, 16) + 1);
+        fz_putf(z, "for _ = 1, %lld do ", (long long)fz_pick(z, 8) + 1);
         gen_stmts(z, depth + 1, 3);
         fz_put(z, " end");
         break;
@@ -858,9 +858,18 @@ static const char fz_prelude[] =
     "local MMS = { '__index', '__newindex', '__tostring', '__eq', '__lt', '__le', '__len', '__close', '__concat',\n"
     "  '__pairs', '__call', '__add', '__sub', '__mul', '__div', '__mod', '__pow', '__unm', '__idiv', '__band',\n"
     "  '__bor', '__bxor', '__shl', '__shr', '__bnot' }\n"
+    "-- (three deep at most: its function runs into its own metamethods, each doing it again)\n"
     "local function HV(f, kind)\n"
-    "  local mt = { __name = 'HV' }\n"
-    "  for _, m in ipairs(MMS) do mt[m] = f end\n"
+    "  local mt, depth = { __name = 'HV' }, 0\n"
+    "  local function g(...)\n"
+    "    if depth >= 3 then return 'k' end\n"
+    "    depth = depth + 1\n"
+    "    local r = table.pack(pcall(f, ...))\n"
+    "    depth = depth - 1\n"
+    "    if not r[1] then error(r[2], 0) end\n"
+    "    return table.unpack(r, 2, r.n)\n"
+    "  end\n"
+    "  for _, m in ipairs(MMS) do mt[m] = g end\n"
     "  return setmetatable(kind == 0 and { print } or { a = { print } }, mt)\n"
     "end\n"
     "-- empty every table the program holds (its slots and what the API handed it, deepest first), then\n"
@@ -870,7 +879,11 @@ static const char fz_prelude[] =
     "  pcall(function() for k, v in next, t do h.values[k] = v end end)\n"
     "  return h\n"
     "end\n"
+    "-- (not again from inside itself: a metamethod it runs into would start it again, and again)\n"
+    "local emptying = false\n"
     "local function EMPTY()\n"
+    "  if emptying then return end\n"
+    "  emptying = true\n"
     "  local seen = {}\n"
     "  local function clr(t, d)\n"
     "    if type(t) ~= 'table' or seen[t] or d > 3 then return end\n"
@@ -880,7 +893,8 @@ static const char fz_prelude[] =
     "  end\n"
     "  pcall(clr, V, 0)\n"
     "  if CTX then pcall(function() clr(CTX.log.values, 0) end) end\n"
-    "  collectgarbage('collect')\n"
+    "  pcall(collectgarbage, 'collect')\n"
+    "  emptying = false\n"
     "end\n";
 
 /* The program: a controller whose reconcile runs its statements once.
