@@ -38,7 +38,7 @@ function M.new(opts)
   opts = opts or {}
   return setmetatable({
     client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
-    retired = {}, log = luaop.logger("manager"), accounts = {}, owners = {},
+    retired = {}, log = luaop.logger("manager"), accounts = {},
     idle = core.task.cond(), -- signalled when a reconcile ends (the drain and handovers wait on it)
   }, Manager)
 end
@@ -242,23 +242,7 @@ end
 
 -- Make `script`'s controllers exactly `defs` (see above). true | nil, err;
 -- on error nothing changed.
--- Set a script's controllers to defs (none: it is gone). owner: the
--- core.task.owner its top level ran under (script.load), which its
--- reconciles count against too; once set, the owner of the version it
--- replaces is stopped, and with it every task that version left (a removed
--- script's with it).
-function Manager:set(script, defs, owner)
-  local ok, err = self:set_defs(script, defs)
-  if ok then
-    local old = self.owners[script]
-    self.owners[script] = #defs > 0 and owner or nil
-    if old and old ~= owner then old:stop() end
-    if #defs == 0 and owner then owner:stop() end
-  end
-  return ok, err
-end
-
-function Manager:set_defs(script, defs)
+function Manager:set(script, defs)
   local names = {}
   for _, d in ipairs(defs) do
     if names[d.name] then return nil, ("two controllers are named %s"):format(d.name) end

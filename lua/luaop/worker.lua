@@ -87,22 +87,14 @@ local function reconcile_one(self, c, key)
   -- this reconcile
   local b = definition.budgets(def)
   local t0 = core.task.now()
-  -- (counted against its script's tasks, and ended with that version)
   local ok, res, why = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
-    name = ("reconcile %s %s"):format(def.name, key), owner = self.owners[c.script] },
-    M.reconcile, def.reconcile, ctx, req):wait()
+    name = ("reconcile %s %s"):format(def.name, key) }, M.reconcile, def.reconcile, ctx, req):wait()
   m.time:observe(core.task.now() - t0)
   c.active = c.active - 1
   m.active:set(c.active)
   self.idle:signal()
   local result = "success"
-  if not ok and why == "ended" then
-    -- the version of the script it ran was replaced (or removed) while it
-    -- ran: nothing failed; the new version, if any, takes the key at once
-    result = "requeue"
-    c.log:info("Reconcile ended: its script was replaced or removed", { namespace = ns, name = name })
-    c.queue:add(key)
-  elseif not ok then
+  if not ok then
     -- as controller-runtime counts a panic: an error too; an API error
     -- the reconcile raised is an error only
     result = "error"
