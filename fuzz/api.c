@@ -344,7 +344,8 @@ static void gen_thread(fz *z, int depth)
 }
 
 /* a logger's method, with the arguments it takes (a message, values) */
-static void gen_log_values(fz *z, int depth)
+/* a table the API reads as values or copies: fields half the time */
+static void gen_values(fz *z, int depth)
 {
     if (fz_pick(z, 2))
         gen_fields(z, depth);
@@ -380,7 +381,7 @@ static void gen_log_call(fz *z, int depth, int keep)
         break;
     default:
         fz_put(z, "luaop.logger(\"fz\"):with(");
-        gen_log_values(z, depth + 1);
+        gen_values(z, depth + 1);
         fz_put(z, ")");
         break;
     }
@@ -388,13 +389,13 @@ static void gen_log_call(fz *z, int depth, int keep)
     fz_put(z, meth);
     fz_put(z, "(");
     if (strcmp(meth, "with") == 0) {
-        gen_log_values(z, depth + 1);
+        gen_values(z, depth + 1);
     } else {
         fz_put(z, fz_strings[fz_pick(z, NSTRINGS)]);
         if (fz_pick(z, 3) == 0) { /* values of the call's own, a third of the time */
             fz_put(z, ", ");
             if (fz_pick(z, 4))
-                gen_log_values(z, depth + 1);
+                gen_values(z, depth + 1);
             else
                 gen_expr(z, depth + 1);
         }
@@ -797,10 +798,7 @@ static void gen_stmt(fz *z, int depth)
     {
         static const char *const dst[] = {"ctx.log.values", "req", "V.task", "ctx"};
         fz_put(z, "for k, v in next, ");
-        if (fz_pick(z, 2))
-            gen_fields(z, depth + 1);
-        else
-            gen_table(z, depth + 1);
+        gen_values(z, depth + 1);
         fz_put(z, " do (");
         if (fz_pick(z, 4))
             fz_put(z, dst[fz_pick(z, 4)]);
@@ -872,13 +870,13 @@ static const char fz_prelude[] =
     "  for _, m in ipairs(MMS) do mt[m] = g end\n"
     "  return setmetatable(kind == 0 and { print } or { a = { print } }, mt)\n"
     "end\n"
-    "-- empty every table the program holds (its slots and what the API handed it, deepest first), then\n"
-    "-- collect: what a callback does to the call it runs in\n"
     "-- h, its values table extended by t's entries (a handle the API handed out, changed by the script)\n"
     "local function FILLED(h, t)\n"
     "  pcall(function() for k, v in next, t do h.values[k] = v end end)\n"
     "  return h\n"
     "end\n"
+    "-- empty every table the program holds (its slots and what the API handed it, deepest first), then\n"
+    "-- collect: what a callback does to the call it runs in\n"
     "-- (not again from inside itself: a metamethod it runs into would start it again, and again)\n"
     "local emptying = false\n"
     "local function EMPTY()\n"
