@@ -88,15 +88,41 @@ typedef struct fz {
     char *out;
     size_t len, cap;
     int full;
+    uint64_t rng;   /* the choices once the input's bytes run out */
+    unsigned stmts; /* statements of the reconcile's body so far */
 } fz;
 
 #define FZ_MAX_TEXT 32768
 #define FZ_MAX_DEPTH 4
 #define FZ_MAX_STMTS 12
+/* Every program has at least this many statements in its reconcile, however
+ * short the input: once its bytes run out, the choices come from a
+ * generator seeded by the input's hash. A finding that needs a few
+ * statements in some order (a spawn, a wait, a resume of the reconcile's
+ * thread) is then as likely from the first input as from the longest, and
+ * libFuzzer's preference for short inputs (its corpus' median was five
+ * statements) no longer shortens the programs. */
+#define FZ_MIN_STMTS 24
 
 static unsigned fz_byte(fz *z)
 {
-    return z->p < z->end ? *z->p++ : 0;
+    if (z->p < z->end)
+        return *z->p++;
+    /* xorshift64* */
+    z->rng ^= z->rng >> 12;
+    z->rng ^= z->rng << 25;
+    z->rng ^= z->rng >> 27;
+    return (unsigned)((z->rng * 0x2545F4914F6CDD1DULL) >> 56);
+}
+
+/* the generator's seed: FNV-1a of the whole input (never 0) */
+static uint64_t fz_seed(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    while (n--)
+        h = (h ^ *p++) * 0x100000001b3ULL;
+    return h ? h : 1;
 }
 
 /* 0 .. n-1 */
@@ -107,7 +133,7 @@ static unsigned fz_pick(fz *z, unsigned n)
 
 static int fz_more(const fz *z)
 {
-    return z->p < z->end && !z->full;
+    return !z->full && (z->p < z->end || z->stmts < FZ_MIN_STMTS);
 }
 
 static void fz_put(fz *z, const char *s)
@@ -824,6 +850,8 @@ static void gen_stmts(fz *z, int depth, unsigned max)
     unsigned n = fz_pick(z, max + 1), i;
 
     for (i = 0; i < n && fz_more(z); i++) {
+        if (depth == 0)
+            z->stmts++;
         fz_put(z, "pcall(function() ");
         gen_stmt(z, depth);
         fz_put(z, " end) ");
@@ -1009,7 +1037,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    fz z = {data, data + size, NULL, 0, 0, 0};
+    fz z = {data, data + size, NULL, 0, 0, 0, fz_seed(data, size), 0};
     lua_State *L;
 
     if (fuzz_L == NULL)
