@@ -132,6 +132,7 @@ valgrind_skip=(
   spec/unit/luabugs_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/metrics_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/metrics_owners_spec.lua # drives luaop children only; runs plain and under ASan
+  spec/unit/owners_spec.lua         # drives luaop children only; runs plain and under ASan
   spec/unit/sandbox_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/script_spec.lua         # drives luaop children only; runs plain and under ASan
   spec/unit/task_spec.lua           # drives luaop children only; runs plain and under ASan

@@ -1,6 +1,8 @@
 /* flags.c - luaop's command line (see flags.h). */
 #include "flags.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +54,8 @@ static const char *flags_usage =
     "                           (more is cut down to it; default 1000000000)\n"
     "      --max-memory BYTES   the most memory a reconcile may declare, as bytes\n"
     "                           or a quantity such as 512Mi (default 1Gi)\n"
+    "      --max-tasks N        the most tasks a script may have live at once: its\n"
+    "                           reconciles and what they spawn (default 1000)\n"
     "      --graceful-shutdown-timeout DURATION\n"
     "                           on SIGTERM, how long running reconciles may take\n"
     "                           to finish before luaop exits 1 (default 30s)\n"
@@ -126,7 +130,7 @@ int flags_parse(int argc, char **argv, flags *o)
 {
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
-           OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
+           OPT_MAX_TASKS, OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
            OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
@@ -144,6 +148,7 @@ int flags_parse(int argc, char **argv, flags *o)
         {"graceful-shutdown-timeout", required_argument, NULL, OPT_GRACE},
         {"max-instructions", required_argument, NULL, OPT_MAX_INSTRUCTIONS},
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+        {"max-tasks", required_argument, NULL, OPT_MAX_TASKS},
         {"metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR},
         {"health-probe-bind-address", required_argument, NULL, OPT_PROBE_ADDR},
         {"leader-elect", optional_argument, NULL, OPT_LE},
@@ -230,6 +235,18 @@ int flags_parse(int argc, char **argv, flags *o)
                 o->max_instructions = v;
             else
                 o->max_memory = v;
+            break;
+        }
+        case OPT_MAX_TASKS: {
+            char *end;
+            unsigned long v;
+            errno = 0;
+            v = strtoul(optarg, &end, 10);
+            if (!isdigit((unsigned char)optarg[0]) || *end != '\0' || errno || v < 1 || v > 1000000) {
+                fprintf(stderr, "luaop: --max-tasks wants a whole number from 1 to 1000000, not %s\n", optarg);
+                return 3;
+            }
+            o->max_tasks = (unsigned)v;
             break;
         }
         case OPT_GRACE:

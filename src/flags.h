@@ -20,6 +20,7 @@ typedef struct flags {
     int burst;
     double grace;
     unsigned long long max_instructions, max_memory;
+    unsigned max_tasks; /* 0: the default */
     const char *metrics_addr, *probe_addr;
     int leader_elect;
     const char *le_id, *le_namespace;

@@ -477,8 +477,76 @@ static lua_Integer lbind_budget_field(lua_State *L, const char *name)
     return v;
 }
 
+/* ---- owners: task.owner(max_tasks) -> owner; owner:stop(); owner:live() */
+
+#define LBIND_OWNER_MT "luaop.task.owner"
+
+typedef struct lbind_owner {
+    sched_owner *o;
+} lbind_owner;
+
+static int lbind_task_owner(lua_State *L)
+{
+    lua_Integer max = luaL_optinteger(L, 1, 0);
+    lbind_owner *h;
+
+    luaL_argcheck(L, max >= 0 && max <= 0x7fffffff, 1, "the most tasks is an integer from 0 (no cap)");
+    h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->o = NULL;
+    luaL_setmetatable(L, LBIND_OWNER_MT);
+    h->o = sched_owner_new((unsigned)max);
+    if (h->o == NULL)
+        return luaL_error(L, "not enough memory");
+    return 1;
+}
+
+static int lbind_owner_gc(lua_State *L)
+{
+    lbind_owner *h = luaL_checkudata(L, 1, LBIND_OWNER_MT);
+
+    sched_owner_unref(h->o);
+    h->o = NULL;
+    return 0;
+}
+
+/* End every task of the owner (sched_owner_end). */
+static int lbind_owner_stop(lua_State *L)
+{
+    lbind_owner *h = luaL_checkudata(L, 1, LBIND_OWNER_MT);
+
+    sched_owner_end(runtime_of(L)->sched, h->o);
+    return 0;
+}
+
+static int lbind_owner_live(lua_State *L)
+{
+    lbind_owner *h = luaL_checkudata(L, 1, LBIND_OWNER_MT);
+
+    lua_pushinteger(L, (lua_Integer)sched_owner_live(h->o));
+    return 1;
+}
+
+static const luaL_Reg lbind_owner_methods[] = {
+    {"stop", lbind_owner_stop},
+    {"live", lbind_owner_live},
+    {NULL, NULL},
+};
+
+/* task.refused() -> why a plain spawn from here would be refused, or nil */
+static int lbind_task_refused(lua_State *L)
+{
+    const sched_budget none = {0};
+    const char *why = sched_spawn_refused(L, &none);
+
+    if (why == NULL)
+        return 0;
+    lua_pushstring(L, why);
+    return 1;
+}
+
 /* spawn with a budget: task.spawn_limited(instructions, fn, ...) or
- * task.spawn_limited({instructions = N, memory = bytes}, fn, ...) */
+ * task.spawn_limited({instructions = N, memory = bytes, name = s,
+ * owner = task.owner(...)}, fn, ...) */
 static int lbind_task_spawn_limited(lua_State *L)
 {
     sched_budget b = {0};
@@ -490,6 +558,13 @@ static int lbind_task_spawn_limited(lua_State *L)
         if (lbind_rawfield(L, 1, "name") == LUA_TSTRING) {
             snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
             b.name = name; /* copied by sched_spawn_budgeted */
+        }
+        lua_pop(L, 1);
+        if (lbind_rawfield(L, 1, "owner") != LUA_TNIL) {
+            lbind_owner *h = luaL_testudata(L, -1, LBIND_OWNER_MT);
+            if (h == NULL)
+                return luaL_error(L, "bad budget: owner must be a task.owner()");
+            b.owner = h->o; /* the budget table anchors it meanwhile */
         }
         lua_pop(L, 1);
     } else {
@@ -535,8 +610,12 @@ static int lbind_spawn(lua_State *L, const sched_budget *b)
     int nargs = lua_gettop(L) - 1;
     lbind_handle *h;
     int href;
+    const char *refused;
 
     luaL_checktype(L, 1, LUA_TFUNCTION);
+    refused = sched_spawn_refused(L, b);
+    if (refused)
+        return luaL_error(L, "%s", refused);
     h = lua_newuserdatauv(L, sizeof *h, 1);
     h->ended = 0;
     h->waiter = (sched_wait){0};
@@ -611,6 +690,8 @@ static const luaL_Reg lbind_task_funcs[] = {
     {"iterations", lbind_task_iterations},
     {"wall", lbind_task_wall},
     {"is_task", lbind_task_is_task},
+    {"owner", lbind_task_owner},
+    {"refused", lbind_task_refused},
     {NULL, NULL},
 };
 
@@ -628,6 +709,7 @@ int lbind_task_open(lua_State *L)
 
     lbind_class(L, LBIND_COND_MT, cond_methods, lbind_cond_gc, NULL);
     lbind_class(L, LBIND_TASK_MT, task_methods, NULL, NULL);
+    lbind_class(L, LBIND_OWNER_MT, lbind_owner_methods, lbind_owner_gc, NULL);
     luaL_newlib(L, lbind_task_funcs);
     return 1;
 }

@@ -242,6 +242,10 @@ static int main_start(lua_State *L, const flags *o, main_run *run)
         lua_pushinteger(L, (lua_Integer)o->max_memory);
         lua_setfield(L, -2, "max_memory");
     }
+    if (o->max_tasks) {
+        lua_pushinteger(L, (lua_Integer)o->max_tasks);
+        lua_setfield(L, -2, "max_tasks");
+    }
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
     if (sched_spawn(L, o->script_argc + 1, main_done, run) == NULL) {

@@ -32,7 +32,21 @@ typedef struct sched_account {
     char where[160];            /* "file:line: " of the breach, once known */
 } sched_account;
 
-enum { SCHED_BREACH_NONE, SCHED_BREACH_INSTRUCTIONS, SCHED_BREACH_MEMORY, SCHED_BREACH_WATCHDOG, SCHED_BREACH_PATTERN };
+enum {
+    SCHED_BREACH_NONE,
+    SCHED_BREACH_INSTRUCTIONS,
+    SCHED_BREACH_MEMORY,
+    SCHED_BREACH_WATCHDOG,
+    SCHED_BREACH_PATTERN,
+    SCHED_BREACH_ENDED /* not a budget: its owner was ended (sched_owner_end) */
+};
+
+/* A script, as its tasks count against it (sched.h). */
+struct sched_owner {
+    int refs;            /* the Lua handle's, and each live task's */
+    unsigned live, max;  /* tasks not ended; most at once (0: no cap) */
+    int ended;
+};
 
 /* What a thread's extra space points to: a task's thread, its task; the
  * main thread (and so every coroutine a script makes, which copies it),
@@ -50,6 +64,7 @@ struct sched_task {
     char *error;
     const char *failure;     /* sched_failure */
     sched_account *acct;     /* NULL: unbudgeted */
+    sched_owner *owner;      /* NULL: the runtime's own */
     char name[SCHED_NAME_LEN]; /* what it does (the watchdog's log) */
     list_node link; /* in s->all: every task not yet ended */
     uint32_t index; /* in s->tasks, where a wait's token finds it */
@@ -293,8 +308,60 @@ static void sched_breach(sched *s, sched_account *a, int why)
 {
     if (a->breached == SCHED_BREACH_NONE) {
         a->breached = why;
-        counter_add(s->counters, COUNTER_BUDGET_BREACHES, 1);
+        if (why != SCHED_BREACH_ENDED)
+            counter_add(s->counters, COUNTER_BUDGET_BREACHES, 1);
     }
+}
+
+/* ---- owners ------------------------------------------------------------- */
+
+sched_owner *sched_owner_new(unsigned max_tasks)
+{
+    sched_owner *o = calloc(1, sizeof *o);
+
+    if (o) {
+        o->refs = 1;
+        o->max = max_tasks;
+    }
+    return o;
+}
+
+void sched_owner_unref(sched_owner *o)
+{
+    if (o && --o->refs == 0)
+        free(o);
+}
+
+unsigned sched_owner_live(const sched_owner *o)
+{
+    return o->live;
+}
+
+/* The owner a task spawned now with budget b would count against: b's,
+ * else the running task's. */
+static sched_owner *sched_owner_for(const sched *s, const sched_budget *b)
+{
+    if (b && b->owner)
+        return b->owner;
+    return s && s->running ? s->running->owner : NULL;
+}
+
+const char *sched_spawn_refused(lua_State *L, const sched_budget *b)
+{
+    sched_owner *o;
+
+    if (b && b->owner)
+        return NULL; /* the runtime's choice (a reconcile): counted, never refused */
+    o = sched_owner_for(sched_of(L), b);
+    if (o == NULL)
+        return NULL;
+    if (o->ended)
+        return "its script was removed or replaced: it starts no task";
+    if (o->max && o->live >= o->max)
+        return lua_pushfstring(L, "%d tasks of this script are live, the most it may have (--max-tasks): "
+                                  "wait for some (handle:wait()) before starting more",
+                               (int)o->max);
+    return NULL;
 }
 
 static void *sched_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
@@ -399,12 +466,15 @@ static void sched_note_where(sched_account *a, lua_State *L, int level)
 
 /* The message of a breach, pushed on L: where it happened (whichever task
  * of the account it was), then what. */
+#define SCHED_ENDED "task ended: its script was removed or replaced"
 static const char *sched_breach_message(lua_State *L, const sched_account *a)
 {
     if (a->breached == SCHED_BREACH_WATCHDOG)
         return lua_pushfstring(L, "%sinterrupted by the watchdog: it ran without waiting for too long", a->where);
     if (a->breached == SCHED_BREACH_MEMORY)
         return lua_pushfstring(L, "%smemory budget of %I bytes exceeded", a->where, (lua_Integer)a->mem_budget);
+    if (a->breached == SCHED_BREACH_ENDED)
+        return lua_pushfstring(L, "%s" SCHED_ENDED, a->where);
     return lua_pushfstring(L, "%sinstruction budget of %I exceeded", a->where, (lua_Integer)a->budget);
 }
 
@@ -556,7 +626,7 @@ static const char *sched_error_where(lua_State *L, lua_State *co, const char *ms
 /* Why a task failed, from its account and its error value (on top of L). */
 static const char *sched_failure_of(const sched_account *a, lua_State *L)
 {
-    static const char *const breaches[] = {"error", "instructions", "memory", "watchdog", "pattern"};
+    static const char *const breaches[] = {"error", "instructions", "memory", "watchdog", "pattern", "ended"};
     const char *kind = "error";
 
     if (a && a->breached)
@@ -574,6 +644,15 @@ static const char *sched_failure_of(const sched_account *a, lua_State *L)
 #define SCHED_YIELDED "coroutine.yield in a task's own thread, outside any coroutine the task made: " \
                       "a task yields only to wait (luaop.sleep, a request, a condition)"
 #define SCHED_CLOSED "its thread was closed (coroutine.close) while it waited"
+
+static void sched_task_disown(sched_task *t)
+{
+    if (t->owner) {
+        t->owner->live--;
+        sched_owner_unref(t->owner);
+        t->owner = NULL;
+    }
+}
 
 /* Run t until it waits or ends. from: the thread running when the task is
  * started from inside another (so Lua counts the C calls nested so far),
@@ -641,7 +720,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fa
         } else {
             const char *msg;
             if (fail) {
-                t->failure = "error";
+                t->failure = t->acct && t->acct->breached == SCHED_BREACH_ENDED ? "ended" : "error";
                 msg = sched_error_where(L, co, fail);
             } else {
                 lua_xmove(co, L, 1); /* the error value */
@@ -673,6 +752,7 @@ static void sched_step(sched_task *t, int nargs, lua_State *from, const char *fa
         t->done(t, co, status == LUA_OK, status == LUA_OK ? nres : 0, t->ud);
     luaL_unref(t->L, LUA_REGISTRYINDEX, t->ref);
     sched_account_unref(t->acct);
+    sched_task_disown(t);
     free(t->error);
     free(t);
     s->running = outer;
@@ -721,6 +801,17 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     lua_pop(L, 1);
     if (sched_index_take(s, t) != 0)
         goto fail;
+    t->owner = sched_owner_for(s, b);
+    if (t->owner) {
+        t->owner->refs++;
+        t->owner->live++;
+        if (t->owner->ended && t->acct == NULL) {
+            /* (sched_spawn_refused said so first; unbudgeted: nothing could end it) */
+            sched_task_disown(t);
+        } else if (t->owner->ended) {
+            sched_breach(s, t->acct, SCHED_BREACH_ENDED);
+        }
+    }
     t->done = done;
     t->ud = ud;
     t->co = co;
@@ -981,6 +1072,47 @@ void sched_wake(sched_wait w, int nres)
     sched_step(t, nres, NULL, NULL);
 }
 
+void sched_owner_end(sched *s, sched_owner *o)
+{
+    sched_wait *waits = NULL;
+    size_t n = 0, cap = 0, i;
+    list_node *it;
+
+    if (s == NULL || o == NULL || o->ended)
+        return;
+    o->ended = 1;
+    /* Every task of o fails: one in a resume now at its next instruction
+     * (its account breached, sticky as any breach), one waiting now, at
+     * once. The waiting ones are found first, by their tokens: ending one
+     * runs its done callback, which may end or start others. */
+    for (it = s->all; it; it = it->next) {
+        sched_task *t = list_entry(it, sched_task, link);
+        if (t->owner != o)
+            continue;
+        if (t->acct)
+            sched_breach(s, t->acct, SCHED_BREACH_ENDED);
+        if (t->waiting && t->wait) {
+            if (n == cap) {
+                sched_wait *w = realloc(waits, (cap = cap ? cap * 2 : 16) * sizeof *w);
+                if (w == NULL)
+                    break; /* the rest fail when next woken (their accounts are breached) */
+                waits = w;
+            }
+            waits[n++] = (sched_wait){s, t->wait, t->index};
+        }
+    }
+    sched_nudge(s);
+    for (i = 0; i < n; i++) {
+        sched_task *t = sched_waiter(waits[i]);
+        if (t == NULL)
+            continue; /* ended meanwhile */
+        t->wait = 0;
+        t->waiting = 0;
+        sched_step(t, 0, NULL, SCHED_ENDED);
+    }
+    free(waits);
+}
+
 const char *sched_failure(const sched_task *t)
 {
     return t->failure ? t->failure : "error";
@@ -1009,6 +1141,7 @@ void sched_free(sched *s)
         sched_task *t = list_entry(s->all, sched_task, link);
         sched_unlink(t);
         sched_account_unref(t->acct);
+        sched_task_disown(t);
         free(t->error);
         free(t);
     }

@@ -56,11 +56,33 @@ sched_task *sched_spawn(lua_State *L, int nargs, sched_done_cb done, void *ud);
  * runs; 0 means no limit. Running past either raises an error in the task
  * ("instruction budget of N exceeded", "memory budget of N bytes
  * exceeded"), which fails it unless it catches the error itself. */
+typedef struct sched_owner sched_owner;
 typedef struct sched_budget {
     unsigned long instructions;
     size_t memory;
     const char *name; /* what the task does, for the watchdog's log (copied) */
+    sched_owner *owner; /* the script it counts against; NULL: the spawning task's */
 } sched_budget;
+/* A script, as its tasks count against it: at most max_tasks of them live
+ * at once (0: no cap), and all of them ended together when it is removed
+ * or replaced. A task spawned by a task counts against that task's owner.
+ * Reference counted: the creator holds one (sched_owner_unref), each live
+ * task another. NULL when out of memory. */
+sched_owner *sched_owner_new(unsigned max_tasks);
+void sched_owner_unref(sched_owner *o);
+/* Its tasks not ended yet. */
+unsigned sched_owner_live(const sched_owner *o);
+/* End every task of o: one waiting now fails at once, one inside a resume
+ * now at its next instruction (as a breach: no pcall keeps it going), each
+ * with "task ended: its script was removed or replaced" (sched_failure
+ * "ended"); o starts no task from then on. */
+void sched_owner_end(sched *s, sched_owner *o);
+/* Why a task spawned now from L with budget b would be refused (the
+ * running task's owner ended, or at its cap), pushed on L or static; NULL:
+ * it would not be. A budget that names its owner is never refused: the
+ * runtime spawns so (a reconcile), and such a task counts against it (a
+ * task spawned for an ended owner fails at its first instruction). */
+const char *sched_spawn_refused(lua_State *L, const sched_budget *b);
 
 /* The same, with a budget from the first instruction. */
 sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b, sched_done_cb done, void *ud);
@@ -159,9 +181,9 @@ void sched_wake(sched_wait w, int nres);
 const char *sched_error(const sched_task *t);
 
 /* Why it failed: "error" (it raised), "api" (it raised a table with a
- * reason: the client's errors), or the budget it broke: "instructions",
+ * reason: the client's errors), the budget it broke: "instructions",
  * "memory", "pattern" (pattern matching's steps, charged as instructions),
- * "watchdog". */
+ * "watchdog"; or "ended" (sched_owner_end). */
 const char *sched_failure(const sched_task *t);
 
 /* Charge n instructions of work a C function does for the running task

@@ -47,6 +47,7 @@ function M.file(path, text, known)
   local defs, lerr = script.load(path, text)
   -- the message, not the traceback through luaop's own frames
   if not defs then return { (tostring(lerr):gsub("\nstack traceback:.*$", "")) } end
+  lerr:stop() -- (its owner: nothing it started runs on)
   return out, defs
 end
 

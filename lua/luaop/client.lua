@@ -528,6 +528,20 @@ end
 -- such a handle too. Each method finds its client by its own self (a view
 -- a script made up finds none and raises).
 local viewed = setmetatable({}, { __mode = "k" }) -- view -> client, watch handle -> watch
+-- A script's quota of open watches, shared by its views ({open =, max =}):
+-- view -> quota; a watch handle still counted -> quota.
+local quotas = setmetatable({}, { __mode = "k" })
+local counted = setmetatable({}, { __mode = "k" })
+
+-- A watch handle stops counting against its script's quota: closed, ended
+-- or collected (whichever comes first; once).
+local function uncount(h)
+  local q = counted[h]
+  if q then
+    counted[h] = nil
+    q.open = q.open - 1
+  end
+end
 
 local function target(self, what)
   local t = viewed[self]
@@ -539,16 +553,25 @@ local watch_methods = {}
 function watch_methods.next(self)
   local t, o = target(self, "watch"):next()
   rawset(self, "err", target(self, "watch").err)
+  if t == nil then uncount(self) end -- its stream is over
   return t, o
 end
 function watch_methods.events(self)
   target(self, "watch")
   return function() return watch_methods.next(self) end
 end
-function watch_methods.close(self) target(self, "watch"):close() end
+function watch_methods.close(self)
+  target(self, "watch"):close()
+  uncount(self)
+end
 local watch_mt = {
   __index = watch_methods,
-  __close = function(self) local w = viewed[self]; if w then w:close() end end,
+  __close = function(self)
+    local w = viewed[self]
+    if w then w:close() end
+    uncount(self)
+  end,
+  __gc = uncount, -- (its stream is closed by its own finalizer)
   __metatable = false,
 }
 
@@ -558,10 +581,20 @@ for _, verb in ipairs { "get", "list", "create", "update", "update_status", "pat
   view_methods[verb] = function(self, ...) return f(target(self, "client"), ...) end
 end
 function view_methods.watch(self, ...)
-  local w, err = client.watch(target(self, "client"), ...)
+  local c = target(self, "client")
+  local q = quotas[self]
+  if q and q.open >= q.max then
+    error(("%d watches of this script are open, the most it may have: close one (w:close()) before opening another")
+      :format(q.max), 2)
+  end
+  local w, err = client.watch(c, ...)
   if not w then return nil, err end
   local h = setmetatable({}, watch_mt)
   viewed[h] = w
+  if q then
+    q.open = q.open + 1
+    counted[h] = q
+  end
   return h
 end
 -- fields a view reads from its client: strings
@@ -579,10 +612,12 @@ local view_mt = {
   __metatable = false,
 }
 
--- A new view of client c.
-function client.view(c)
+-- A new view of client c. quota: {open = 0, max = N}, shared by every view
+-- of one script: at most max of its watches open at once (nil: no cap).
+function client.view(c, quota)
   local v = setmetatable({}, view_mt)
   viewed[v] = c
+  quotas[v] = quota
   return v
 end
 

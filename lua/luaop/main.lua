@@ -43,6 +43,7 @@ return function(options, ...)
   if options.check then return require("luaop.check").run(options.scripts) end
   controller.MAX_INSTRUCTIONS = options.max_instructions or controller.MAX_INSTRUCTIONS
   controller.MAX_MEMORY = options.max_memory or controller.MAX_MEMORY
+  script.MAX_TASKS = options.max_tasks or script.MAX_TASKS
   local manager = controller.manager()
   if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
   require("luaop.events").set_identity(options.identity)

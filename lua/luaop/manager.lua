@@ -39,6 +39,7 @@ function M.new(opts)
   return setmetatable({
     client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
     retired = {}, log = luaop.logger("manager"), accounts = {},
+    owners = {}, owner_active = {}, retiring = {}, -- script -> its owner; owner -> reconciles running; owners to stop
     idle = core.task.cond(), -- signalled when a reconcile ends (the drain and handovers wait on it)
   }, Manager)
 end
@@ -242,7 +243,49 @@ end
 
 -- Make `script`'s controllers exactly `defs` (see above). true | nil, err;
 -- on error nothing changed.
-function Manager:set(script, defs)
+-- Set a script's controllers to defs (none: it is gone). owner: the
+-- core.task.owner its top level ran under (script.load), which its
+-- reconciles count against too. Once set, the owner of the version it
+-- replaces (or of a removed script) is retired: stopped, and with it every
+-- task that version left, as soon as none of its reconciles is running
+-- (those finish on the old code, as a reload promises).
+function Manager:set(script, defs, owner)
+  local ok, err = self:set_defs(script, defs)
+  if ok then
+    local old = self.owners[script]
+    self.owners[script] = #defs > 0 and owner or nil
+    if old and old ~= owner then self:retire_owner(old) end
+    if #defs == 0 and owner then self:retire_owner(owner) end
+  end
+  return ok, err
+end
+
+-- Reconciles running per owner (worker.lua counts them).
+function Manager:owner_started(owner)
+  if owner then self.owner_active[owner] = (self.owner_active[owner] or 0) + 1 end
+end
+
+function Manager:owner_ended(owner)
+  if not owner then return end
+  local n = self.owner_active[owner] - 1
+  self.owner_active[owner] = n > 0 and n or nil
+  if n == 0 and self.retiring[owner] then
+    self.retiring[owner] = nil
+    owner:stop()
+  end
+end
+
+-- Stop owner's tasks now if none of its reconciles runs, else when the
+-- last one ends.
+function Manager:retire_owner(owner)
+  if self.owner_active[owner] then
+    self.retiring[owner] = true
+  else
+    owner:stop()
+  end
+end
+
+function Manager:set_defs(script, defs)
   local names = {}
   for _, d in ipairs(defs) do
     if names[d.name] then return nil, ("two controllers are named %s"):format(d.name) end

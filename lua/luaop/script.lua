@@ -200,11 +200,12 @@ function M.env()
   local luaop_mod = require "luaop"
   local client_view = require("luaop.client").view
   local client_views = base_setmetatable({}, { __mode = "k" })
+  local watches = { open = 0, max = M.MAX_WATCHES } -- this script's, across its views
   local function script_client(opts)
     local c = luaop_mod.client(opts)
     local view = client_views[c]
     if not view then
-      view = client_view(c)
+      view = client_view(c, watches)
       client_views[c] = view
     end
     return view
@@ -218,6 +219,8 @@ function M.env()
     if not coroutine.isyieldable() then
       error("luaop.spawn from code that must not wait (a handler, a watch map): use a reconcile", 2)
     end
+    local refused = core.task.refused() -- (its script's cap, or its end), at the caller's line
+    if refused then error(refused, 2) end
     return luaop_mod.spawn(fn, ...)
   end
   modules.luaop = readonly(overlay, "luaop", views)
@@ -315,32 +318,52 @@ local function field_line(err, path, text)
   return ("%s:%d:%s"):format(path, best, err:sub(#path + #tostring(line) + 3))
 end
 
+-- The most watches (luaop.client():watch) one script may have open at once:
+-- each holds a connection to the API server.
+M.MAX_WATCHES = 100
+
+-- The most tasks one version of a script may have live at once (its top
+-- level's, its reconciles' and every task they spawn): --max-tasks.
+M.MAX_TASKS = 1000
+
+-- What one version of a script's tasks count against: core.task.owner.
+function M.owner()
+  return core.task.owner(M.MAX_TASKS)
+end
+
 -- Load and run a script's top level in a budgeted task: defs | nil, err.
-function M.load(path, text)
+-- owner: what its tasks count against (M.owner(); a new one by default),
+-- to hand to Manager:set with the definitions. A load that fails stops it.
+function M.load(path, text, owner)
   local chunk, err = M.compile(path, text)
   if not chunk then return nil, err end
+  owner = owner or M.owner()
   -- the command line's limits cap the top level's budget too
   local task = core.task.spawn_limited({
     instructions = math.min(M.LOAD_BUDGET.instructions, controller.MAX_INSTRUCTIONS),
     memory = math.min(M.LOAD_BUDGET.memory, controller.MAX_MEMORY),
-    name = "load " .. path }, chunk)
+    name = "load " .. path, owner = owner }, chunk)
   local out, finished = nil, core.task.cond()
   luaop.spawn(function()
     out = table.pack(task:wait())
     finished:signal()
   end)
   if not out and not finished:wait(M.LOAD_TIMEOUT) then
-    -- (the task stays parked; what it waits for may end it later)
+    owner:stop() -- (the top level's task among them)
     return nil, ("%s: its top level did not finish within %g s: it waits, and a top level only defines controllers")
       :format(path, M.LOAD_TIMEOUT)
   end
   local ok, res = out[1], out[2]
-  if not ok then return nil, field_line(M.located(path, res), path, text) end
+  if not ok then
+    owner:stop()
+    return nil, field_line(M.located(path, res), path, text)
+  end
   local defs = M.definitions(res)
   if not defs then
+    owner:stop()
     return nil, path .. ": the script returns no controller definition (return luaop.controller{...} or a list of them)"
   end
-  return defs
+  return defs, owner
 end
 
 -- Compile every script the paths hold, running none (before luaop connects
@@ -423,10 +446,12 @@ function Reloader:scan(first)
       local defs, err = M.load(path, text)
       local ok, set_failed
       if defs then
-        ok, err = self.manager:set(path, defs)
+        local owner = err
+        ok, err = self.manager:set(path, defs, owner)
         -- not the script's fault (a cache that did not sync yet, a name
         -- another script still holds): try again later, same text or not
         set_failed = not ok
+        if not ok then owner:stop() end -- what its top level started ends
       end
       if ok then
         self.failed[path] = nil

@@ -190,8 +190,12 @@ function Env:load(path, text)
   local defs = in_task(function()
     local d, err = script.load(path, text)
     if not d then error(err, 0) end
-    local ok, serr = self.manager:set(path, d)
-    if not ok then error(serr, 0) end
+    local owner = err
+    local ok, serr = self.manager:set(path, d, owner)
+    if not ok then
+      owner:stop()
+      error(serr, 0)
+    end
     return d
   end)
   self.scripts[path] = defs

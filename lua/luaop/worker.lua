@@ -87,8 +87,14 @@ local function reconcile_one(self, c, key)
   -- this reconcile
   local b = definition.budgets(def)
   local t0 = core.task.now()
+  -- counted against the tasks of its script's version (that version's
+  -- tasks are not stopped while it runs: Manager:retire_owner)
+  local owner = self.owners[c.script]
+  self:owner_started(owner)
   local ok, res, why = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
-    name = ("reconcile %s %s"):format(def.name, key) }, M.reconcile, def.reconcile, ctx, req):wait()
+    name = ("reconcile %s %s"):format(def.name, key), owner = owner },
+    M.reconcile, def.reconcile, ctx, req):wait()
+  self:owner_ended(owner)
   m.time:observe(core.task.now() - t0)
   c.active = c.active - 1
   m.active:set(c.active)

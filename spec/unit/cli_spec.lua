@@ -21,7 +21,7 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         assert.are.equal(0, code)
         assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
         for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst", "--program",
-                             "--graceful-shutdown-timeout", "--log-format", "--log-level" } do
+                             "--graceful-shutdown-timeout", "--log-format", "--log-level", "--max-tasks" } do
           assert.is_truthy(out:find(f, 1, true), f)
         end
       end
@@ -61,7 +61,8 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       assert.are.equal(2, code)
       assert.matches("%-%-qps wants a number", err)
       for flag, bads in pairs { ["--max-instructions"] = { "0", "-1", "1e9", "lots", "5Mi" },
-                                ["--max-memory"] = { "0", "-1", "1.5Gi", "64MB", "" } } do
+                                ["--max-memory"] = { "0", "-1", "1.5Gi", "64MB", "" },
+                                ["--max-tasks"] = { "0", "-1", "1e3", "x", "1000001", "" } } do
         for _, bad in ipairs(bads) do
           code, _, err = proc.run { bin, "--script", "x.lua", flag, bad }
           assert.are.equal(2, code, flag .. " " .. bad)

@@ -35,6 +35,8 @@ local CODE_ONLY = {
   ["script.lua:client_views"] = "the script's own cache, client -> its view: read and written by its luaop.client only",
   ["init.lua:time"] = "luaop.time, whose format time.format_micro calls",
   ["client.lua:viewed"] = "view or watch handle -> its client or watch: read by a method for its own self",
+  ["client.lua:quotas"] = "view -> its script's count of open watches: read by a view's watch for its own self",
+  ["client.lua:counted"] = "watch handle -> the count it is in: read when that handle closes, ends or is collected",
   ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
 }
 
