@@ -194,10 +194,13 @@ build/ctest/sched_test: CTEST_LIBS = -lm -ldl -lpthread
 # runs each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
 # the checked-in seeds in fuzz/corpus/NAME are read); `make test` replays
 # the seeds and runs each briefly (spec/run.sh; the api harness
-# FUZZ_API_TIME seconds, default 60).
+# FUZZ_API_TIME seconds, default 60). FUZZERS=api picks harnesses;
+# FUZZ_OPTS adds libFuzzer options (docs/fuzzing.md: fork mode, to go on
+# after a finding).
 FUZZERS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 300
+FUZZ_OPTS ?=
 FUZZ_SAN := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OBJS := $(filter-out build/fuzz/obj/main.o,$(SRCS:src/%.c=build/fuzz/obj/%.o)) build/fuzz/obj/luaembed.o \
              $(FUZZ_LUA_OBJS)
@@ -209,7 +212,7 @@ fuzz: fuzz-build
 	@for f in $(FUZZERS); do \
 	  opts=; [ $$f != api ] || opts=-len_control=0; \
 	  mkdir -p build/fuzz/corpus/$$f && echo "== fuzz $$f for $(FUZZ_TIME) s" && \
-	  build/fuzz/$$f -max_total_time=$(FUZZ_TIME) -dict=fuzz/$$f.dict -print_final_stats=1 -timeout=60 $$opts \
+	  build/fuzz/$$f -max_total_time=$(FUZZ_TIME) -dict=fuzz/$$f.dict -print_final_stats=1 -timeout=60 $$opts $(FUZZ_OPTS) \
 	    -artifact_prefix=build/fuzz/$$f- build/fuzz/corpus/$$f fuzz/corpus/$$f || exit 1; \
 	done
 

@@ -360,7 +360,12 @@ end
 function Env:stop()
   if self.stopped then return end
   self.stopped = true
-  pcall(in_task, function() self.manager:stop(0) end)
+  pcall(in_task, function()
+    self.manager:stop(0)
+    -- and what the scripts started ends with them (not in a later test)
+    for _, owner in pairs(self.manager.owners) do owner:stop() end
+    for owner in pairs(self.manager.retiring) do owner:stop() end
+  end)
   core.log.write = self.saved.log_write
   self.saved.log_write = nil
   for k, f in pairs(self.saved) do api[k] = f end

@@ -150,6 +150,11 @@ return luaop.controller {
     env:advance(10)
     assert.are.equal(v1, n("tick v1"))
     assert.is_true(n("tick v2") >= v2 + 9)
+    -- and the kit, stopped, ends what the scripts left running
+    local owner = env.manager.owners["owned.lua"]
+    assert.is_true(owner:live() > 0)
+    env:stop()
+    assert.are.equal(0, owner:live())
   end)
 
   it("its watches are at most 100 open: one more raises at its line; closed, ended or dropped ones free their place", function()
