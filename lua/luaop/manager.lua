@@ -287,11 +287,15 @@ end
 
 function Manager:set_defs(script, defs)
   local names = {}
+  -- (named by the script, so that a refusal at start says which file)
+  local at = script ~= "" and script .. ": " or ""
   for _, d in ipairs(defs) do
-    if names[d.name] then return nil, ("two controllers are named %s"):format(d.name) end
+    if names[d.name] then return nil, ("%stwo controllers are named %s"):format(at, d.name) end
     local c = self.controllers[d.name]
     if c and c.script ~= script then
-      return nil, ("controller %s is defined by %s already"):format(d.name, c.script)
+      -- (as controller-runtime refuses a second controller of one name)
+      return nil, ("%scontroller %s is defined by %s already: controller names must be unique"):format(
+        at, d.name, c.script ~= "" and c.script or "the program")
     end
     names[d.name] = true
   end

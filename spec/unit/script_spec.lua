@@ -58,6 +58,23 @@ describe("scripts", function()
     assert.matches('"mine": "nil", "script": "b"', err)
   end)
 
+  it("refuse a script added beside a running one whose controller name it takes, and the running one goes on", function()
+    local v = volume.new { ["a.lua"] = script("dup", 1) }
+    finally(function() v:remove() end)
+    local run = start { v.dir }
+    logged(run, "a's top level", '"script": "dup", "version": 1')
+    v:update { ["a.lua"] = script("dup", 1), ["b.lua"] = script("dup", 2) }
+    local err = logged(run, "b refused", "script reload failed, the running version stays")
+    assert.matches('b%.lua: controller dup is defined by [^\n]*a%.lua already', err)
+    -- a's controller was not stopped, nor replaced
+    assert.is_nil(err:find("stopping controller", 1, true))
+    -- a changed: reloaded as usual, b still refused
+    v:update { ["a.lua"] = script("dup", 3), ["b.lua"] = script("dup", 2) }
+    err = logged(run, "a reloaded", "script reloaded.-a%.lua")
+    assert.matches('"script": "dup", "version": 3', err)
+    assert.is_nil(err:find("script loaded", 1, true))
+  end)
+
   it("reload a script through a ..data swap, keep the running version when the new one is broken", function()
     local v = volume.new { ["a.lua"] = script("a", 1), ["b.lua"] = script("b", 1) }
     finally(function() v:remove() end)
@@ -165,6 +182,15 @@ describe("scripts", function()
     assert.are.equal(1, code)
     assert.matches("cannot load scripts", err)
     assert.matches("b%.lua:2: unexpected symbol near <eof>", err)
+  end)
+
+  it("refuse to start when two scripts define one controller name, naming both files", function()
+    local v = volume.new { ["a.lua"] = script("dup", 1), ["b.lua"] = script("dup", 1) }
+    finally(function() v:remove() end)
+    local code, _, err = luaop.run(nil, { offline = true, flags = { "--script", v.dir } })
+    assert.are.equal(1, code)
+    assert.matches("cannot load scripts", err)
+    assert.matches("b%.lua: controller dup is defined by [^\n]*a%.lua already: controller names must be unique", err)
   end)
 
   it("refuse a missing script, and a program among several scripts", function()
