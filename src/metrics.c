@@ -87,6 +87,9 @@ static const metrics_family metrics_families[] = {
      METRICS_COUNTER, {"controller", "budget"}, NULL, 0},
     {"luaop_decode_errors_total", "Objects the API server sent that could not be decoded, per resource",
      METRICS_COUNTER, {"resource"}, NULL, 0},
+    {"luaop_watch_malformed_events_total",
+     "Watch events of an unknown type or without an object and its metadata, per resource (each ends its watch)",
+     METRICS_COUNTER, {"resource"}, NULL, 0},
 };
 #define METRICS_NFAMILIES METRICS_N(metrics_families)
 

@@ -456,6 +456,28 @@ end
 local Watch = {}
 Watch.__index = Watch
 
+local EVENT_TYPES = { ADDED = true, MODIFIED = true, DELETED = true, BOOKMARK = true }
+
+-- Why a decoded watch event (not an ERROR) cannot be used, or nil: an
+-- unknown type, an object that is not an object, or no metadata (a name
+-- too, but for a BOOKMARK).
+local function malformed_event(ev)
+  local typ, obj = rawget(ev, "type"), rawget(ev, "object")
+  if type(typ) ~= "string" or not EVENT_TYPES[typ] then
+    return ("an unknown type, %s"):format(type(typ) == "string" and ("%q"):format(typ:sub(1, 64)) or
+      (typ == nil or typ == json.null) and "none" or "a " .. type(typ))
+  end
+  if type(obj) ~= "table" then
+    return ("%s, whose object is %s"):format(typ, (obj == nil or obj == json.null) and "null" or "a " .. type(obj))
+  end
+  local md = rawget(obj, "metadata")
+  if type(md) ~= "table" then return ("%s, whose object has no metadata"):format(typ) end
+  if typ ~= "BOOKMARK" and type(rawget(md, "name")) ~= "string" then
+    return ("%s, whose object has no name"):format(typ)
+  end
+  return nil
+end
+
 -- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object. At the
 -- end of the stream nil (a clean end: the server's timeout) or nil, err (410
 -- Gone is reason "Expired" or "Gone": list again).
@@ -482,6 +504,15 @@ function Watch:next()
   if ev.type == "ERROR" then
     local st = type(ev.object) == "table" and ev.object or {}
     self.err = api_error(tonumber(st.code) or 500, st)
+    return nil, self.err
+  end
+  local why = malformed_event(ev)
+  if why then
+    -- what comes after it cannot be trusted either: the watch ends, and an
+    -- informer lists again (reason "MalformedEvent")
+    core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+    self.err = api_error(0, "malformed watch event: " .. why)
+    self.err.reason = "MalformedEvent"
     return nil, self.err
   end
   return ev.type, ev.object

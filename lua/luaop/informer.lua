@@ -463,6 +463,10 @@ function Informer:run()
       self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv })
       need_list, err = true, nil
     end
+    -- an event the cache cannot take (client.lua: no object, no metadata,
+    -- an unknown type): what the cache holds may miss it, so list again,
+    -- after the backoff (err stays: logged below)
+    if err and err.reason == "MalformedEvent" then need_list = true end
     if err and not self.stopped then
       self.log:error("list/watch failed, retrying", { error = tostring(err), retryIn = backoff })
       luaop.sleep(backoff * (0.5 + math.random())) -- jittered

@@ -33,7 +33,11 @@ as a server with the WatchList feature gate off refuses it); watched
 With labelSelector=deep, the list is "cm-a", "cm-deep" and "cm-b", and the
 watch sends ADDED "watch-deep" then ADDED "watch-after" (resourceVersion
 60 + W): the deep ones' data are nested 10,300 levels, more than luaop
-decodes (and than the API server would ever send); /api/v1 is the discovery of configmaps.
+decodes (and than the API server would ever send). With labelSelector=malformed
+the list is the five as above, and the first five watches each send one
+malformed event (an object null, a string, an unknown type, no metadata,
+no name), then ADDED "never-seen"; later ones ADDED "watch-after".
+/api/v1 is the discovery of configmaps.
 Leases (/apis/coordination.k8s.io/v1/namespaces/default/leases, with
 its discovery) are kept: created (POST), read, replaced (PUT, a Conflict
 when the resourceVersion is not the stored one), patched (as is) and
@@ -247,6 +251,27 @@ class Handler(BaseHTTPRequestHandler):
                     text = text[:-1] + ',"data":' + '{"a":' * 10300 + '1' + '}' * 10300 + '}'
                 return text
 
+            if query.get("labelSelector") == "malformed" and query.get("watch") in ("true", "1"):
+                # the W-th watch: W <= 5, a malformed event and then an
+                # object that must not be taken after it; then "watch-after"
+                with lock:
+                    counts["watch"] = counts.get("watch", 0) + 1
+                    w = counts["watch"]
+                bad = ['{"type":"ADDED","object":null}', '{"type":"MODIFIED","object":"a string"}',
+                       '{"type":"SURPRISE","object":%s}' % cm("surprise", str(30 + w)),
+                       '{"type":"ADDED","object":{"kind":"ConfigMap"}}',
+                       '{"type":"DELETED","object":{"metadata":{"namespace":"default"}}}']
+                lines = ([bad[w - 1], '{"type":"ADDED","object":%s}' % cm("never-seen", str(30 + w))]
+                         if w <= len(bad) else ['{"type":"ADDED","object":%s}' % cm("watch-after", str(40 + w))])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for text in lines:
+                    line = (text + "\n").encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.write(b"0\r\n\r\n")
+                return None
             if deep and query.get("watch") in ("true", "1"):
                 with lock:
                     counts["watch"] = counts.get("watch", 0) + 1

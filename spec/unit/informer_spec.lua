@@ -87,6 +87,42 @@ describe("luaop.informer", function()
     assert.matches('skipping an object that cannot be decoded\t{[^\n]*"name": "watch%-deep"', err)
     assert.is_nil(err:find("list/watch failed", 1, true), err)
   end)
+  it("ends a watch at a malformed event (no object, no metadata or name, an unknown type), logs and counts it, "
+    .. "and lists again, never taking what followed it, and goes on watching", function()
+    -- before, an event whose object was null ended the informer's task:
+    -- nothing logged, no watch again, /readyz still 200
+    local server = fake.start()
+    finally(server.stop)
+    local code, out, err = luaop.run([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default", label_selector = "malformed" })
+      inf:start()
+      inf:wait_synced()
+      local deadline = luaop.time.monotonic() + 30
+      while not inf:get("default", "watch-after") and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
+      print("watched", inf:get("default", "watch-after") ~= nil, inf:get("default", "never-seen") ~= nil,
+        inf:get("default", "surprise") ~= nil, inf:get("default", "cm-0") ~= nil)
+      print("counted", (core.metrics.text():match('luaop_watch_malformed_events_total{resource="v1/ConfigMap"} (%d+)')))
+      inf:stop()
+    ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    assert.are.equal(0, code, err)
+    assert.matches("watched\ttrue\tfalse\tfalse\ttrue", out)
+    assert.matches("counted\t5", out)
+    for _, why in ipairs { "ADDED, whose object is null", "MODIFIED, whose object is a string",
+                           'an unknown type, \\"SURPRISE\\"', "ADDED, whose object has no metadata",
+                           "DELETED, whose object has no name" } do
+      assert.matches("list/watch failed, retrying[^\n]*malformed watch event: " .. why:gsub("%p", "%%%0"), err)
+    end
+    -- a LIST after each: the first sync's and five more (two pages each)
+    local lists = 0
+    for _, line in ipairs(server.requests()) do
+      if line:match("^GET /api/v1/namespaces/default/configmaps%?[^ ]*limit=") and not line:find("watch=", 1, true)
+        and not line:find("continue=", 1, true) then lists = lists + 1 end
+    end
+    assert.are.equal(6, lists, table.concat(server.requests(), "\n"))
+  end)
+
   it("does not start watches as fast as a server that ends each at once answers (no client rate limit to slow it)",
     function()
     local server = fake.start()
