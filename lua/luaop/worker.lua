@@ -90,10 +90,12 @@ local function reconcile_one(self, c, key)
   -- counted against the tasks of its script's version (that version's
   -- tasks are not stopped while it runs: Manager:retire_owner)
   local owner = self.owners[c.script]
+  local task = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
+    name = ("reconcile %s %s"):format(def.name, key), owner = owner }, M.reconcile, def.reconcile, ctx, req)
+  -- (counted once spawned: a spawn that raised counts nothing; nothing
+  -- else runs between the spawn and this line but the task itself)
   self:owner_started(owner)
-  local ok, res, why = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
-    name = ("reconcile %s %s"):format(def.name, key), owner = owner },
-    M.reconcile, def.reconcile, ctx, req):wait()
+  local ok, res, why = task:wait()
   self:owner_ended(owner)
   m.time:observe(core.task.now() - t0)
   c.active = c.active - 1

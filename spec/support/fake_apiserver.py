@@ -120,6 +120,17 @@ class Handler(BaseHTTPRequestHandler):
     def reply(self, code, body, headers=None):
         self.raw(code, json.dumps(body).encode(), headers)
 
+    def stream(self, lines):
+        """A watch's answer: each line (JSON text) a chunk, then the end."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for text in lines:
+            line = (text + "\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.write(b"0\r\n\r\n")
+
     def status(self, code, reason, message, headers=None):
         self.reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                           "reason": reason, "message": message, "code": code}, headers)
@@ -263,28 +274,13 @@ class Handler(BaseHTTPRequestHandler):
                        '{"type":"DELETED","object":{"metadata":{"namespace":"default"}}}']
                 lines = ([bad[w - 1], '{"type":"ADDED","object":%s}' % cm("never-seen", str(30 + w))]
                          if w <= len(bad) else ['{"type":"ADDED","object":%s}' % cm("watch-after", str(40 + w))])
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for text in lines:
-                    line = (text + "\n").encode()
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-                self.wfile.write(b"0\r\n\r\n")
-                return None
+                return self.stream(lines)
             if deep and query.get("watch") in ("true", "1"):
                 with lock:
                     counts["watch"] = counts.get("watch", 0) + 1
                     w = counts["watch"]
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for obj in (cm("watch-deep", str(59 + w), True), cm("watch-after", str(60 + w))):
-                    line = ('{"type":"ADDED","object":%s}\n' % obj).encode()
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-                self.wfile.write(b"0\r\n\r\n")
-                return None
+                return self.stream('{"type":"ADDED","object":%s}' % obj
+                                   for obj in (cm("watch-deep", str(59 + w), True), cm("watch-after", str(60 + w))))
             if deep:
                 body = '{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[%s]}' % (
                     ",".join((cm("cm-a"), cm("cm-deep", None, True), cm("cm-b"))))
@@ -299,15 +295,7 @@ class Handler(BaseHTTPRequestHandler):
                     {"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
                         "resourceVersion": str(50 + w)}}},
                 ]
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for ev in events:
-                    line = (json.dumps(ev) + "\n").encode()
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-                self.wfile.write(b"0\r\n\r\n")
-                return None
+                return self.stream(json.dumps(ev) for ev in events)
             start = int(query.get("continue", "0"))
             items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default",
                                    "annotations": {"note": '"continue": "%d"}]' % i}}}

@@ -61,12 +61,9 @@ end
 -- INPUT), as it ran; the input is in fuzz/corpus/api/ under the name given.
 local FINDINGS = {}
 
--- 0f98892-resume-task-thread-found-by-fuzzing: a task spawned after the
--- reconcile's request resumes the reconcile's thread (T[1]) while it
--- waits; the reconcile then sleeps twice: one wake-up too many, and the
--- scheduler resumes a task it had freed (sched_step, heap-use-after-free;
--- SIGSEGV in the release build).
-FINDINGS.resume = [=[
+-- The first lines of every program the grammar makes (its prelude's
+-- helpers; later grammars added more after them)
+local HEAD = [=[
 local luaop = require 'luaop'
 local cjson = require 'cjson'
 local V, T = {}, {}
@@ -85,6 +82,14 @@ end
 local function D(n, leaf) local t = leaf for _ = 1, n do t = { t } end return t end
 local function CLR(t) for k in next, t do t[k] = nil end end
 local ONCE = false
+]=]
+
+-- 0f98892-resume-task-thread-found-by-fuzzing: a task spawned after the
+-- reconcile's request resumes the reconcile's thread (T[1]) while it
+-- waits; the reconcile then sleeps twice: one wake-up too many, and the
+-- scheduler resumes a task it had freed (sched_step, heap-use-after-free;
+-- SIGSEGV in the release build).
+FINDINGS.resume = HEAD .. [=[
 return luaop.controller {
   name = 'fz', resource = 'v1/ConfigMap',
   reconcile = function(ctx, req)
@@ -103,25 +108,7 @@ return luaop.controller {
 -- __tostring, which empties every table the program holds (the values
 -- among them) and collects; the key of the field read before it is freed,
 -- and the log's key sort reads it (lbind_log_keycmp, heap-use-after-free).
-FINDINGS.log = [=[
-local luaop = require 'luaop'
-local cjson = require 'cjson'
-local V, T = {}, {}
--- a weak table of n entries: keys made at run time (or integers); values fresh arrays, objects or
--- strings; the values held strongly in V.strong too until a statement lets them go
-local function W(mode, n, kind)
-  local t, strong = setmetatable({}, { __mode = mode }), {}
-  for i = 1, n do
-    local v = kind % 3 == 0 and { i } or kind % 3 == 1 and { a = i, b = { i } } or ('v' .. i)
-    t[kind < 3 and ('k' .. i) or i] = v
-    strong[i] = v
-  end
-  V.strong = strong
-  return t
-end
-local function D(n, leaf) local t = leaf for _ = 1, n do t = { t } end return t end
-local function CLR(t) for k in next, t do t[k] = nil end end
-local ONCE = false
+FINDINGS.log = HEAD .. [=[
 local CTX
 -- a value hostile under any use: every metamethod is f; holding a function, as no JSON can
 local MMS = { '__index', '__newindex', '__tostring', '__eq', '__lt', '__le', '__len', '__close', '__concat',

@@ -4,6 +4,28 @@
 local luaop = require "support.luaop"
 local fake = require "support.fake"
 
+-- luaop running an informer of the fake server's ConfigMaps in default
+-- whose label selector is `selector` (the fake's switch: "deep",
+-- "malformed"), started and synced as `inf`, then `body`, which may call
+-- cached(name): whether `name` is in the cache within 30 s. Returns the
+-- server (stopped by the spec's finally), then luaop.run's code, out, err.
+local function run_informer(selector, body)
+  local server = fake.start()
+  finally(server.stop)
+  return server, luaop.run(([[
+      local luaop = require "luaop"
+      local core = require "luaop.core"
+      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default", label_selector = %q })
+      inf:start()
+      inf:wait_synced()
+      local function cached(name)
+        local deadline = luaop.time.monotonic() + 30
+        while not inf:get("default", name) and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
+        return inf:get("default", name) ~= nil
+      end
+]]):format(selector) .. body, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+end
+
 describe("luaop.informer", function()
   it("asks each watch for bookmarks and a random timeout of 5 to 10 minutes, resuming from the last resourceVersion, "
     .. "a bookmark's included", function()
@@ -56,22 +78,13 @@ describe("luaop.informer", function()
 
   it("leaves out an object that does not decode, in a LIST and in a watch, logging its name, counting it and "
     .. "recording a Warning Event, and syncs the rest", function()
-    local server = fake.start()
-    finally(server.stop)
-    local code, out, err = luaop.run([[
-      local luaop = require "luaop"
-      local core = require "luaop.core"
-      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default", label_selector = "deep" })
-      inf:start()
-      inf:wait_synced()
+    local server, code, out, err = run_informer("deep", [[
       print("listed", inf:get("default", "cm-a") ~= nil, inf:get("default", "cm-deep") ~= nil, inf:get("default", "cm-b") ~= nil)
-      local deadline = luaop.time.monotonic() + 20
-      while not inf:get("default", "watch-after") and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
-      print("watched", inf:get("default", "watch-after") ~= nil, inf:get("default", "watch-deep") ~= nil)
+      print("watched", cached("watch-after"), inf:get("default", "watch-deep") ~= nil)
       inf:stop()
       print("counted", core.counters().undecodable_objects >= 2)
       require("luaop.events").flush(5) -- the Warnings' writes
-    ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    ]])
     assert.are.equal(0, code, err)
     assert.matches("listed\ttrue\tfalse\ttrue", out)
     assert.matches("watched\ttrue\tfalse", out)
@@ -91,21 +104,12 @@ describe("luaop.informer", function()
     .. "and lists again, never taking what followed it, and goes on watching", function()
     -- before, an event whose object was null ended the informer's task:
     -- nothing logged, no watch again, /readyz still 200
-    local server = fake.start()
-    finally(server.stop)
-    local code, out, err = luaop.run([[
-      local luaop = require "luaop"
-      local core = require "luaop.core"
-      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default", label_selector = "malformed" })
-      inf:start()
-      inf:wait_synced()
-      local deadline = luaop.time.monotonic() + 30
-      while not inf:get("default", "watch-after") and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
-      print("watched", inf:get("default", "watch-after") ~= nil, inf:get("default", "never-seen") ~= nil,
+    local server, code, out, err = run_informer("malformed", [[
+      print("watched", cached("watch-after"), inf:get("default", "never-seen") ~= nil,
         inf:get("default", "surprise") ~= nil, inf:get("default", "cm-0") ~= nil)
       print("counted", (core.metrics.text():match('luaop_watch_malformed_events_total{resource="v1/ConfigMap"} (%d+)')))
       inf:stop()
-    ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    ]])
     assert.are.equal(0, code, err)
     assert.matches("watched\ttrue\tfalse\tfalse\ttrue", out)
     assert.matches("counted\t5", out)
