@@ -8,8 +8,10 @@
 -- is a failed try).
 --
 -- Expiry is judged by this process's monotonic clock from the moment it
--- last saw the record change, never by the Lease's timestamps (clocks in a
--- cluster disagree). And the core fences writes (core.api.fence): from the
+-- last saw the record change (when the GET that showed the change came
+-- back, however long it took), for the record's own leaseDurationSeconds,
+-- never by the Lease's timestamps (clocks in a cluster disagree): as
+-- client-go's observedTime. And the core fences writes (core.api.fence): from the
 -- start, no write leaves the process unless it holds the lease, until the
 -- renew deadline counted from the sending of its last successful renew,
 -- checked the moment a request is sent; but the election's own create,
@@ -74,6 +76,15 @@ function Elector:observe(spec, now)
   end
 end
 
+-- How long a record holds its lease: its leaseDurationSeconds (the
+-- holder's, which may be longer than this process's), or this process's
+-- own when the record has none that is a positive number.
+function Elector:duration_of(spec)
+  local d = math.tointeger(spec.leaseDurationSeconds)
+  if d and d > 0 then return d end
+  return self.o.lease_duration
+end
+
 -- One try to acquire or renew: true and when it was sent (task.now's
 -- clock) when the lease is ours after it.
 function Elector:try()
@@ -110,9 +121,11 @@ function Elector:try_once()
     return false
   end
   local spec = lease.spec or {}
-  self:observe(spec, sent)
+  -- seen now, when the answer came: a renewal the GET was slow to bring is
+  -- as fresh as when it arrived
+  self:observe(spec, core.task.now())
   local holder = spec.holderIdentity or ""
-  if holder ~= "" and holder ~= o.identity and self.observed_at + o.lease_duration > core.task.now() then
+  if holder ~= "" and holder ~= o.identity and self.observed_at + self:duration_of(spec) > core.task.now() then
     return false -- another's, and not expired by this process's clock
   end
   if holder == o.identity then

@@ -42,7 +42,12 @@ Leases (/apis/coordination.k8s.io/v1/namespaces/default/leases, with
 its discovery) are kept: created (POST), read, replaced (PUT, a Conflict
 when the resourceVersion is not the stored one), patched (as is) and
 deleted; /control/hold-lease/NAME makes the Lease NAME held by "another"
-(as a live leader's), /control/drop-lease/NAME deletes it.
+(as a live leader's), /control/drop-lease/NAME deletes it;
+/control/hold-lease/NAME?duration=D&delay=S holds it for
+leaseDurationSeconds D (default 60) and answers each GET of it S seconds
+late. /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
+Lease answered ("GET", the holder it showed) and each write taken ("PUT"
+or "POST", the holder written), T the server's time.time() when answered.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
 good-token" or alice's basic credentials get a 401 Status.
 """
@@ -60,6 +65,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 PREFIX = "/api/v1/namespaces/default/configmaps/"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 leases = {}  # name -> Lease
+lease_delay = {}  # name -> seconds each GET of it waits
+lease_log = []  # [what, holder, time answered]
 lease_rv = [100]
 counts = {}
 gone = set()
@@ -163,6 +170,7 @@ class Handler(BaseHTTPRequestHandler):
                 lease_rv[0] += 1
                 obj.setdefault("metadata", {})["resourceVersion"] = str(lease_rv[0])
                 leases[name] = obj
+                lease_log.append(["POST", (obj.get("spec") or {}).get("holderIdentity"), time.time()])
                 return self.reply(201, obj)
             name = path[len(LEASES) + 1:]
             old = leases.get(name)
@@ -178,6 +186,7 @@ class Handler(BaseHTTPRequestHandler):
             lease_rv[0] += 1
             obj["metadata"]["resourceVersion"] = str(lease_rv[0])
             leases[name] = obj
+            lease_log.append(["PUT", (obj.get("spec") or {}).get("holderIdentity"), time.time()])
             return self.reply(200, obj)
 
     def write_request(self):
@@ -222,21 +231,33 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, {"kind": "APIResourceList", "groupVersion": "coordination.k8s.io/v1",
                                     "resources": [{"name": "leases", "namespaced": True, "kind": "Lease",
                                                    "verbs": ["create", "delete", "get", "patch", "update"]}]})
+        if path == "/control/lease-log":
+            with lock:
+                return self.reply(200, lease_log)
         if path.startswith("/control/hold-lease/") or path.startswith("/control/drop-lease/"):
+            path, _, q = path.partition("?")
+            opts = dict(kv.split("=", 1) for kv in q.split("&") if "=" in kv)
             name = path.rsplit("/", 1)[1]
             with lock:
                 if path.startswith("/control/drop-lease/"):
                     leases.pop(name, None)
                 else:
                     lease_rv[0] += 1
+                    lease_delay[name] = float(opts.get("delay", "0"))
                     leases[name] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                     "metadata": {"name": name, "namespace": "default",
                                                  "resourceVersion": str(lease_rv[0])},
-                                    "spec": {"holderIdentity": "another", "leaseDurationSeconds": 60}}
+                                    "spec": {"holderIdentity": "another",
+                                             "leaseDurationSeconds": int(opts.get("duration", "60")),
+                                             "renewTime": "%.6f" % time.time()}}
             return self.reply(200, {})
         if path.startswith(LEASES + "/"):
+            name = path[len(LEASES) + 1:]
+            time.sleep(lease_delay.get(name, 0))
             with lock:
-                lease = leases.get(path[len(LEASES) + 1:])
+                lease = leases.get(name)
+                if lease is not None:
+                    lease_log.append(["GET", lease["spec"].get("holderIdentity"), time.time()])
             if lease is None:
                 return self.status(404, "NotFound", "no such lease")
             return self.reply(200, lease)
