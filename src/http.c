@@ -428,11 +428,13 @@ static void http_finish(http_request *r, CURLcode result)
 
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
     /* 429, or a 5xx that says when to come back: wait, then try again,
-     * unless the caller's timeout ends first (then this answer is it). */
+     * unless the caller's timeout ends first (then this answer is it). A
+     * stream too (a watch): only 2xx bodies stream, so nothing of this
+     * answer reached its caller. */
     double wait = r->retry_after >= 0 ? r->retry_after : 1.0;
     if (wait > 60)
         wait = 60;
-    if (result == CURLE_OK && r->retries < HTTP_MAX_RETRIES && !r->on_data &&
+    if (result == CURLE_OK && r->retries < HTTP_MAX_RETRIES &&
         (status == 429 || (status >= 500 && r->retry_after >= 0)) &&
         (r->deadline == 0 || uv_now(r->c->loop) + (uint64_t)(wait * 1000.0) < r->deadline)) {
         r->retries++;

@@ -1,14 +1,16 @@
 /* lbind_watch.c - streaming watches for Lua: luaop.core.api.watch.
  *
  *   w = api.watch{path =, timeout =}   starts a GET that streams (no yield)
- *   w:next() -> line | nil, status, body | nil     (yields until one comes)
+ *   w:next() -> line | nil, status, body [, reason] | nil   (yields until one comes)
  *   w:close()
  *
  * The API server writes one JSON watch event per line; lines are queued in C
  * as they arrive (inside curl's callback, where no Lua may run) and handed
  * out one per next(). At the end of the stream next()
  * returns nil (clean end) or nil, status, body (an error: status 0 and a
- * message for a transport error). */
+ * message for a transport error; reason "FrameTooLarge" when a line was
+ * longer than LBIND_WATCH_MAX_FRAME: the watch is ended there, so that one
+ * endless line costs that much memory and no more). */
 #include "lbind.h"
 
 #include <stdlib.h>
@@ -24,6 +26,11 @@
 
 #define LBIND_WATCH_MT "luaop.watch"
 
+/* The longest watch event read: client-go's (apimachinery's streaming
+ * decoder's maxBytes). An object is at most etcd's request limit (1.5 MiB
+ * by default); an event is that object and a few bytes. */
+#define LBIND_WATCH_MAX_FRAME (16u * 1024 * 1024)
+
 typedef struct lbind_line lbind_line;
 struct lbind_line {
     lbind_line *next;
@@ -37,6 +44,7 @@ typedef struct lbind_watch {
     int ended;
     long status;
     char *error;
+    const char *reason; /* of the end, when luaop ended it (static) */
     dbuf partial; /* an incomplete line */
     lua_State *L;  /* the main thread */
     lbind_line *head, *tail; /* lines not yet handed out */
@@ -85,7 +93,10 @@ static int lbind_watch_push_end(lbind_watch *w, lua_State *L)
         return 1;
     lua_pushinteger(L, w->status);
     lua_pushstring(L, w->error);
-    return 3;
+    if (w->reason == NULL)
+        return 3;
+    lua_pushstring(L, w->reason);
+    return 4;
 }
 
 static void lbind_watch_wake(lbind_watch *w)
@@ -144,12 +155,25 @@ static int lbind_watch_line(lbind_watch *w, const char *s, size_t n)
     return 0;
 }
 
+/* Whether n more bytes would make the line being read longer than a frame
+ * may be; if so the watch's end says so, and the partial line goes. */
+static int lbind_watch_too_long(lbind_watch *w, size_t n)
+{
+    if (n <= LBIND_WATCH_MAX_FRAME - w->partial.len)
+        return 0;
+    w->reason = "FrameTooLarge"; /* the transfer ends: lbind_watch_done says why */
+    dbuf_free(&w->partial);
+    return 1;
+}
+
 static int lbind_watch_data(const char *data, size_t len, void *ud)
 {
     lbind_watch *w = ud;
     const char *end = data + len, *nl;
 
     while ((nl = memchr(data, '\n', (size_t)(end - data))) != NULL) {
+        if (lbind_watch_too_long(w, (size_t)(nl - data)))
+            return 1;
         if (w->partial.len > 0) {
             /* finish the line begun in an earlier chunk */
             int r = dbuf_append(&w->partial, data, (size_t)(nl - data)) != 0 ||
@@ -162,7 +186,8 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
         }
         data = nl + 1;
     }
-    if (data < end && dbuf_append(&w->partial, data, (size_t)(end - data)) != 0)
+    if (data < end && (lbind_watch_too_long(w, (size_t)(end - data)) ||
+                       dbuf_append(&w->partial, data, (size_t)(end - data)) != 0))
         return 1;
     /* This runs inside a curl callback, where Lua code (which may start or
      * cancel requests) must not run: wake the waiter from the loop. */
@@ -182,7 +207,9 @@ static void lbind_watch_done(const http_response *r, void *ud)
         lbind_watch_line(w, w->partial.data, w->partial.len); /* a last line without \n */
         dbuf_clear(&w->partial);
     }
-    if (r->error)
+    if (w->reason)
+        w->error = strdup("a watch event longer than 16 MiB, the most luaop reads: the watch is ended");
+    else if (r->error)
         w->error = strdup(r->error);
     else if (r->status < 200 || r->status > 299)
         w->error = strdup(r->body_len ? r->body : "the watch failed");

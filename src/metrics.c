@@ -85,10 +85,18 @@ static const metrics_family metrics_families[] = {
     {"luaop_budget_exceeded_total",
      "Reconciles stopped at a budget, per controller and budget (instructions, memory, pattern, watchdog)",
      METRICS_COUNTER, {"controller", "budget"}, NULL, 0},
+    {"luaop_informer_relists_total",
+     "Full LISTs or streamed syncs of an informer after its first, per resource and namespace (\"\" for all)",
+     METRICS_COUNTER, {"resource", "namespace"}, NULL, 0},
+    {"luaop_watch_failures_total",
+     "Informer lists and watches that ended in an error, per resource, namespace and reason (Expired, "
+     "MalformedEvent, FrameTooLarge, NoInitialEventsEnd, TooManyRequests, Transport, Status)",
+     METRICS_COUNTER, {"resource", "namespace", "reason"}, NULL, 0},
     {"luaop_decode_errors_total", "Objects the API server sent that could not be decoded, per resource",
      METRICS_COUNTER, {"resource"}, NULL, 0},
     {"luaop_watch_malformed_events_total",
-     "Watch events of an unknown type or without an object and its metadata, per resource (each ends its watch)",
+     "Watch events that are not JSON, of an unknown type, without an object and its metadata, or longer than 16 MiB, "
+     "per resource (each ends its watch)",
      METRICS_COUNTER, {"resource"}, NULL, 0},
 };
 #define METRICS_NFAMILIES METRICS_N(metrics_families)

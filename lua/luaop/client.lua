@@ -482,10 +482,14 @@ end
 -- end of the stream nil (a clean end: the server's timeout) or nil, err (410
 -- Gone is reason "Expired" or "Gone": list again).
 function Watch:next()
-  local line, status, body = self.raw:next()
+  local line, status, body, reason = self.raw:next()
   if not line then
     if status then
       self.err = api_error(status, body)
+      if reason then -- luaop ended it: an event longer than a frame may be
+        self.err.reason = reason
+        core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+      end
       return nil, self.err
     end
     return nil
@@ -498,7 +502,10 @@ function Watch:next()
       skip_undecodable(self.gv, self.kind, line, derr, "object", "metadata")
       return self:next()
     end
+    -- a line that is not JSON (a garbled or cut frame): as malformed
+    core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
     self.err = api_error(0, "malformed watch event: " .. tostring(derr))
+    self.err.reason = "MalformedEvent"
     return nil, self.err
   end
   if ev.type == "ERROR" then

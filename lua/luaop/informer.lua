@@ -5,9 +5,17 @@
 --   - a paged LIST, then a WATCH from its resourceVersion with bookmarks and
 --     a random 5-10 minute timeout, resumed from the last resourceVersion
 --     seen when it ends;
---   - a watch error backs off with jitter (0.8 s doubling to 30 s); a 410
---     (Expired/Gone) lists again, and a relist turns keys that vanished
---     meanwhile into deletes;
+--   - one backoff for every relist and rewatch, whatever ended the one
+--     before (client-go's: 0.8 s doubling to 30 s, jittered, back to 0.8 s
+--     once 2 minutes passed since the last wait began);
+--   - a watch that the server or network broke (a transport error, 429)
+--     watches again from the last resourceVersion; any other end that is
+--     an error (410 Expired/Gone, a Status of any kind in the stream, an
+--     HTTP error, a malformed or oversized event) lists again, and a relist
+--     turns keys that vanished meanwhile into deletes; each is logged with
+--     the informer's kind and counted (luaop_watch_failures_total);
+--   - a streamed sync that has not ended its initial events within
+--     M.INITIAL_EVENTS_TIMEOUT seconds lists in pages instead;
 --   - metadata.managedFields is dropped from cached objects (most of many
 --     objects' bytes).
 --
@@ -22,8 +30,45 @@ local M = {}
 local Informer = {}
 Informer.__index = Informer
 
-local MIN_BACKOFF, MAX_BACKOFF = 0.8, 30
+-- client-go's reflector backoff (NewExponentialBackoffManager(800ms, 30s,
+-- 2m, 2.0, 1.0)): seconds.
+M.MIN_BACKOFF, M.MAX_BACKOFF, M.BACKOFF_RESET = 0.8, 30, 120
 local SHORT_WATCH = 1 -- seconds: a watch that ended sooner, cleanly, waits before the next
+-- Seconds a streamed sync may take to end its initial events (the
+-- k8s.io/initial-events-end bookmark) before the informer gives up on it
+-- and lists in pages: the API server sends them as fast as it reads its
+-- cache, so a stream still short of its end after this is a server or
+-- proxy that does not know the protocol, or one stuck.
+M.INITIAL_EVENTS_TIMEOUT = 60
+
+-- A backoff as client-go's exponential backoff manager: each wait is
+-- twice the last (from MIN_BACKOFF, at most MAX_BACKOFF), jittered up to
+-- twice that, and starts again from MIN_BACKOFF when more than
+-- BACKOFF_RESET seconds passed since the last wait began (a healthy
+-- period). b:next(now) -> seconds to wait (now: monotonic seconds).
+local Backoff = {}
+Backoff.__index = Backoff
+function M.backoff() return setmetatable({}, Backoff) end
+function Backoff:next(now)
+  if self.last == nil or now - self.last > M.BACKOFF_RESET then
+    self.delay = M.MIN_BACKOFF
+  else
+    self.delay = math.min(self.delay * 2, M.MAX_BACKOFF)
+  end
+  self.last = now
+  return self.delay * (1 + math.random()) -- jitter 1.0
+end
+
+-- Why a watch or sync ended, as luaop_watch_failures_total's reason (a
+-- fixed set: a server's own reasons are not labels).
+local function failure_reason(err)
+  local reason, code = err.reason, err.code
+  if code == 410 or reason == "Expired" or reason == "Gone" then return "Expired" end
+  if reason == "MalformedEvent" or reason == "FrameTooLarge" or reason == "NoInitialEventsEnd" then return reason end
+  if code == 429 then return "TooManyRequests" end
+  if code == 0 then return "Transport" end
+  return "Status"
+end
 
 -- The cache key of an object: "namespace/name", or "name" when cluster-scoped.
 function M.key(obj)
@@ -50,6 +95,7 @@ function M.new(kind, opts)
     log = opts.log or luaop.logger("informer"):with { kind = kind },
     store = {}, count = 0, indexes = {}, holders = {}, handlers = {}, tombstones = {}, deferred = {},
     dispatch = core.task.cond(),
+    wake = core.task.cond(), -- ends a backoff early (stop)
     synced = false, synced_cond = core.task.cond(),
     relists = 0, rv = nil, stopped = false,
     -- luaop_cache_objects (informers of one kind and namespace with other
@@ -59,6 +105,19 @@ function M.new(kind, opts)
   inf.objects, inf.objects_refused = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" },
     owner)
   return inf
+end
+
+-- luaop_informer_relists_total and luaop_watch_failures_total: rare, so
+-- the series is found each time (shared with informers of the same kind
+-- and namespace, and made again when the one that made it stopped).
+function Informer:relisted()
+  core.metrics.series("luaop_informer_relists_total", { self.kind, self.opts.namespace or "" },
+    self.metrics_owner):add()
+end
+
+function Informer:failed(reason)
+  core.metrics.series("luaop_watch_failures_total", { self.kind, self.opts.namespace or "", reason },
+    self.metrics_owner):add()
 end
 
 -- handlers: {add = f(obj), update = f(old, new), delete = f(obj)}; several
@@ -96,8 +155,8 @@ end
 
 -- Whether obj is older than what the cache has of it (or than its delete).
 function Informer:stale(k, obj)
-  local tomb = self.tombstones[k]
-  if tomb and tomb.uid == obj.metadata.uid then return true end
+  local uid = obj.metadata.uid
+  if uid ~= nil and self.tombstones[uid] then return true end
   local new, old = rv_number(obj), rv_number(self.store[k])
   return new ~= nil and old ~= nil and new <= old
 end
@@ -108,8 +167,7 @@ end
 -- watch has not said so yet; nil when nothing newer.
 function Informer:newer(k, obj)
   local uid = obj.metadata and obj.metadata.uid
-  local tomb = self.tombstones[k]
-  if tomb and uid and tomb.uid == uid then return "deleted" end
+  if uid ~= nil and self.tombstones[uid] then return "deleted" end
   local mine = self.store[k]
   if not mine or mine.metadata.uid ~= uid then return nil end
   local a, b = rv_number(mine), rv_number(obj)
@@ -203,7 +261,8 @@ function Informer:upsert(obj, defer)
   strip(obj)
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep
-  if self.tombstones[k] and self:stale(k, obj) then return end -- an event from before this process deleted it
+  local uid = obj.metadata.uid
+  if uid ~= nil and self.tombstones[uid] then return end -- an event from before this process deleted it
   local old = self.store[k]
   self.store[k] = obj
   if next(self.indexes) then
@@ -224,8 +283,9 @@ function Informer:remove(obj, defer)
   if k == nil then return end
   local old = self.store[k]
   local uid = obj.metadata and obj.metadata.uid
+  -- its DELETED came: the tombstone goes, whatever holds the name now
+  if uid ~= nil then self.tombstones[uid] = nil end
   if old and uid and old.metadata.uid ~= uid then return end -- an earlier object of that name
-  self.tombstones[k] = nil
   if old == nil then return end -- gone already (this process deleted it)
   self.store[k] = nil
   if next(self.indexes) then index_remove(self, k, old) end
@@ -244,7 +304,9 @@ end
 
 -- This process deleted namespace/name (of uid, when known): out of the
 -- cache now, and events of it from before the delete are ignored until
--- its DELETED event (or a relist). res: the server's answer, which still
+-- its DELETED event (or a relist). Tombstones are keyed by uid: a name
+-- made again meanwhile is another object, and the DELETED of the first
+-- still ends its tombstone. res: the server's answer, which still
 -- holds the object when finalizers keep it.
 function Informer:observe_delete(ns, name, uid, res)
   local k = ns and ns ~= "" and ns .. "/" .. name or name
@@ -253,7 +315,7 @@ function Informer:observe_delete(ns, name, uid, res)
   local old = self.store[k]
   if old == nil or not uid or old.metadata.uid ~= uid then return end -- only the object deleted
   self:remove(old, true)
-  self.tombstones[k] = { uid = old.metadata.uid }
+  self.tombstones[uid] = k
 end
 
 -- LIST everything and make the cache what it says: new objects are adds,
@@ -391,18 +453,31 @@ function Informer:watch_list()
     end
   end
   gc_listing(1)
+  -- a stream that has not ended its initial events in time is given up
+  local timed_out, finished, over = false, false, core.task.cond()
+  luaop.spawn(function()
+    if not finished then over:wait(M.INITIAL_EVENTS_TIMEOUT) end -- (a task starts later: it may be over)
+    if initial and not finished and self.watching == w then
+      timed_out = true
+      w:close()
+    end
+  end)
   local ok, perr = pcall(function()
     for typ, obj in w:events() do
       if initial then initial_event(typ, obj) else self:apply(typ, obj) end
     end
   end)
+  finished = true
+  over:signal()
   -- (whatever happened, the collector leaves generational mode with it)
   if initial then gc_listing(-1) end
   w:close()
   self.watching = nil
   if not ok then return not initial, api_error(0, "the watch failed: " .. tostring(perr)) end
-  if initial and not w.err and not self.stopped then
-    local e = api_error(0,
+  if initial and (timed_out or not w.err) and not self.stopped then
+    local e = api_error(0, timed_out and
+      ("the stream had not ended its initial events (the k8s.io/initial-events-end bookmark) after %g s")
+        :format(M.INITIAL_EVENTS_TIMEOUT) or
       "the watch ended before the end of its initial events (no k8s.io/initial-events-end bookmark)")
     e.reason = "NoInitialEventsEnd"
     return false, e
@@ -412,21 +487,29 @@ end
 
 -- Whether a failed stream means paged LISTs: "always" where the server
 -- refuses the parameters (a WatchList feature gate off: 422 Invalid, or
--- 400), "now" for this sync only where it was Forbidden (an admission
--- rule, RBAC mid-change) or ended before the end of its initial events (a
--- server that does not know the protocol, or one shutting down); nil: an
--- error like any other, retried as it is.
+-- 400), "now" for this sync only for any other failure before the end of
+-- its initial events (client-go's reflector too falls back to a LIST then:
+-- progress is better than a deadlock): Forbidden (an admission rule, RBAC
+-- mid-change), no end bookmark (a server that does not know the protocol,
+-- one shutting down, one stuck), a 410, a Status in the stream, a reset.
 local function no_stream(err)
   local code = type(err) == "table" and err.code
   if code == 400 or code == 422 then return "always" end
-  if code == 403 or (code == 0 and err.reason == "NoInitialEventsEnd") then return "now" end
+  if code then return "now" end
   return nil
+end
+
+-- Whether the watch that ended with err is to be resumed from its
+-- resourceVersion (the network or an overloaded server broke it: what the
+-- cache holds is still true up to there) rather than listed again.
+local function rewatch(err)
+  return err.code == 429 or (err.code == 0 and (err.reason == "TransportError" or err.reason == "Timeout"))
 end
 
 -- Run until stopped; call it in a task of its own (luaop.spawn). An
 -- informer that has listed already resumes watching from where it was.
 function Informer:run()
-  local backoff = MIN_BACKOFF
+  local backoff = M.backoff()
   local need_list = self.rv == nil
   local list_now = false -- the next sync by LIST, a stream having just failed
   if self.stream == nil then self.stream = M.STREAM end
@@ -434,11 +517,13 @@ function Informer:run()
     local err
     self.watch_started = false
     local began = luaop.time.monotonic()
+    if need_list and self.relists > 0 then self:relisted() end
     if need_list and self.stream and not list_now then
       local synced
       synced, err = self:watch_list()
       if synced then need_list = false end
       local fallback = err and not synced and no_stream(err)
+      if fallback == "now" then self:failed(failure_reason(err)) end
       if fallback == "always" then
         self.log:info("the API server does not stream lists (sendInitialEvents): listing in pages instead",
           { error = tostring(err) })
@@ -456,33 +541,35 @@ function Informer:run()
       end
       if not err and not self.stopped then err = self:watch_once() end
     end
-    -- a watch that was up and then broke (the API server restarted) is
-    -- retried from the shortest delay, not after earlier failures' longer one
-    if self.watch_started then backoff = MIN_BACKOFF end
-    if err and (err.code == 410 or err.reason == "Expired" or err.reason == "Gone") then
-      self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv })
-      need_list, err = true, nil
-    end
-    -- an event the cache cannot take (client.lua: no object, no metadata,
-    -- an unknown type): what the cache holds may miss it, so list again,
-    -- after the backoff (err stays: logged below)
-    if err and err.reason == "MalformedEvent" then need_list = true end
     if err and not self.stopped then
-      self.log:error("list/watch failed, retrying", { error = tostring(err), retryIn = backoff })
-      luaop.sleep(backoff * (0.5 + math.random())) -- jittered
-      backoff = math.min(backoff * 2, MAX_BACKOFF)
-    elseif not err then
-      backoff = MIN_BACKOFF
+      local reason = failure_reason(err)
+      self:failed(reason)
+      local wait = backoff:next(luaop.time.monotonic())
+      if reason == "Expired" then
+        self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv, retryIn = wait })
+      else
+        -- anything but a broken connection or an overloaded server: what
+        -- the cache holds may miss what the failed watch had to say
+        local relist = not rewatch(err)
+        self.log:error(relist and "list/watch failed, listing again" or "list/watch failed, watching again",
+          { error = tostring(err), reason = reason, retryIn = wait })
+      end
+      if not rewatch(err) then need_list = true end
+      self:pause(wait)
+    elseif not err and self.watch_started and not need_list and not self.stopped
+      and luaop.time.monotonic() - began < SHORT_WATCH then
       -- a watch the server ended at once, cleanly (a proxy's short
       -- timeout, a broken server): the next one not at once either, or
       -- this would be a loop of requests as fast as the server answers
       -- (the client has no rate limit by default)
-      if self.watch_started and not need_list and not self.stopped
-        and luaop.time.monotonic() - began < SHORT_WATCH then
-        luaop.sleep(MIN_BACKOFF * (0.5 + math.random()))
-      end
+      self:pause(backoff:next(luaop.time.monotonic()))
     end
   end
+end
+
+-- Wait seconds, or until stopped.
+function Informer:pause(seconds)
+  if not self.stopped then self.wake:wait(seconds) end
 end
 
 -- Start run() in a task; returns the informer.
@@ -515,6 +602,7 @@ function Informer:stop()
     for h in pairs(hs) do self:release_index(name, h) end
   end
   self.dispatch:signal()
+  self.wake:signal()
   if self.watching then self.watching:close() end
   self.synced_cond:signal() -- nobody waits for a cache that will not come
 end

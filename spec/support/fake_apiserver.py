@@ -37,6 +37,17 @@ decodes (and than the API server would ever send). With labelSelector=malformed
 the list is the five as above, and the first five watches each send one
 malformed event (an object null, a string, an unknown type, no metadata,
 no name), then ADDED "never-seen"; later ones ADDED "watch-after".
+Other label selectors name faults of the watch, the LIST staying the five
+(and a streamed list refused, 422, but with noend):
+  gone        every watch sends an ERROR event, 410 Expired
+  status500   every watch sends an ERROR event, 500 InternalError
+  noend       a watch with sendInitialEvents=true sends ADDED "streamed" and
+              then nothing, never its initial-events-end bookmark, for 20 s
+  endless     the first watch sends one line of 200 MiB (no newline), the
+              later ones ADDED "watch-after"
+  later       the first watch is answered 429 with Retry-After: 2, the
+              later ones ADDED "watch-after"
+/control/times answers [[PATH, T], ...]: when each GET arrived (time.time()).
 /api/v1 is the discovery of configmaps.
 Leases (/apis/coordination.k8s.io/v1/namespaces/default/leases, with
 its discovery) are kept: created (POST), read, replaced (PUT, a Conflict
@@ -67,6 +78,7 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 leases = {}  # name -> Lease
 lease_delay = {}  # name -> seconds each GET of it waits
 lease_log = []  # [what, holder, time answered]
+times = []  # [path, time arrived] of each GET
 lease_rv = [100]
 counts = {}
 gone = set()
@@ -95,10 +107,10 @@ class Handler(BaseHTTPRequestHandler):
             conns["now"] -= 1
         super().finish()
 
-    def wait_gone(self, name):
+    def wait_gone(self, name, seconds=10):
         # the client's end closes (a read returns nothing) before we answer
         self.connection.settimeout(0.01)
-        deadline = time.time() + 10
+        deadline = time.time() + seconds
         while time.time() < deadline:
             try:
                 if self.connection.recv(1, socket.MSG_PEEK) == b"":
@@ -137,6 +149,27 @@ class Handler(BaseHTTPRequestHandler):
             line = (text + "\n").encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
         self.wfile.write(b"0\r\n\r\n")
+
+    def hold(self, lines, seconds):
+        """Lines, then nothing until the client goes or seconds pass."""
+        yield from lines
+        self.wfile.flush()
+        self.wait_gone("hold", seconds)
+
+    def endless_line(self, mib):
+        """A watch's answer of one line of mib MiB that never ends (the
+        client is expected to give up first)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b'{"type":"ADDED","object":{"metadata":{"name":"' + b"x" * (1 << 20)
+        try:
+            for _ in range(mib):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def status(self, code, reason, message, headers=None):
         self.reply(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -210,6 +243,7 @@ class Handler(BaseHTTPRequestHandler):
                 f.write("%s %s %s\n" % (self.command, self.path, kind))
             counts[self.path] = counts.get(self.path, 0) + 1
             n = counts[self.path]
+            times.append([self.path, time.time()])
         if kind not in ("bearer-ok", "basic-ok"):
             return self.status(401, "Unauthorized", "Unauthorized")
         path = self.path
@@ -231,6 +265,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, {"kind": "APIResourceList", "groupVersion": "coordination.k8s.io/v1",
                                     "resources": [{"name": "leases", "namespaced": True, "kind": "Lease",
                                                    "verbs": ["create", "delete", "get", "patch", "update"]}]})
+        if path == "/control/times":
+            with lock:
+                return self.reply(200, times)
         if path == "/control/lease-log":
             with lock:
                 return self.reply(200, lease_log)
@@ -267,12 +304,34 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith(PREFIX[:-1] + "?"):
             query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
             deep = query.get("labelSelector") == "deep"
+            fault = query.get("labelSelector")
+            watching = query.get("watch") in ("true", "1")
+            if fault == "noend" and query.get("sendInitialEvents") == "true":
+                return self.stream(self.hold(['{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1",'
+                                              '"metadata":{"name":"streamed","namespace":"default",'
+                                              '"resourceVersion":"5"}}}'], 20))
             if query.get("sendInitialEvents") == "true":
                 # as a server whose WatchList feature gate is off: a LIST
                 # and a watch instead (the informer falls back)
                 return self.status(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: '
                                    "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
                                    "feature gate is enabled")
+            if fault in ("gone", "status500") and watching:
+                code = 410 if fault == "gone" else 500
+                st = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                      "reason": "Expired" if code == 410 else "InternalError",
+                      "message": "too old resource version: 7 (80)" if code == 410 else "etcd is unhappy"}
+                return self.stream([json.dumps({"type": "ERROR", "object": st})])
+            if fault in ("endless", "later") and watching:
+                with lock:
+                    counts["watch"] = counts.get("watch", 0) + 1
+                    w = counts["watch"]
+                if w == 1 and fault == "later":
+                    return self.status(429, "TooManyRequests", "come back later", {"Retry-After": "2"})
+                if w == 1:
+                    return self.endless_line(200)
+                return self.stream(['{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":'
+                                    '{"name":"watch-after","namespace":"default","resourceVersion":"%d"}}}' % (40 + w)])
 
             def cm(name, rv=None, nested=False):
                 md = {"name": name, "namespace": "default"}

@@ -3,19 +3,23 @@
 -- and bookmarks.
 local luaop = require "support.luaop"
 local fake = require "support.fake"
+local proc = require "support.proc"
 
 -- luaop running an informer of the fake server's ConfigMaps in default
--- whose label selector is `selector` (the fake's switch: "deep",
--- "malformed"), started and synced as `inf`, then `body`, which may call
+-- whose label selector is `selector` (the fake's scenario: "deep",
+-- "malformed", "gone", ...), started and synced as `inf`, then `body`, which may call
 -- cached(name): whether `name` is in the cache within 30 s. Returns the
 -- server (stopped by the spec's finally), then luaop.run's code, out, err.
-local function run_informer(selector, body)
+-- before: code run before the informer is made (`informer` is the module).
+local function run_informer(selector, body, before)
   local server = fake.start()
   finally(server.stop)
   return server, luaop.run(([[
       local luaop = require "luaop"
       local core = require "luaop.core"
-      local inf = require("luaop.informer").new("ConfigMap", { namespace = "default", label_selector = %q })
+      local informer = require "luaop.informer"
+      %s
+      local inf = informer.new("ConfigMap", { namespace = "default", label_selector = %q })
       inf:start()
       inf:wait_synced()
       local function cached(name)
@@ -23,7 +27,7 @@ local function run_informer(selector, body)
         while not inf:get("default", name) and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
         return inf:get("default", name) ~= nil
       end
-]]):format(selector) .. body, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+]]):format(before or "", selector) .. body, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
 end
 
 describe("luaop.informer", function()
@@ -109,14 +113,14 @@ describe("luaop.informer", function()
         inf:get("default", "surprise") ~= nil, inf:get("default", "cm-0") ~= nil)
       print("counted", (core.metrics.text():match('luaop_watch_malformed_events_total{resource="v1/ConfigMap"} (%d+)')))
       inf:stop()
-    ]])
+    ]], "informer.MIN_BACKOFF = 0.05 -- five failures in a row: 0.05 to 1.6 s, not 0.8 to 25.6")
     assert.are.equal(0, code, err)
     assert.matches("watched\ttrue\tfalse\tfalse\ttrue", out)
     assert.matches("counted\t5", out)
     for _, why in ipairs { "ADDED, whose object is null", "MODIFIED, whose object is a string",
                            'an unknown type, \\"SURPRISE\\"', "ADDED, whose object has no metadata",
                            "DELETED, whose object has no name" } do
-      assert.matches("list/watch failed, retrying[^\n]*malformed watch event: " .. why:gsub("%p", "%%%0"), err)
+      assert.matches("list/watch failed, listing again[^\n]*malformed watch event: " .. why:gsub("%p", "%%%0"), err)
     end
     -- a LIST after each: the first sync's and five more (two pages each)
     local lists = 0
@@ -146,5 +150,166 @@ describe("luaop.informer", function()
     end
     -- each ends at once: about one a second (0.4 to 1.2 s apart), not hundreds
     assert.is_true(watches >= 2 and watches <= 10, ("%d watches in 3 s"):format(watches))
+  end)
+  -- The fake server's GETs of ConfigMaps: paged LISTs (first pages), and
+  -- watches (not streamed lists), with when each arrived (server time).
+  local function configmap_gets(server)
+    local ok, text = proc.sh(("curl -s -m 5 -H 'Authorization: Bearer good-token' http://127.0.0.1:%s/control/times")
+      :format(server.port))
+    assert(ok, text)
+    local lists, watches = {}, {}
+    for _, e in ipairs(require("luaop.core").json.decode(text)) do
+      local path, t = e[1], e[2]
+      if path:match("^/api/v1/namespaces/default/configmaps%?") then
+        local streamed = path:find("sendInitialEvents", 1, true) -- luaop's first try (refused)
+        if path:find("watch=true", 1, true) then
+          if not streamed then watches[#watches + 1] = t end
+        elseif not path:find("continue=", 1, true) then
+          lists[#lists + 1] = t
+        end
+      end
+    end
+    return lists, watches
+  end
+
+  -- The retryIn of each log line that matches pattern, in order.
+  local function waits(err, pattern)
+    local out = {}
+    for line in err:gmatch("[^\n]+") do
+      if line:find(pattern) then out[#out + 1] = tonumber(line:match('"retryIn": ([%d.e+-]+)')) end
+    end
+    return out
+  end
+
+  it("lists again after a 410 only after a backoff that doubles from 0.8 s (client-go's), logged and counted, "
+    .. "not as fast as the server answers", function()
+    -- before: 21 LISTs a second against a server that answers every watch 410
+    local server, code, out, err = run_informer("gone", [[
+      luaop.sleep(5)
+      print("failures", (core.metrics.text():match(
+        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Expired"} (%d+)')))
+      print("relists", (core.metrics.text():match(
+        'luaop_informer_relists_total{resource="ConfigMap",namespace="default"} (%d+)')))
+      inf:stop()
+    ]])
+    assert.are.equal(0, code, err)
+    local lists = configmap_gets(server)
+    -- waits of 0.8-1.6, 1.6-3.2, 3.2-6.4 s: two to four LISTs in 5 s
+    assert.is_true(#lists >= 2 and #lists <= 4, ("%d LISTs in 5 s"):format(#lists))
+    local w = waits(err, "resourceVersion too old, listing again")
+    assert.is_true(#w >= 2, err)
+    assert.is_true(w[1] >= 0.8 and w[1] < 1.6, tostring(w[1]))
+    for i = 2, #w do assert.is_true(w[i] > w[i - 1], ("wait %d: %s after %s"):format(i, w[i], w[i - 1])) end
+    assert.are.equal(#w, tonumber(out:match("failures\t(%d+)")), out)
+    assert.are.equal(#lists - 1, tonumber(out:match("relists\t(%d+)")), out)
+  end)
+
+  it("lists again, after the backoff, when a watch ends with a Status other than 410 (an InternalError in the "
+    .. "stream), logging its reason", function()
+    -- before: the same resourceVersion watched again every 0.8 s, never a LIST
+    local server, code, out, err = run_informer("status500", [[
+      luaop.sleep(3)
+      print("failures", (core.metrics.text():match(
+        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Status"} (%d+)')))
+      inf:stop()
+    ]])
+    assert.are.equal(0, code, err)
+    local lists, watches = configmap_gets(server)
+    -- LISTs at 0, then after 0.8-1.6 s, then 1.6-3.2 s more: two or three
+    assert.is_true(#lists >= 2 and #lists <= 3, ("%d LISTs in 3 s"):format(#lists))
+    assert.is_true(#watches <= #lists, ("%d watches, %d LISTs"):format(#watches, #lists))
+    assert.matches('list/watch failed, listing again[^\n]*InternalError %(500%): etcd is unhappy', err)
+    assert.is_true(tonumber(out:match("failures\t(%d+)")) >= 1, out)
+  end)
+
+  it("lists in pages, with a log line, when a streamed sync has not ended its initial events in time", function()
+    -- before: unsynced, with no log line, until the server ended the stream
+    local _, code, out, err = run_informer("noend", [[
+      print("synced after", luaop.time.monotonic() - began, inf:get("default", "cm-4") ~= nil,
+        inf:get("default", "streamed") ~= nil)
+      print("failures", (core.metrics.text():match(
+        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="NoInitialEventsEnd"} (%d+)')))
+      inf:stop()
+    ]], "informer.INITIAL_EVENTS_TIMEOUT = 1; local began = luaop.time.monotonic()")
+    assert.are.equal(0, code, err)
+    -- the stream holds for 20 s; given up after 1
+    local after = tonumber(out:match("synced after\t([%d.]+)"))
+    assert.is_true(after >= 1 and after < 10, out)
+    assert.matches("synced after\t[%d.]+\ttrue\tfalse", out) -- the LIST's state, not the stream's
+    assert.matches("streaming the list failed: listing in pages this time[^\n]*had not ended its initial events", err)
+    assert.matches("failures\t1", out)
+  end)
+
+  it("ends a watch at a line longer than 16 MiB, within bounded memory, and lists again", function()
+    -- before: the line was read to its end, however long (5.9 GB in 16 s)
+    local _, code, out, err = run_informer("endless", [[
+      print("watched", cached("watch-after"))
+      local f = assert(io.open("/proc/self/status"))
+      print("peak MiB", tonumber(f:read("a"):match("VmHWM:%s*(%d+) kB")) // 1024)
+      f:close()
+      print("failures", (core.metrics.text():match(
+        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="FrameTooLarge"} (%d+)')))
+      inf:stop()
+    ]], "informer.MIN_BACKOFF = 0.05")
+    assert.are.equal(0, code, err)
+    assert.matches("watched\ttrue", out)
+    assert.matches("list/watch failed, listing again[^\n]*longer than 16 MiB", err)
+    assert.matches("failures\t1", out)
+    -- a frame of at most 16 MiB, in a buffer of at most 32 (the ASan
+    -- build's allocator keeps what was freed in its quarantine)
+    local peak = tonumber(out:match("peak MiB\t(%d+)"))
+    assert.is_true(peak < (luaop.bin:find("asan", 1, true) and 400 or 100), out)
+  end)
+
+  it("honours a watch's Retry-After (a 429 when it starts)", function()
+    local server, code, _, err = run_informer("later", [[
+      cached("watch-after")
+      inf:stop()
+    ]])
+    assert.are.equal(0, code, err)
+    local _, watches = configmap_gets(server)
+    assert.is_true(#watches >= 2, #watches .. " watches")
+    assert.is_true(watches[2] - watches[1] >= 2, ("asked again %.2f s after a Retry-After of 2"):format(
+      watches[2] - watches[1]))
+  end)
+
+  it("backs off as client-go's reflector: 0.8 s doubling to 30 s, jittered up to twice, from 0.8 s again after "
+    .. "2 healthy minutes", function()
+    local code, out, err = luaop.run([[
+      local b = require("luaop.informer").backoff()
+      local t, line = 1000, {}
+      for _ = 1, 8 do line[#line + 1] = ("%.2f"):format(b:next(t)); t = t + 1 end
+      t = t + 121 -- a healthy period
+      line[#line + 1] = ("%.2f"):format(b:next(t))
+      print(table.concat(line, " "))
+    ]], { offline = true })
+    assert.are.equal(0, code, err)
+    local w = {}
+    for v in out:gmatch("[%d.]+") do w[#w + 1] = tonumber(v) end
+    local base = { 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, 0.8 }
+    assert.are.equal(#base, #w, out)
+    for i, b in ipairs(base) do
+      assert.is_true(w[i] >= b and w[i] <= 2 * b, ("wait %d: %s, for a base of %s"):format(i, w[i], b))
+    end
+  end)
+
+  it("keeps no tombstone once its object's DELETED came, though the name was made again meanwhile", function()
+    local code, out, err = luaop.run([[
+      local inf = require("luaop.informer").new("ConfigMap", { client = {} })
+      local function cm(uid, rv)
+        return { metadata = { namespace = "default", name = "a", uid = uid, resourceVersion = tostring(rv) } }
+      end
+      inf:upsert(cm("u1", 10))
+      inf:observe_delete("default", "a", "u1") -- this process deleted it
+      inf:upsert(cm("u1", 11)) -- an event from before the delete: ignored
+      print("stale ignored", inf:get("default", "a") == nil)
+      inf:upsert(cm("u2", 13)) -- the name made again
+      inf:remove(cm("u1", 12)) -- the first one's DELETED, late
+      print("kept", inf:get("default", "a").metadata.uid, "tombstones", next(inf.tombstones) == nil)
+    ]], { offline = true })
+    assert.are.equal(0, code, err)
+    assert.matches("stale ignored\ttrue", out)
+    -- before: the tombstone of u1 stayed until the next relist
+    assert.matches("kept\tu2\ttombstones\ttrue", out)
   end)
 end)
