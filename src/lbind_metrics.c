@@ -17,6 +17,7 @@
  *       when o is collected)      o:count() -> series it holds
  *   metrics.count() -> series in the registry
  *   metrics.ready(bool)            what /readyz answers
+ *   metrics.healthy(bool)          false: /healthz fails (a task keeps dying)
  *   metrics.text() -> string       the whole registry, as /metrics serves it
  *   metrics.names() -> string      "family label,label" lines
  *
@@ -244,6 +245,12 @@ static int lbind_metrics_ready(lua_State *L)
     return 0;
 }
 
+static int lbind_metrics_healthy(lua_State *L)
+{
+    atomic_store(&runtime_of(L)->failing, !lua_toboolean(L, 1));
+    return 0;
+}
+
 /* Push the text made in b (a box of the call: freed however it ends), or
  * raise when it could not be made. */
 static int lbind_metrics_push(lua_State *L, const dbuf *b, int rc)
@@ -283,7 +290,7 @@ int lbind_metrics_open(lua_State *L)
     };
     static const luaL_Reg funcs[] = {
         {"series", lbind_metrics_series}, {"owner", lbind_metrics_owner_new}, {"count", lbind_metrics_count},
-        {"ready", lbind_metrics_ready},   {"text", lbind_metrics_text},       {"names", lbind_metrics_names},
+        {"ready", lbind_metrics_ready},   {"healthy", lbind_metrics_healthy},   {"text", lbind_metrics_text},       {"names", lbind_metrics_names},
         {NULL, NULL},
     };
 

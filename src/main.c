@@ -291,7 +291,7 @@ static int main_precheck(lua_State *L, const flags *o, runtime *rt)
  * 0, or -1 after logging why not (an address in use). */
 static int main_serve(const flags *o, runtime *rt, serve **srv)
 {
-    serve_source src = {.metrics = rt->metrics, .sched = rt->sched, .ready = &rt->ready};
+    serve_source src = {.metrics = rt->metrics, .sched = rt->sched, .ready = &rt->ready, .failing = &rt->failing};
     char err[300];
 
     if (o->metrics_addr == NULL && o->probe_addr == NULL)

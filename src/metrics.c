@@ -92,6 +92,10 @@ static const metrics_family metrics_families[] = {
      "Informer lists and watches that ended in an error, per resource, namespace and reason (Expired, "
      "MalformedEvent, FrameTooLarge, NoInitialEventsEnd, TooManyRequests, Transport, Status)",
      METRICS_COUNTER, {"resource", "namespace", "reason"}, NULL, 0},
+    {"luaop_task_restarts_total",
+     "Runtime tasks that failed, or returned before their end, and were started again, per task (informer, "
+     "dispatcher, worker, resyncer, elector, reloader, collector)",
+     METRICS_COUNTER, {"task"}, NULL, 0},
     {"luaop_decode_errors_total", "Objects the API server sent that could not be decoded, per resource",
      METRICS_COUNTER, {"resource"}, NULL, 0},
     {"luaop_watch_malformed_events_total",

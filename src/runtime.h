@@ -31,6 +31,7 @@ typedef struct runtime {
     counters counters;   /* what its containment counted */
     struct metrics *metrics; /* its Prometheus registry (metrics.h) */
     atomic_int ready;    /* scripts loaded and caches synced: /readyz */
+    atomic_int failing;  /* a supervised task keeps dying: /healthz fails */
     int scripts;         /* it runs untrusted scripts: luaop.core without credentials */
     FILE *log_file;      /* opened for log.setup{path=}, closed with it */
     /* lbind_task.c */

@@ -214,11 +214,14 @@ static enum MHD_Result serve_probes(void *cls, struct MHD_Connection *c, const c
         double busy = since ? metrics_now() - (double)since / 1e9 : 0;
         if (busy > SERVE_STUCK)
             return serve_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the loop is stuck: one task has run %.1f s without waiting", busy);
+        if (s->src.failing && atomic_load(s->src.failing))
+            return serve_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "a task of the runtime keeps failing (its log says which)");
         return serve_text(c, MHD_HTTP_OK, "ok");
     }
     if (strcmp(url, "/readyz") == 0) {
         if (!atomic_load(s->src.ready))
-            return serve_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "not ready: scripts loading or caches not synced");
+            return serve_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                              "not ready: scripts loading, or a cache not synced or not running");
         return serve_text(c, MHD_HTTP_OK, "ok");
     }
     return serve_text(c, MHD_HTTP_NOT_FOUND, "404 page not found");

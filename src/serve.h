@@ -5,12 +5,17 @@
  * Each is libmicrohttpd (plain HTTP, epoll) on a thread of its own, so a
  * scrape or a probe never waits for the loop and the loop never waits for
  * a client: /metrics reads the registry under its lock (metrics.h),
- * /healthz the scheduler's busy time (the watchdog's view), /readyz a flag
+ * /healthz the scheduler's busy time (the watchdog's view) and a flag the
+ * runtime sets when one of its tasks keeps dying, /readyz a flag
  * the runtime sets. /healthz fails (500) once one resume of a task has run
  * SERVE_STUCK seconds without waiting, which is when the watchdog
  * interrupts it, before it gives up on the process. Connections are bounded
  * in number (SERVE_MAX_CONNECTIONS, SERVE_MAX_PER_IP), memory (an oversized
- * request is refused) and idle time. */
+ * request is refused) and idle time. The limit per address is small enough
+ * that the addresses likely to reach a pod's port (its node's kubelet,
+ * Prometheus, a few neighbours: 32 of them) cannot take every slot, so a
+ * slow or idle flood from a few addresses never keeps the kubelet's probe
+ * out; the idle timeout is well under a probe's period. */
 #ifndef LUAOP_SERVE_H
 #define LUAOP_SERVE_H
 
@@ -22,8 +27,8 @@ struct sched;
 
 #define SERVE_STUCK 5.0
 #define SERVE_MAX_CONNECTIONS 256
-#define SERVE_MAX_PER_IP 64
-#define SERVE_IDLE_TIMEOUT 10 /* seconds */
+#define SERVE_MAX_PER_IP 8 /* x 32 addresses = SERVE_MAX_CONNECTIONS */
+#define SERVE_IDLE_TIMEOUT 3 /* seconds */
 #define SERVE_MEMORY_LIMIT 16384 /* bytes per connection: its request's headers and all */
 
 typedef struct serve serve;
@@ -33,6 +38,7 @@ typedef struct serve_source {
     struct metrics *metrics;
     struct sched *sched;
     atomic_int *ready; /* non-zero: scripts loaded and caches synced */
+    atomic_int *failing; /* non-zero: a supervised task keeps dying (luaop.supervisor) */
 } serve_source;
 
 /* Parse a bind address as controller-runtime takes it: "0" or "" (off:

@@ -24,7 +24,7 @@ local MAX_STEPS = 4096 -- steps in one look at most
 -- Start the watcher in a task of its own; it ends when stopped() is true.
 -- Returns the task.
 function M.start(stopped)
-  return luaop.spawn(function()
+  return require("luaop.supervisor").spawn("collector", { done = stopped }, function()
     local floor = collectgarbage("count")
     local last = floor
     while not stopped() do

@@ -30,8 +30,7 @@ local M = {}
 local Informer = {}
 Informer.__index = Informer
 
--- client-go's reflector backoff (NewExponentialBackoffManager(800ms, 30s,
--- 2m, 2.0, 1.0)): seconds.
+-- client-go's reflector backoff (luaop.backoff): seconds, read at each wait.
 M.MIN_BACKOFF, M.MAX_BACKOFF, M.BACKOFF_RESET = 0.8, 30, 120
 local SHORT_WATCH = 1 -- seconds: a watch that ended sooner, cleanly, waits before the next
 -- Seconds a streamed sync may take to end its initial events (the
@@ -41,23 +40,8 @@ local SHORT_WATCH = 1 -- seconds: a watch that ended sooner, cleanly, waits befo
 -- proxy that does not know the protocol, or one stuck.
 M.INITIAL_EVENTS_TIMEOUT = 60
 
--- A backoff as client-go's exponential backoff manager: each wait is
--- twice the last (from MIN_BACKOFF, at most MAX_BACKOFF), jittered up to
--- twice that, and starts again from MIN_BACKOFF when more than
--- BACKOFF_RESET seconds passed since the last wait began (a healthy
--- period). b:next(now) -> seconds to wait (now: monotonic seconds).
-local Backoff = {}
-Backoff.__index = Backoff
-function M.backoff() return setmetatable({}, Backoff) end
-function Backoff:next(now)
-  if self.last == nil or now - self.last > M.BACKOFF_RESET then
-    self.delay = M.MIN_BACKOFF
-  else
-    self.delay = math.min(self.delay * 2, M.MAX_BACKOFF)
-  end
-  self.last = now
-  return self.delay * (1 + math.random()) -- jitter 1.0
-end
+-- The informers' backoff (each informer has its own).
+function M.backoff() return require("luaop.backoff").new(M) end
 
 -- Why a watch or sync ended, as luaop_watch_failures_total's reason (a
 -- fixed set: a server's own reasons are not labels).
@@ -419,6 +403,7 @@ function Informer:synced_from(seen, rv)
   if not self.synced then
     self.synced = true
     self.synced_cond:signal()
+    if self.on_state then self.on_state() end
   end
 end
 
@@ -572,11 +557,23 @@ function Informer:pause(seconds)
   if not self.stopped then self.wake:wait(seconds) end
 end
 
--- Start run() in a task; returns the informer.
+-- Start run() in a task, supervised (luaop.supervisor: a death is logged,
+-- counted and restarted after a backoff, resuming from the last
+-- resourceVersion; meanwhile self.dead is true, and self.on_state, when
+-- set, is told of each change); returns the informer.
 function Informer:start()
-  self.task = luaop.spawn(function() self:run() end)
+  local supervisor = require "luaop.supervisor"
+  local function done() return self.stopped end
+  local function state(dead)
+    return function()
+      self.dead = dead
+      if self.on_state then self.on_state() end
+    end
+  end
+  self.task = supervisor.spawn("informer", { name = self.kind, done = done, on_death = state(true),
+    on_restart = state(false) }, self.run, self)
   -- the dispatcher of deferred events (this process's own writes)
-  luaop.spawn(function()
+  supervisor.spawn("dispatcher", { name = self.kind, done = done }, function()
     while not self.stopped do
       if #self.deferred == 0 then self.dispatch:wait() end
       local events = self.deferred

@@ -75,6 +75,7 @@ function Manager:entry(kind, opts)
       end
     end
     e.inf:on { add = dispatch("add"), update = dispatch("update"), delete = dispatch("delete") }
+    e.inf.on_state = function() self:update_ready() end
     self.informers[id] = e
   end
   return e
@@ -166,6 +167,7 @@ function Manager:rewire()
       if e.running then self.log:info("stopping informer", { kind = e.kind }) end
       e.inf:stop()
       self.informers[id] = nil
+      self:update_ready()
     else
       local k = kind_name(e.kind)
       self.by_kind[k] = self.by_kind[k] or {}
@@ -224,6 +226,7 @@ function Manager:start_informers(timeout)
       fresh[#fresh + 1] = e
     end
   end
+  if #fresh > 0 then self:update_ready() end
   local timed_out = false
   if timeout and #fresh > 0 then
     luaop.spawn(function()
@@ -397,8 +400,28 @@ function Manager:start()
   -- a quiet process's garbage collected and its pages given back (not
   -- under the test kit's clock, where a second is whatever the test says)
   if self.idle_gc ~= false then require("luaop.collector").start(function() return self.stopping end) end
-  core.metrics.ready(true) -- /readyz: a warm standby is ready too
+  self:update_ready() -- /readyz: a warm standby is ready too
   if self:leading() then self:start_leading() end
+end
+
+-- /readyz: ready once started (the first sync of every cache), and while
+-- every informer a controller needs has synced and runs (not dead, waiting
+-- for its supervisor to start it again: luaop.supervisor). A warm standby
+-- is ready too.
+function Manager:update_ready()
+  local ready = self.started == true
+  for _, e in pairs(self.informers) do
+    if ready and e.running and (not e.inf.synced or e.inf.dead) then ready = false end
+  end
+  if ready ~= self.ready or (self.started and not self.ready_told) then
+    self.ready = ready
+    core.metrics.ready(ready)
+    if self.started then
+      self.ready_told = true
+      self.log:info(ready and "ready: every cache synced and running"
+        or "not ready: a cache is not synced or not running", {})
+    end
+  end
 end
 
 -- Whether this process may reconcile: always, but under leader election
@@ -456,7 +479,11 @@ function Manager:run_until_shutdown(grace)
     -- SIGTERM, or the lease lost: whichever comes first ends the wait
     local ended = core.task.cond()
     luaop.spawn(function() shutdown:wait() ended:signal() end)
-    luaop.spawn(function()
+    -- supervised: an elector that raised runs again (it renews a lease it
+    -- holds: the fence still ends at the last renew's deadline); one that
+    -- lost the lease ends the process instead (below)
+    require("luaop.supervisor").spawn("elector", { name = "leader election",
+      done = function() return e.stopped or e.lost end }, function()
       e:run(function() if self.started then self:start_leading() end end, function() ended:signal() end)
     end)
     shutdown = ended

@@ -544,7 +544,8 @@ function Reloader:watch()
       end)
     end
   end
-  luaop.spawn(function()
+  local function done() return self.stopped end
+  require("luaop.supervisor").spawn("reloader", { name = "scripts", done = done }, function()
     while not self.stopped do
       if not self.pending then changed:wait() end
       if self.stopped then break end

@@ -9,6 +9,7 @@ local definition = require "luaop.definition"
 local context = require "luaop.context"
 local split_key = require("luaop.plan").split_key
 local events = require "luaop.events"
+local supervisor = require "luaop.supervisor"
 
 local M = {}
 
@@ -152,6 +153,7 @@ local function worker(self, c)
   end
   c.workers = c.workers - 1
   c.queue:wake() -- the others look again
+  return true -- ended by design (luaop.supervisor)
 end
 
 -- `resync = seconds`: every object of the controller is queued again that
@@ -197,12 +199,14 @@ function M.start_workers(self, c)
   if not c.def.reconcile then return end
   if not c.resyncing then -- once, whenever it first has a reconcile (a reload may bring one)
     c.resyncing = true
-    luaop.spawn(resyncer, self, c)
+    supervisor.spawn("resyncer", { name = c.name, done = function() return self.stopping or c.stopped end },
+      resyncer, self, c)
   end
   c.metrics.workers:set(n)
   while c.workers < n do
     c.workers = c.workers + 1
-    luaop.spawn(worker, self, c)
+    supervisor.spawn("worker", { name = c.name, done = function() return self.stopping or c.stopped end },
+      worker, self, c)
   end
   c.queue:wake() -- fewer workers wanted: the extra ones end
 end

@@ -1081,7 +1081,9 @@ describe("luaop.apiserver", function()
       local informer = require "luaop.informer"
       local saved = informer.STREAM
       informer.STREAM = stream
-      finally(function() informer.STREAM = saved end)
+      -- (the informer's backoff before it lists again is on the kit's clock)
+      core.kit.virtual_clock()
+      finally(function() informer.STREAM = saved; core.kit.real_clock() end)
       local s = new()
       call(s, "POST", CMS, cm("a"))
       call(s, "POST", CMS, cm("b"))
@@ -1109,6 +1111,8 @@ describe("luaop.apiserver", function()
       s:expire_watches()
       call(s, "DELETE", CMS .. "/c")
       call(s, "POST", CMS, cm("d"))
+      core.kit.run()
+      core.kit.advance(1.6) -- the backoff: 0.8 s, jittered up to twice
       core.kit.run()
       assert.are.equal(2, inf.relists)
       assert.are.equal(2, #inf:list())

@@ -354,4 +354,59 @@ print(len(held))
     end)
     assert.are.equal(200, (get("http://127.0.0.1:" .. mport .. "/metrics")))
   end)
+  it("leaves the kubelet's probes room: every one answers within 1 s while four other addresses hold all the "
+    .. "connections they can, sending a byte a second", function()
+    -- before: 64 per address and 256 in all, so four addresses filled the
+    -- server and 18 of 20 probes failed (the kubelet restarts a pod so)
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["idle.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller { name = "idle", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function() end }
+]] }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
+    finally(run.cleanup)
+    local _, pport = ports(run)
+    kube.wait_for("ready", 10, function() return get("http://127.0.0.1:" .. pport .. "/readyz") == 200 end)
+    local script = os.tmpname()
+    finally(function() os.remove(script) end)
+    local f = assert(io.open(script, "w"))
+    f:write([==[
+import socket, sys, threading, time
+port = int(sys.argv[1])
+held, stop = [], threading.Event()
+for src in ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"):
+    for _ in range(64):
+        s = socket.socket(); s.settimeout(1)
+        try:
+            s.bind((src, 0)); s.connect(("127.0.0.1", port)); s.send(b"G"); held.append(s)
+        except OSError:
+            s.close()
+def slow():
+    while not stop.wait(1):
+        for s in held:
+            try: s.send(b"E")
+            except OSError: pass
+threading.Thread(target=slow, daemon=True).start()
+time.sleep(0.5)
+ok = 0
+for _ in range(20):  # as the kubelet probes: a new connection, 1 s to answer
+    try:
+        c = socket.create_connection(("127.0.0.1", port), timeout=1)
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        if c.recv(64).startswith(b"HTTP/1.1 200"): ok += 1
+        c.close()
+    except OSError:
+        pass
+    time.sleep(0.2)
+stop.set()
+print(ok)
+]==])
+    f:close()
+    local ok, out = proc.sh(("python3 %s %d"):format(proc.quote(script), pport))
+    assert.is_true(ok, out)
+    assert.are.equal("20", out:match("%d+"), "probes that answered 200 within 1 s, of 20")
+  end)
 end)
