@@ -192,6 +192,22 @@ static void api_count(api *a, const char *method, long status)
     }
 }
 
+/* luaop_rest_client_retries_total{method}: the 429s and 5xx with
+ * Retry-After that http.c waited out and sent again. */
+static void api_count_retries(api *a, const char *method, int retries)
+{
+    char err[64];
+    metrics_series *s;
+
+    if (a->metrics == NULL || retries <= 0)
+        return;
+    s = metrics_get(a->metrics, NULL, "luaop_rest_client_retries_total", &method, 1, err, sizeof err);
+    if (s) {
+        metrics_add(a->metrics, s, retries);
+        metrics_release(a->metrics, s);
+    }
+}
+
 void api_set_metrics(api *a, struct metrics *m)
 {
     const char *p = strstr(a->server, "://");
@@ -267,6 +283,7 @@ static void api_done(const http_response *r, void *ud)
         r = &fenced;
     }
     api_count(c->a, c->method, r->status);
+    api_count_retries(c->a, c->method, r->retries);
     if (r->status == 401 && !c->refreshed && auth_refreshable(c->a->auth)) {
         c->refreshed = 1;
         auth_invalidate(c->a->auth, c->generation);

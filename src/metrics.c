@@ -92,6 +92,10 @@ static const metrics_family metrics_families[] = {
      "Informer lists and watches that ended in an error, per resource, namespace and reason (Expired, "
      "MalformedEvent, FrameTooLarge, NoInitialEventsEnd, TooManyRequests, Transport, Status)",
      METRICS_COUNTER, {"resource", "namespace", "reason"}, NULL, 0},
+    {"luaop_rest_client_retries_total",
+     "Requests the API server answered 429, or 5xx with Retry-After, and luaop sent again after the wait it asked "
+     "for, per method",
+     METRICS_COUNTER, {"method"}, NULL, 0},
     {"luaop_task_restarts_total",
      "Runtime tasks that failed, or returned before their end, and were started again, per task (informer, "
      "dispatcher, worker, resyncer, elector, reloader, collector)",

@@ -531,7 +531,8 @@ function Informer:run()
       self:failed(reason)
       local wait = backoff:next(luaop.time.monotonic())
       if reason == "Expired" then
-        self.log:info("resourceVersion too old, listing again", { resourceVersion = self.rv, retryIn = wait })
+        self.log:info("resourceVersion too old, listing again",
+          { resourceVersion = self.rv, error = tostring(err), retryIn = wait })
       else
         -- anything but a broken connection or an overloaded server: what
         -- the cache holds may miss what the failed watch had to say

@@ -1,0 +1,3 @@
+module luaop.local/chaos
+
+go 1.22
