@@ -10,14 +10,15 @@
 # failures by reason, task restarts, retries, writes and worst RSS
 # (VmHWM), and that convergence time. SEED (default 1) and RATE (the
 # probability that a request gets a fault, default 0.3; a watch: 0.7, as
-# watches are few) go to the proxy.
+# watches are few, and each is ended within 10 to 20 s, as by a load
+# balancer's timeout, so that watches come again) go to the proxy.
 secs=${1:-180}
 seed=${2:-1}
 rate=${3:-0.3}
 . "$(dirname "$0")/lib.sh" chaos
 proxy=$(hack/chaos.sh bin)
 kc config view --raw --minify --flatten -o json >"$tmp/upstream.json"
-"$proxy" -upstream "$tmp/upstream.json" -dir "$tmp" -seed "$seed" -rate "$rate" -watch-rate 0.7 2>"$tmp/chaos.log" &
+"$proxy" -upstream "$tmp/upstream.json" -dir "$tmp" -seed "$seed" -rate "$rate" -watch-rate 0.7 -watch-timeout 20 2>"$tmp/chaos.log" &
 ppid=$!
 trap 'kill $ppid 2>/dev/null; bench_cleanup' EXIT
 wait_until "the proxy" test -s "$tmp/port"

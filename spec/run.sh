@@ -119,6 +119,7 @@ valgrind_skip=(
   spec/unit/check_spec.lua          # drives luaop children only; runs plain and under ASan
   spec/unit/cli_spec.lua            # drives luaop children only (one under valgrind itself)
   spec/unit/containment_spec.lua    # drives luaop children only; runs plain and under ASan
+  spec/unit/election_spec.lua       # drives luaop children only; runs plain and under ASan
   spec/unit/fence_spec.lua          # drives luaop children only; runs plain and under ASan
   spec/unit/fs_spec.lua             # drives luaop children only; runs plain and under ASan
   spec/unit/fuzz_api_spec.lua       # drives luaop --test children only; runs plain and under ASan
@@ -135,6 +136,7 @@ valgrind_skip=(
   spec/unit/owners_spec.lua         # drives luaop children only; runs plain and under ASan
   spec/unit/sandbox_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/script_spec.lua         # drives luaop children only; runs plain and under ASan
+  spec/unit/supervisor_spec.lua     # drives luaop children only; runs plain and under ASan
   spec/unit/task_spec.lua           # drives luaop children only; runs plain and under ASan
   spec/unit/taskthread_spec.lua     # drives luaop children only; runs plain and under ASan
   spec/unit/watchdog_spec.lua       # drives luaop children only; runs plain and under ASan

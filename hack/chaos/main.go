@@ -2,7 +2,7 @@
 // the ways API servers, their load balancers and networks do, by a seeded
 // schedule (test and benchmark tooling only: never part of luaop).
 //
-//	chaos -upstream FILE -dir DIR [-seed N] [-rate P] [-watch-rate P] [-faults a,b,...]
+//	chaos -upstream FILE -dir DIR [-seed N] [-rate P] [-watch-rate P] [-watch-timeout S] [-faults a,b,...]
 //
 // FILE is `kubectl config view --raw --minify --flatten -o json` of the
 // real API server's admin. The proxy terminates TLS with a certificate of
@@ -81,6 +81,9 @@ var (
 	rate    float64
 	// watches are few (each lasts minutes): a rate of their own
 	watchRate float64
+	// a load balancer's timeout: every watch ended cleanly within this
+	// (seconds; 0: never), so that watches come again and draw again
+	watchTimeout float64
 )
 
 var (
@@ -130,6 +133,7 @@ func main() {
 	seed := flag.Int64("seed", 1, "the random source's seed")
 	flag.Float64Var(&rate, "rate", 0.2, "the probability that a request gets a fault")
 	flag.Float64Var(&watchRate, "watch-rate", -1, "the probability that a watch gets a fault (default: -rate)")
+	flag.Float64Var(&watchTimeout, "watch-timeout", 0, "end every watch cleanly within half to all of this many seconds (0: never)")
 	faults := flag.String("faults", strings.Join(append(append(append([]string{}, anyFaults...), readFaults...), watchFaults...), ","), "the faults to inject")
 	flag.Parse()
 	log.SetFlags(0)
@@ -367,10 +371,19 @@ func (p *proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respon
 	if fault == "reset" || fault == "truncate" || fault == "garble" || fault == "stall" || fault == "dup" || fault == "reorder" {
 		deadline = time.After(between(0.2, 3))
 	}
+	var cut <-chan time.Time
+	if watchTimeout > 0 {
+		cut = time.After(between(watchTimeout/2, watchTimeout))
+	}
 	armed := false // the fault applies to the next line (or now, for a reset)
 	var held []byte
 	for {
 		select {
+		case <-cut:
+			if held != nil {
+				send(held)
+			}
+			return
 		case <-deadline:
 			deadline = nil
 			if fault == "reset" {

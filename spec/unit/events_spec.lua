@@ -25,15 +25,16 @@ local function cost(f)
 end
 
 describe("Events' state", function()
-  local saved, sent, clock
+  local saved, sent, clock, missing
   local defaults = {}
   before_each(function()
     for _, k in ipairs { "CONTROLLER_BURST", "MAX_KEYS", "SCRIPT_KEYS" } do defaults[k] = events[k] end
     events.reset()
     saved = { request = core.api.request, now = core.task.now }
-    sent, clock = {}, 1000
+    sent, clock, missing = {}, 1000, false
     core.api.request = function(r)
-      sent[#sent + 1] = r.method .. (r.method == "PATCH" and (" " .. r.body) or "")
+      sent[#sent + 1] = r.method .. (r.method ~= "GET" and " " .. r.body or "")
+      if r.method == "PATCH" and missing then return 404, '{"kind":"Status","code":404,"reason":"NotFound"}' end
       return r.method == "POST" and 201 or 200, "{}"
     end
     core.task.now = function() return clock end
@@ -116,7 +117,7 @@ describe("Events' state", function()
     record("a", 1)
     record("a", 1)
     record("a", 1) -- count 3: POST, PATCH count 2
-    assert.are.same({ "POST", "PATCH" }, { sent[1], sent[2]:match("^%u+") })
+    assert.are.same({ "POST", "PATCH" }, { sent[1]:match("^%u+"), sent[2]:match("^%u+") })
     clock = clock + 5 * 60
     record("a", 2) -- not due yet: nothing ends
     assert.are.equal(3, #sent)
@@ -124,7 +125,7 @@ describe("Events' state", function()
     record("a", 3)
     assert.matches('"count":3', sent[4], 1, true)
     record("a", 1) -- starts over: a new Event
-    assert.are.equal("POST", sent[6])
+    assert.are.equal("POST", sent[6]:match("^%u+"))
     -- a series seen every 5 minutes is written again 30 minutes after it was
     record("a", 1) -- count 2: PATCH
     local t0, n = clock, #sent
@@ -145,4 +146,16 @@ describe("Events' state", function()
     for _ = 1, 4 do record("a", 1) end
     assert.is_true(events.stats("a").buckets < buckets)
   end)
+
+  it("creates an Event again, with its series, when the patch of its series finds none (its create was lost)",
+    function()
+      record("a", 1) -- POST
+      missing = true -- the create never arrived (an answer cut off, a reset)
+      record("a", 1) -- count 2: PATCH, 404, then POST of the whole Event
+      assert.are.equal(3, #sent, table.concat(sent, "\n"))
+      assert.matches("^PATCH", sent[2])
+      assert.matches("^POST", sent[3])
+      assert.matches('"series":{[^}]*"count":2', sent[3])
+      assert.matches('"reason":"Seen"', sent[3], 1, true)
+    end)
 end)
