@@ -44,6 +44,10 @@ local reason_of_code = {
 
 -- An error from an HTTP status and body (a metav1.Status when the API server
 -- wrote it), or from a transport failure (code 0).
+-- Seconds a watch asked to end after timeoutSeconds may run past it
+-- before luaop ends it.
+client.WATCH_SLACK = 30
+
 local function api_error(code, body)
   local err = setmetatable({ code = code or 0 }, Error)
   if code == nil or code == 0 then
@@ -302,7 +306,8 @@ function client:get(kind, name_or_req, ns)
 end
 
 -- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
--- opts.label_selector, opts.field_selector, opts.limit (page size, default 500).
+-- opts.label_selector, opts.field_selector, opts.limit (page size, default 500),
+-- opts.timeout (seconds for each page, retries included; default none).
 -- Pages through continue tokens; returns the list with every item. With
 -- opts.each_page(items), hands over each page's items instead of keeping them.
 -- The next page is asked for before this one is decoded (its continue token
@@ -314,7 +319,7 @@ function client:list(kind, opts)
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns)
   local function start(continue)
-    return api.start { method = "GET", path = path .. query {
+    return api.start { method = "GET", timeout = opts.timeout, path = path .. query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
       limit = opts.limit or 500, continue = continue,
     } }
@@ -552,7 +557,11 @@ function client:watch(kind, opts)
     sendInitialEvents = opts.send_initial_events, timeoutSeconds = opts.timeout,
     allowWatchBookmarks = opts.bookmarks ~= false,
   }
-  return setmetatable({ raw = api.watch { path = path }, gv = r.gv, kind = r.kind }, Watch)
+  -- a watch the server was asked to end after timeoutSeconds ends here
+  -- too, 30 s later at most: a server or proxy that stopped sending
+  -- without closing (a stall) costs that, never an informer forever
+  local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
+  return setmetatable({ raw = api.watch { path = path, timeout = limit }, gv = r.gv, kind = r.kind }, Watch)
 end
 
 -- ---- a script's view -----------------------------------------------------------------

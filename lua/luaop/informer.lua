@@ -39,6 +39,13 @@ local SHORT_WATCH = 1 -- seconds: a watch that ended sooner, cleanly, waits befo
 -- cache, so a stream still short of its end after this is a server or
 -- proxy that does not know the protocol, or one stuck.
 M.INITIAL_EVENTS_TIMEOUT = 60
+-- Seconds a page of a LIST may take (its retries after 429 included):
+-- kube-apiserver ends a request at 60 s (--request-timeout), so a page
+-- that has not come by then comes from a server or proxy that stalled.
+M.LIST_TIMEOUT = 90
+-- The timeoutSeconds each watch asks for, at random between these
+-- (client-go's reflector: 5 to 10 minutes).
+M.WATCH_TIMEOUT = { 300, 600 }
 
 -- The informers' backoff (each informer has its own).
 function M.backoff() return require("luaop.backoff").new(M) end
@@ -328,7 +335,7 @@ function Informer:relist()
   -- page by page into the cache, so that no more than a page of decoded
   -- objects is garbage at a time
   local ok, list, err = pcall(self.client.list, self.client, self.kind, {
-    namespace = o.namespace, all_namespaces = o.namespace == nil,
+    namespace = o.namespace, all_namespaces = o.namespace == nil, timeout = M.LIST_TIMEOUT,
     label_selector = o.label_selector, field_selector = o.field_selector,
     each_page = function(items)
       if self.stopped then error("informer stopped", 0) end
@@ -365,7 +372,7 @@ function Informer:open_watch(extra)
   local q = {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector,
-    timeout = math.random(300, 600), bookmarks = true,
+    timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true,
   }
   for k, v in pairs(extra) do q[k] = v end
   local w, err = self.client:watch(self.kind, q)
@@ -530,17 +537,17 @@ function Informer:run()
       local reason = failure_reason(err)
       self:failed(reason)
       local wait = backoff:next(luaop.time.monotonic())
+      -- anything but a broken connection or an overloaded server: what
+      -- the cache holds may miss what the failed watch had to say (and a
+      -- LIST that failed is still to be made)
+      if not rewatch(err) then need_list = true end
       if reason == "Expired" then
         self.log:info("resourceVersion too old, listing again",
           { resourceVersion = self.rv, error = tostring(err), retryIn = wait })
       else
-        -- anything but a broken connection or an overloaded server: what
-        -- the cache holds may miss what the failed watch had to say
-        local relist = not rewatch(err)
-        self.log:error(relist and "list/watch failed, listing again" or "list/watch failed, watching again",
+        self.log:error(need_list and "list/watch failed, listing again" or "list/watch failed, watching again",
           { error = tostring(err), reason = reason, retryIn = wait })
       end
-      if not rewatch(err) then need_list = true end
       self:pause(wait)
     elseif not err and self.watch_started and not need_list and not self.stopped
       and luaop.time.monotonic() - began < SHORT_WATCH then

@@ -47,6 +47,11 @@ Other label selectors name faults of the watch, the LIST staying the five
               later ones ADDED "watch-after"
   later       the first watch is answered 429 with Retry-After: 2, the
               later ones ADDED "watch-after"
+  stalllist   the first LIST's first page answers after 20 s (or when
+              the client goes), the later ones at once
+  stallwatch  the first watch sends its headers, then nothing for 20 s
+              (or until the client goes), the later ones ADDED
+              "watch-after"
 /control/times answers [[PATH, T], ...]: when each GET arrived (time.time()).
 /api/v1 is the discovery of configmaps.
 Leases (/apis/coordination.k8s.io/v1/namespaces/default/leases, with
@@ -322,10 +327,19 @@ class Handler(BaseHTTPRequestHandler):
                       "reason": "Expired" if code == 410 else "InternalError",
                       "message": "too old resource version: 7 (80)" if code == 410 else "etcd is unhappy"}
                 return self.stream([json.dumps({"type": "ERROR", "object": st})])
-            if fault in ("endless", "later") and watching:
+            if fault == "stalllist" and not watching and "continue" not in query:
+                with lock:
+                    counts["list"] = counts.get("list", 0) + 1
+                    first = counts["list"] == 1
+                if first:
+                    self.wait_gone("stalllist", 20)
+                    return None
+            if fault in ("endless", "later", "stallwatch", "stalllist") and watching:
                 with lock:
                     counts["watch"] = counts.get("watch", 0) + 1
                     w = counts["watch"]
+                if w == 1 and fault == "stallwatch":
+                    return self.stream(self.hold([], 20))
                 if w == 1 and fault == "later":
                     return self.status(429, "TooManyRequests", "come back later", {"Retry-After": "2"})
                 if w == 1:

@@ -269,8 +269,36 @@ describe("luaop.informer", function()
     assert.are.equal(0, code, err)
     local _, watches = configmap_gets(server)
     assert.is_true(#watches >= 2, #watches .. " watches")
-    assert.is_true(watches[2] - watches[1] >= 2, ("asked again %.2f s after a Retry-After of 2"):format(
+    -- (the loop's clock counts whole milliseconds: 2 s to within one)
+    assert.is_true(watches[2] - watches[1] >= 1.99, ("asked again %.3f s after a Retry-After of 2"):format(
       watches[2] - watches[1]))
+  end)
+
+  it("ends a LIST page that does not come within informer.LIST_TIMEOUT, and lists again after the backoff",
+    function()
+      -- before: an informer whose LIST stalled waited for it forever
+      local server, code, out, err = run_informer("stalllist", [[
+        print("synced after", luaop.time.monotonic() - began, inf:get("default", "cm-4") ~= nil)
+        inf:stop()
+      ]], "informer.LIST_TIMEOUT = 1; local began = luaop.time.monotonic()")
+      assert.are.equal(0, code, err)
+      local after = tonumber(out:match("synced after\t([%d.]+)"))
+      assert.is_true(after >= 1 and after < 10, out)
+      assert.matches("synced after\t[%d.]+\ttrue", out)
+      assert.matches("list/watch failed, listing again[^\n]*Timeout", err)
+      assert.is_true(#configmap_gets(server) >= 2)
+    end)
+
+  it("ends a watch that sends nothing past its timeoutSeconds, and watches again from where it was", function()
+    -- before: a watch that stalled without closing stalled its informer
+    local _, code, out, err = run_informer("stallwatch", [[
+      print("watched", cached("watch-after"))
+      inf:stop()
+    ]], "informer.WATCH_TIMEOUT = { 1, 1 }; require('luaop.client').WATCH_SLACK = 1")
+    assert.are.equal(0, code, err)
+    assert.matches("watched\ttrue", out)
+    assert.matches("list/watch failed, watching again[^\n]*Timeout", err)
+    assert.is_nil(err:find("listing again", 1, true), err)
   end)
 
   it("backs off as client-go's reflector: 0.8 s doubling to 30 s, jittered up to twice, from 0.8 s again after "
