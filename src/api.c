@@ -392,6 +392,12 @@ void api_cancel(api_call *c)
     /* else waiting for a credential: freed when it comes */
 }
 
+void api_resume(api_call *c)
+{
+    if (!c->cancelled && c->req)
+        http_resume(c->req);
+}
+
 api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
 {
     api_call *c = calloc(1, sizeof *c);

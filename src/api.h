@@ -44,6 +44,9 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud);
 /* Stop a call; its done callback will not run. */
 void api_cancel(api_call *c);
 
+/* Read a streaming call paused by its on_data again (http_resume). */
+void api_resume(api_call *c);
+
 const char *api_server(const api *a);
 const char *api_namespace(const api *a);
 unsigned long api_requests_total(const api *a);

@@ -30,6 +30,7 @@ struct http_request {
     int (*on_data)(const char *, size_t, void *);
     int (*may_send)(void *);
     int refused; /* may_send said no */
+    int paused;  /* on_data asked for a pause: no body is read until http_resume */
     http_done_cb done;
     void *ud;
     /* the response */
@@ -149,8 +150,14 @@ static size_t http_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata
     if (r->on_data) {
         long status = 0;
         curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-        if (status >= 200 && status < 300)
-            return r->on_data(ptr, n, r->ud) == 0 ? n : 0;
+        if (status >= 200 && status < 300) {
+            int rc = r->on_data(ptr, n, r->ud);
+            if (rc == HTTP_DATA_PAUSE) {
+                r->paused = 1;
+                return CURL_WRITEFUNC_PAUSE;
+            }
+            return rc == 0 ? n : 0;
+        }
     }
     if (dbuf_append(&r->resp, ptr, n) != 0)
         return 0;
@@ -695,6 +702,14 @@ void http_cancel(http_request *r)
         return;
     }
     http_request_free(r);
+}
+
+void http_resume(http_request *r)
+{
+    if (r->state != HTTP_RUNNING || !r->paused)
+        return;
+    r->paused = 0;
+    curl_easy_pause(r->easy, CURLPAUSE_CONT); /* may deliver the held chunk at once */
 }
 
 unsigned long http_requests_total(const http_client *c)

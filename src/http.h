@@ -50,7 +50,9 @@ typedef struct http_spec {
     long timeout_ms; /* 0: none */
     /* Streaming (watch): called with each chunk as it arrives; the final
      * callback then gets only what was not delivered. Return 0 to go on,
-     * non-zero to abort the transfer. */
+     * HTTP_DATA_PAUSE to take none of this chunk and read no more until
+     * http_resume (the same chunk comes again then: backpressure), anything
+     * else to abort the transfer. */
     int (*on_data)(const char *data, size_t len, void *ud);
     /* Asked (with the request's ud) the moment before the request leaves,
      * after its connection is ready, at each try: non-zero sends it, 0
@@ -82,6 +84,13 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
 
 /* Stop a request; its callback will not run. */
 void http_cancel(http_request *r);
+
+/* on_data's answer that pauses a streaming request (see http_spec). */
+#define HTTP_DATA_PAUSE 2
+
+/* Read a paused streaming request's body again (nothing when it is not
+ * paused). on_data may run before this returns. */
+void http_resume(http_request *r);
 
 /* Requests started (including retries) per method and status code class are
  * counted; this is the total. */

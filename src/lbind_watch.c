@@ -31,6 +31,12 @@
  * by default); an event is that object and a few bytes. */
 #define LBIND_WATCH_MAX_FRAME (16u * 1024 * 1024)
 
+/* The most bytes of lines read and not yet handed out: past it the stream
+ * is paused (the server's writes wait in TCP, as a Go watcher's do behind
+ * its decoder), and read again once half of them went. A server that
+ * sends faster than the informer takes costs this much, no more. */
+#define LBIND_WATCH_MAX_QUEUED (16u * 1024 * 1024)
+
 typedef struct lbind_line lbind_line;
 struct lbind_line {
     lbind_line *next;
@@ -48,6 +54,8 @@ typedef struct lbind_watch {
     dbuf partial; /* an incomplete line */
     lua_State *L;  /* the main thread */
     lbind_line *head, *tail; /* lines not yet handed out */
+    size_t queued; /* their bytes */
+    int paused;    /* the stream waits for lines to go (LBIND_WATCH_MAX_QUEUED) */
     int self;      /* registry ref keeping the userdata alive while streaming */
     uv_idle_t *wake; /* wakes the waiter from the loop, not from inside curl */
 } lbind_watch;
@@ -71,7 +79,12 @@ static int lbind_watch_pop(lbind_watch *w, lua_State *L)
     w->head = l->next;
     if (w->head == NULL)
         w->tail = NULL;
+    w->queued -= l->len;
     free(l);
+    if (w->paused && w->queued <= LBIND_WATCH_MAX_QUEUED / 2 && w->call) {
+        w->paused = 0;
+        api_resume(w->call); /* (its lines may come before this returns) */
+    }
     return 1;
 }
 
@@ -83,6 +96,7 @@ static void lbind_watch_clear(lbind_watch *w)
         free(l);
     }
     w->tail = NULL;
+    w->queued = 0;
 }
 
 /* Push the end: nil, or nil, status, error. */
@@ -147,6 +161,7 @@ static int lbind_watch_line(lbind_watch *w, const char *s, size_t n)
     l->next = NULL;
     l->len = n;
     memcpy(l->data, s, n);
+    w->queued += n;
     if (w->tail)
         w->tail->next = l;
     else
@@ -171,6 +186,12 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
     lbind_watch *w = ud;
     const char *end = data + len, *nl;
 
+    if (w->queued >= LBIND_WATCH_MAX_QUEUED) {
+        w->paused = 1; /* none of this chunk is taken: it comes again on resume */
+        if (w->waiter.id && w->head)
+            uv_idle_start(w->wake, lbind_watch_wake_cb);
+        return HTTP_DATA_PAUSE;
+    }
     while ((nl = memchr(data, '\n', (size_t)(end - data))) != NULL) {
         if (lbind_watch_too_long(w, (size_t)(nl - data)))
             return 1;

@@ -47,6 +47,8 @@ Other label selectors name faults of the watch, the LIST staying the five
               later ones ADDED "watch-after"
   later       the first watch is answered 429 with Retry-After: 2, the
               later ones ADDED "watch-after"
+  flood       every watch sends 200,000 ADDED events of 300 bytes (60 MB)
+              as fast as it can, then ends
   stalllist   the first LIST's first page answers after 20 s (or when
               the client goes), the later ones at once
   stallwatch  the first watch sends its headers, then nothing for 20 s
@@ -154,6 +156,29 @@ class Handler(BaseHTTPRequestHandler):
             line = (text + "\n").encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
         self.wfile.write(b"0\r\n\r\n")
+
+    def stream_fast(self, lines):
+        """A watch's answer: the lines in chunks of about 64 KiB, then the end."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        buf = []
+        size = 0
+        try:
+            for text in lines:
+                buf.append(text + "\n")
+                size += len(text) + 1
+                if size >= 65536:
+                    data = "".join(buf).encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    buf, size = [], 0
+            data = "".join(buf).encode()
+            if data:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def hold(self, lines, seconds):
         """Lines, then nothing until the client goes or seconds pass."""
@@ -327,6 +352,14 @@ class Handler(BaseHTTPRequestHandler):
                       "reason": "Expired" if code == 410 else "InternalError",
                       "message": "too old resource version: 7 (80)" if code == 410 else "etcd is unhappy"}
                 return self.stream([json.dumps({"type": "ERROR", "object": st})])
+            if fault == "flood" and watching:
+                def flood():
+                    pad = "p" * 200
+                    for i in range(200000):
+                        yield ('{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":'
+                               '{"name":"f-%d","namespace":"default","resourceVersion":"%d"},"data":{"p":"%s"}}}'
+                               % (i, 100 + i, pad))
+                return self.stream_fast(flood())
             if fault == "stalllist" and not watching and "continue" not in query:
                 with lock:
                     counts["list"] = counts.get("list", 0) + 1
