@@ -328,8 +328,8 @@ describe("luaop.informer", function()
     -- the server waits; and, reading, what decoding leaves for the
     -- collector (not under ASan, whose allocator keeps what was freed)
     local asan = luaop.bin:find("asan", 1, true) ~= nil
-    assert.is_true(tonumber(waiting) < (asan and 150 or 60), out)
-    assert.is_true(asan or tonumber(reading) < 60, out)
+    assert.is_true(tonumber(waiting) < (asan and 150 or 45), out)
+    assert.is_true(asan or tonumber(reading) < 45, out)
   end)
 
   it("backs off as client-go's reflector: 0.8 s doubling to 30 s, jittered up to twice, from 0.8 s again after "
