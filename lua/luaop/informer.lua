@@ -356,8 +356,18 @@ end
 -- One event of a running watch into the cache (a BOOKMARK: only its
 -- resourceVersion).
 function Informer:apply(typ, obj)
-  self.rv = obj.metadata and obj.metadata.resourceVersion or self.rv
+  local rv = obj.metadata and obj.metadata.resourceVersion
+  if rv then
+    -- (the watch resumes from the newest seen: an event a broken proxy
+    -- sent late does not move it back)
+    local new, cur = math.tointeger(tonumber(rv)), math.tointeger(tonumber(self.rv))
+    if not (new and cur and new < cur) then self.rv = rv end
+  end
   if typ == "ADDED" or typ == "MODIFIED" then
+    -- no older state of an object over a newer one: an event twice, or
+    -- two out of order (the API server sends neither; a proxy might)
+    local k = key(obj)
+    if k and self.store[k] and self:stale(k, obj) then return end
     self:upsert(obj)
   elseif typ == "DELETED" then
     self:remove(obj)

@@ -352,6 +352,26 @@ describe("luaop.informer", function()
     end
   end)
 
+  it("keeps the newer state of an object when a watch sends an older one after it (twice, or out of order)",
+    function()
+      local code, out, err = luaop.run([[
+        local inf = require("luaop.informer").new("ConfigMap", { client = {} })
+        local updates = 0
+        inf:on { update = function() updates = updates + 1 end }
+        local function cm(rv, v)
+          return { metadata = { namespace = "default", name = "a", uid = "u1", resourceVersion = tostring(rv) },
+            data = { v = v } }
+        end
+        inf:apply("ADDED", cm(10, "first"))
+        inf:apply("MODIFIED", cm(12, "newer"))
+        inf:apply("MODIFIED", cm(11, "older")) -- late
+        inf:apply("MODIFIED", cm(12, "newer")) -- twice
+        print("kept", inf:get("default", "a").data.v, "updates", updates, "rv", inf.rv)
+      ]], { offline = true })
+      assert.are.equal(0, code, err)
+      assert.matches("kept\tnewer\tupdates\t1\trv\t12", out)
+    end)
+
   it("keeps no tombstone once its object's DELETED came, though the name was made again meanwhile", function()
     local code, out, err = luaop.run([[
       local inf = require("luaop.informer").new("ConfigMap", { client = {} })
