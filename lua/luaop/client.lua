@@ -483,6 +483,11 @@ local function malformed_event(ev)
   return nil
 end
 
+-- luaop_watch_malformed_events_total of this watch's resource: one more.
+function Watch:count_malformed()
+  core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+end
+
 -- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object. At the
 -- end of the stream nil (a clean end: the server's timeout) or nil, err (410
 -- Gone is reason "Expired" or "Gone": list again).
@@ -493,7 +498,7 @@ function Watch:next()
       self.err = api_error(status, body)
       if reason then -- luaop ended it: an event longer than a frame may be
         self.err.reason = reason
-        core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+        self:count_malformed()
       end
       return nil, self.err
     end
@@ -508,7 +513,7 @@ function Watch:next()
       return self:next()
     end
     -- a line that is not JSON (a garbled or cut frame): as malformed
-    core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+    self:count_malformed()
     self.err = api_error(0, "malformed watch event: " .. tostring(derr))
     self.err.reason = "MalformedEvent"
     return nil, self.err
@@ -522,7 +527,7 @@ function Watch:next()
   if why then
     -- what comes after it cannot be trusted either: the watch ends, and an
     -- informer lists again (reason "MalformedEvent")
-    core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+    self:count_malformed()
     self.err = api_error(0, "malformed watch event: " .. why)
     self.err.reason = "MalformedEvent"
     return nil, self.err

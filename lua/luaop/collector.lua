@@ -12,6 +12,7 @@
 local core = require "luaop.core"
 local luaop = require "luaop"
 local listing = require("luaop.informer").listing
+local supervisor = require "luaop.supervisor"
 
 local M = {}
 
@@ -24,7 +25,7 @@ local MAX_STEPS = 4096 -- steps in one look at most
 -- Start the watcher in a task of its own; it ends when stopped() is true.
 -- Returns the task.
 function M.start(stopped)
-  return require("luaop.supervisor").spawn("collector", { done = stopped }, function()
+  return supervisor.spawn("collector", { done = stopped }, function()
     local floor = collectgarbage("count")
     local last = floor
     while not stopped() do

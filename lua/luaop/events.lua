@@ -176,18 +176,23 @@ local function allow(st, ref, now)
   return ok
 end
 
+local function collection(ns) return ("/apis/events.k8s.io/v1/namespaces/%s/events"):format(ns) end
+
 -- Write (in a task of its own): create the Event, or patch its series.
--- create: {path, body}, the Event to create instead when the patch finds
--- none (its create never arrived: an answer lost, a reset; client-go's
--- recordToSink does the same).
-local function write(method, path, body, content_type, what, create)
+-- event: for a patch of its series, the Event to create again, with the
+-- series, when the patch finds none (its create never arrived: an answer
+-- lost, a reset; client-go's recordToSink does the same).
+local function write(method, path, body, content_type, what, event)
   pending = pending + 1
   luaop.spawn(function()
     local status, text = core.api.request { method = method, path = path, body = core.json.encode(body),
       content_type = content_type, timeout = 30 }
-    if status == 404 and create then
-      status, text = core.api.request { method = "POST", path = create[1], body = core.json.encode(create[2]),
-        content_type = "application/json", timeout = 30 }
+    if status == 404 and event then
+      local whole = {}
+      for f, v in pairs(event) do whole[f] = v end
+      whole.series = body.series
+      status, text = core.api.request { method = "POST", path = collection(event.metadata.namespace),
+        body = core.json.encode(whole), content_type = "application/json", timeout = 30 }
     end
     if not status or status >= 300 then
       log:error("cannot record an Event", { reason = what.reason, regarding = what.regarding, status = status,
@@ -198,18 +203,13 @@ local function write(method, path, body, content_type, what, create)
   end)
 end
 
-local function collection(ns) return ("/apis/events.k8s.io/v1/namespaces/%s/events"):format(ns) end
 
 local function write_series(k, now)
   local e = k.event
   k.written, k.sent = now, k.count
-  local series = { count = k.count, lastObservedTime = micro_time(core.task.wall()) }
-  local whole = {}
-  for f, v in pairs(e) do whole[f] = v end
-  whole.series = series
-  write("PATCH", collection(e.metadata.namespace) .. "/" .. e.metadata.name, { series = series },
-    "application/merge-patch+json", { reason = e.reason, regarding = e.regarding.name },
-    { collection(e.metadata.namespace), whole })
+  write("PATCH", collection(e.metadata.namespace) .. "/" .. e.metadata.name, {
+    series = { count = k.count, lastObservedTime = micro_time(core.task.wall()) },
+  }, "application/merge-patch+json", { reason = e.reason, regarding = e.regarding.name }, e)
 end
 
 -- k's count, when it grew since it was last written.

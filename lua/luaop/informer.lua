@@ -25,6 +25,7 @@ local core = require "luaop.core"
 local luaop = require "luaop"
 local error_text = require("luaop.client").error_text
 local api_error = require("luaop.client").error
+local supervisor = require "luaop.supervisor"
 
 local M = {}
 local Informer = {}
@@ -495,10 +496,8 @@ end
 -- mid-change), no end bookmark (a server that does not know the protocol,
 -- one shutting down, one stuck), a 410, a Status in the stream, a reset.
 local function no_stream(err)
-  local code = type(err) == "table" and err.code
-  if code == 400 or code == 422 then return "always" end
-  if code then return "now" end
-  return nil
+  if err.code == 400 or err.code == 422 then return "always" end
+  return "now"
 end
 
 -- Whether the watch that ended with err is to be resumed from its
@@ -580,7 +579,6 @@ end
 -- resourceVersion; meanwhile self.dead is true, and self.on_state, when
 -- set, is told of each change); returns the informer.
 function Informer:start()
-  local supervisor = require "luaop.supervisor"
   local function done() return self.stopped end
   local function state(dead)
     return function()

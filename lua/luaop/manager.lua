@@ -18,6 +18,7 @@ local informer = require "luaop.informer"
 local definition = require "luaop.definition"
 local plan = require "luaop.plan"
 local worker = require "luaop.worker"
+local supervisor = require "luaop.supervisor"
 local kind_name = definition.kind_name
 
 local M = {}
@@ -482,7 +483,7 @@ function Manager:run_until_shutdown(grace)
     -- supervised: an elector that raised runs again (it renews a lease it
     -- holds: the fence still ends at the last renew's deadline); one that
     -- lost the lease ends the process instead (below)
-    require("luaop.supervisor").spawn("elector", { name = "leader election",
+    supervisor.spawn("elector", { name = "leader election",
       done = function() return e.stopped or e.lost end }, function()
       e:run(function() if self.started then self:start_leading() end end, function() ended:signal() end)
     end)

@@ -14,6 +14,7 @@
 local core = require "luaop.core"
 local luaop = require "luaop"
 local controller = require "luaop.controller"
+local supervisor = require "luaop.supervisor"
 
 local fs = core.fs
 local M = {}
@@ -545,7 +546,7 @@ function Reloader:watch()
     end
   end
   local function done() return self.stopped end
-  require("luaop.supervisor").spawn("reloader", { name = "scripts", done = done }, function()
+  supervisor.spawn("reloader", { name = "scripts", done = done }, function()
     while not self.stopped do
       if not self.pending then changed:wait() end
       if self.stopped then break end

@@ -24,31 +24,26 @@ local FAULTS = "429,503,reset,slow,gone,status,truncate,garble,stall,dup,reorder
 
 local time = require("luaop").time
 
--- Start the chaos proxy; returns its kubeconfig, a stats() reader, a
--- control(what) call and stop().
+-- Start the chaos proxy (killed after 10 minutes should the spec never
+-- stop it); returns its kubeconfig, a stats() reader, a control(what) call
+-- and stop().
 local function start_proxy(rate)
   local ok, bin = proc.sh("hack/chaos.sh bin")
   assert(ok, bin)
   bin = bin:match("([^\n]+)\n?$")
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. proc.quote(dir)))
+  local dir = proc.tempdir()
   local up = dir .. "/upstream.json"
   local f = assert(io.open(up, "w"))
   f:write(kube.must { "config", "view", "--raw", "--minify", "--flatten", "-o", "json" })
   f:close()
-  local p = assert(io.popen(("%s -upstream %s -dir %s -seed %d -rate %g -watch-rate 0.7 -faults %s 2>%s/log & echo $!")
-    :format(proc.quote(bin), proc.quote(up), proc.quote(dir), SEED, rate, FAULTS, proc.quote(dir))))
-  local pid = p:read("l")
-  p:close()
+  local _, stop = proc.background(("%s -upstream %s -dir %s -seed %d -rate %g -watch-rate 0.7 -faults %s")
+    :format(proc.quote(bin), proc.quote(up), proc.quote(dir), SEED, rate, FAULTS), dir .. "/log", 600)
   local ok_port, port = pcall(kube.wait_for, "the chaos proxy's port", 10, function()
-    local pf = io.open(dir .. "/port")
-    local v = pf and pf:read("l")
-    if pf then pf:close() end
-    return v
+    local v = proc.read(dir .. "/port")
+    return v and v:match("%d+")
   end)
   assert(ok_port, tostring(port) .. ": " .. (proc.read(dir .. "/log") or ""))
-  local h = { kubeconfig = dir .. "/kubeconfig", dir = dir }
+  local h = { kubeconfig = dir .. "/kubeconfig" }
   local base = ("https://127.0.0.1:%s/chaos/"):format(port)
   local function curl(what)
     local cok, out = proc.sh(("curl -s -m 5 --cacert %s %s%s"):format(proc.quote(dir .. "/ca.crt"), base, what))
@@ -57,10 +52,9 @@ local function start_proxy(rate)
   end
   function h.stats() return json.decode(curl("stats")) end
   function h.control(what) curl(what) end
-  function h.log() return proc.read(dir .. "/log") or "" end
   function h.stop()
-    os.execute("kill " .. pid .. " 2>/dev/null")
-    os.execute("rm -rf " .. proc.quote(dir))
+    stop()
+    proc.sh("rm -rf " .. proc.quote(dir))
   end
   return h
 end

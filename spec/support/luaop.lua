@@ -93,6 +93,22 @@ contexts: [{name: x, context: {cluster: x}}]
   return path
 end
 
+-- Lines for a program: status_mib(field), a field of /proc/self/status
+-- (VmRSS, VmHWM) in MiB; and sample(series), the value of one series of
+-- the registry as /metrics writes it (`name{label="v",...}`), or nil.
+M.STATUS_MIB = [[local function status_mib(field)
+  local f = assert(io.open("/proc/self/status"))
+  local kb = tonumber(f:read("a"):match(field .. ":%s*(%d+)"))
+  f:close()
+  return kb // 1024
+end
+local function sample(series)
+  for line in require("luaop.core").metrics.text():gmatch("[^\n]+") do
+    if line:sub(1, #series + 1) == series .. " " then return tonumber(line:sub(#series + 2)) end
+  end
+end
+]]
+
 -- Start `source` in the background (for controllers, which run until
 -- stopped) as a trusted --program (opts.script: a sandboxed --script);
 -- source may also be a list of script paths (files or directories) to pass

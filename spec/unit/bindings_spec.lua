@@ -43,15 +43,8 @@ local function table_files()
   return named
 end
 
--- A program's line that defines status_mib(field): a field of
--- /proc/self/status (VmRSS, VmHWM) in MiB.
-local STATUS_MIB = [[local function status_mib(field)
-  local f = assert(io.open("/proc/self/status"))
-  local kb = tonumber(f:read("a"):match(field .. ":%s*(%d+)"))
-  f:close()
-  return kb // 1024
-end
-]]
+-- status_mib(field) and sample(series) for a program (support.luaop)
+local STATUS_MIB = luaop.STATUS_MIB
 
 describe("C bindings", function()
   it("keep every key of a table with weak values alive while cjson.encode writes it", function()

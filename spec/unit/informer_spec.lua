@@ -14,7 +14,7 @@ local proc = require "support.proc"
 local function run_informer(selector, body, before)
   local server = fake.start()
   finally(server.stop)
-  return server, luaop.run(([[
+  return server, luaop.run(luaop.STATUS_MIB .. ([[
       local luaop = require "luaop"
       local core = require "luaop.core"
       local informer = require "luaop.informer"
@@ -111,7 +111,7 @@ describe("luaop.informer", function()
     local server, code, out, err = run_informer("malformed", [[
       print("watched", cached("watch-after"), inf:get("default", "never-seen") ~= nil,
         inf:get("default", "surprise") ~= nil, inf:get("default", "cm-0") ~= nil)
-      print("counted", (core.metrics.text():match('luaop_watch_malformed_events_total{resource="v1/ConfigMap"} (%d+)')))
+      print("counted", sample('luaop_watch_malformed_events_total{resource="v1/ConfigMap"}'))
       inf:stop()
     ]], "informer.MIN_BACKOFF = 0.05 -- five failures in a row: 0.05 to 1.6 s, not 0.8 to 25.6")
     assert.are.equal(0, code, err)
@@ -186,10 +186,8 @@ describe("luaop.informer", function()
     -- before: 21 LISTs a second against a server that answers every watch 410
     local server, code, out, err = run_informer("gone", [[
       luaop.sleep(5)
-      print("failures", (core.metrics.text():match(
-        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Expired"} (%d+)')))
-      print("relists", (core.metrics.text():match(
-        'luaop_informer_relists_total{resource="ConfigMap",namespace="default"} (%d+)')))
+      print("failures", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Expired"}'))
+      print("relists", sample('luaop_informer_relists_total{resource="ConfigMap",namespace="default"}'))
       inf:stop()
     ]])
     assert.are.equal(0, code, err)
@@ -209,8 +207,7 @@ describe("luaop.informer", function()
     -- before: the same resourceVersion watched again every 0.8 s, never a LIST
     local server, code, out, err = run_informer("status500", [[
       luaop.sleep(3)
-      print("failures", (core.metrics.text():match(
-        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Status"} (%d+)')))
+      print("failures", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Status"}'))
       inf:stop()
     ]])
     assert.are.equal(0, code, err)
@@ -227,8 +224,7 @@ describe("luaop.informer", function()
     local _, code, out, err = run_informer("noend", [[
       print("synced after", luaop.time.monotonic() - began, inf:get("default", "cm-4") ~= nil,
         inf:get("default", "streamed") ~= nil)
-      print("failures", (core.metrics.text():match(
-        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="NoInitialEventsEnd"} (%d+)')))
+      print("failures", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="NoInitialEventsEnd"}'))
       inf:stop()
     ]], "informer.INITIAL_EVENTS_TIMEOUT = 1; local began = luaop.time.monotonic()")
     assert.are.equal(0, code, err)
@@ -244,11 +240,8 @@ describe("luaop.informer", function()
     -- before: the line was read to its end, however long (5.9 GB in 16 s)
     local _, code, out, err = run_informer("endless", [[
       print("watched", cached("watch-after"))
-      local f = assert(io.open("/proc/self/status"))
-      print("peak MiB", tonumber(f:read("a"):match("VmHWM:%s*(%d+) kB")) // 1024)
-      f:close()
-      print("failures", (core.metrics.text():match(
-        'luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="FrameTooLarge"} (%d+)')))
+      print("peak MiB", status_mib("VmHWM"))
+      print("failures", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="FrameTooLarge"}'))
       inf:stop()
     ]], "informer.MIN_BACKOFF = 0.05")
     assert.are.equal(0, code, err)
@@ -306,20 +299,14 @@ describe("luaop.informer", function()
     -- 60 MB into a reader that had not started: all of it in memory)
     local server = fake.start()
     finally(server.stop)
-    local code, out, err = luaop.run([[
+    local code, out, err = luaop.run(luaop.STATUS_MIB .. [[
       local luaop = require "luaop"
       local w = assert(luaop.client():watch("ConfigMap", { namespace = "default", label_selector = "flood" }))
       luaop.sleep(3) -- the server sends all it can meanwhile
-      local function peak()
-        local f = assert(io.open("/proc/self/status"))
-        local kb = tonumber(f:read("a"):match("VmHWM:%s*(%d+) kB"))
-        f:close()
-        return kb // 1024
-      end
-      local before = peak()
+      local before = status_mib("VmHWM")
       local n, last = 0, nil
       for _, obj in w:events() do n = n + 1; last = obj.metadata.name end
-      print("read", n, last, tostring(w.err), "peak MiB", before, peak())
+      print("read", n, last, tostring(w.err), "peak MiB", before, status_mib("VmHWM"))
     ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
     assert.are.equal(0, code, err)
     assert.matches("read\t200000\tf%-199999\tnil", out)

@@ -85,4 +85,15 @@ describe("luaop.supervisor", function()
     assert.are.equal(4, deaths)
     run.stop(0)
   end)
+  it("has the defaults the docs give: 5 deaths in 10 minutes fail /healthz; client-go's backoff; an informer's "
+    .. "60 s for a streamed sync, 90 s for a LIST page, 5 to 10 minute watches", function()
+    local code, out, err = luaop.run([[
+      local s, i = require "luaop.supervisor", require "luaop.informer"
+      print(s.DEATHS, s.WINDOW, s.MIN_BACKOFF, s.MAX_BACKOFF, s.BACKOFF_RESET, i.MIN_BACKOFF, i.MAX_BACKOFF,
+        i.BACKOFF_RESET, i.INITIAL_EVENTS_TIMEOUT, i.LIST_TIMEOUT, i.WATCH_TIMEOUT[1], i.WATCH_TIMEOUT[2],
+        require("luaop.client").WATCH_SLACK)
+    ]], { offline = true })
+    assert.are.equal(0, code, err)
+    assert.are.equal("5\t600\t0.8\t30\t120\t0.8\t30\t120\t60\t90\t300\t600\t30", out:match("[^\n]+"))
+  end)
 end)
