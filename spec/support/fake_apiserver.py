@@ -63,7 +63,9 @@ deleted; /control/hold-lease/NAME makes the Lease NAME held by "another"
 (as a live leader's), /control/drop-lease/NAME deletes it;
 /control/hold-lease/NAME?duration=D&delay=S holds it for
 leaseDurationSeconds D (default 60) and answers each GET of it S seconds
-late. /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
+late; /control/delay-lease/NAME?delay=S only delays them (its holder
+kept). /control/writes answers [[METHOD, PATH, T], ...]: every write
+request as it arrived. /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
 Lease answered ("GET", the holder it showed) and each write taken ("PUT"
 or "POST", the holder written), T the server's time.time() when answered.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
@@ -85,6 +87,7 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 leases = {}  # name -> Lease
 lease_delay = {}  # name -> seconds each GET of it waits
 lease_log = []  # [what, holder, time answered]
+writes = []  # [method, path, time arrived]: every write request
 times = []  # [path, time arrived] of each GET
 lease_rv = [100]
 counts = {}
@@ -258,6 +261,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             with open(sys.argv[2], "a") as f:
                 f.write("%s %s %s\n" % (self.command, self.path, "write"))
+            writes.append([self.command, self.path, time.time()])
         if self.path.startswith("/apis/events.k8s.io/v1/"):
             return self.raw(201 if self.command == "POST" else 200, body)
         if self.path.split("?", 1)[0] == LEASES or self.path.startswith(LEASES + "/"):
@@ -298,6 +302,15 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/control/times":
             with lock:
                 return self.reply(200, times)
+        if path == "/control/writes":
+            with lock:
+                return self.reply(200, writes)
+        if path.startswith("/control/delay-lease/"):
+            path, _, q = path.partition("?")
+            opts = dict(kv.split("=", 1) for kv in q.split("&") if "=" in kv)
+            with lock:
+                lease_delay[path.rsplit("/", 1)[1]] = float(opts.get("delay", "0"))
+            return self.reply(200, {})
         if path == "/control/lease-log":
             with lock:
                 return self.reply(200, lease_log)

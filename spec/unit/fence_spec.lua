@@ -9,6 +9,7 @@ local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
 local proc = require "support.proc"
+local json = require("luaop.core").json
 
 -- A script whose top level starts a task that writes the election's Lease
 -- every way a client can, and prints what each write answered.
@@ -51,9 +52,26 @@ local function lease_writes(server)
 end
 
 local function control(server, what)
-  assert(proc.sh(("curl -s -m 5 -o /dev/null -H 'Authorization: Bearer good-token' http://127.0.0.1:%s/control/%s")
-    :format(server.port, what)))
+  local ok, out = proc.sh(("curl -s -m 5 -H 'Authorization: Bearer good-token' 'http://127.0.0.1:%s/control/%s'")
+    :format(server.port, what))
+  assert(ok, out)
+  return out
 end
+
+-- A script whose task writes a ConfigMap every 0.1 s, whatever each write
+-- answers (the fake server refuses them: they arrived).
+local writer = [[
+local luaop = require "luaop"
+luaop.spawn(function()
+  local c = luaop.client()
+  while true do
+    c:patch("v1/ConfigMap", { namespace = "default", name = "cm-w" }, { data = { k = "v" } })
+    luaop.sleep(0.1)
+  end
+end)
+return luaop.controller { name = "writer", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function() end }
+]]
 
 describe("leader election's fence", function()
   it("refuses a script's PUT, PATCH, DELETE and create of the election Lease while fenced, and lets the "
@@ -92,5 +110,55 @@ describe("leader election's fence", function()
     assert.are.equal("POST " .. LEASES, writes[1])
     for i = 2, #writes do assert.are.equal("PUT " .. LEASES .. "/spec-lease", writes[i]) end
     run.stop(0)
+  end)
+
+  it("closes at the renew deadline from the last renewal sent while renewals stall, before the election "
+    .. "is given up", function()
+    -- lease 20 s, renew deadline 2 s, retry 1.5 s: a stalled renewal (its
+    -- GET answered 30 s late) times out 2 s after it was sent, 3.5 s after
+    -- the last renewal sent, and only then is the election given up. The
+    -- fence closes at 2 s: the script's writes stop arriving by then.
+    local RENEW = 2
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["writer.lua"] = writer }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = {
+      "--leader-elect", "--leader-election-id", "spec-lease", "--leader-election-namespace", "default",
+      "--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", RENEW .. "s",
+      "--leader-elect-retry-period", "1.5s" } })
+    finally(run.cleanup)
+    local function cm_writes()
+      local t = {}
+      for _, w in ipairs(json.decode(control(server, "writes"))) do
+        if w[2]:find("/configmaps/cm-w", 1, true) then t[#t + 1] = w[3] end
+      end
+      return t
+    end
+    local function renewals()
+      local t = {}
+      for _, e in ipairs(json.decode(control(server, "lease-log"))) do
+        if e[1] == "PUT" then t[#t + 1] = e[3] end
+      end
+      return t
+    end
+    kube.wait_for("a renewal and the script's writes", 20, function()
+      return #renewals() >= 1 and #cm_writes() >= 5
+    end)
+    control(server, "delay-lease/spec-lease?delay=30")
+    kube.wait_for("the election given up", 20, function()
+      return run.stderr():find("leader election lost", 1, true)
+    end)
+    local puts, arrived = renewals(), cm_writes()
+    local last_put, last_write = puts[#puts], arrived[#arrived]
+    -- (the fence runs from when the renewal was sent, before its answer)
+    assert.is_true(last_write <= last_put + RENEW + 0.3, ("a write arrived %.2f s after the last renewal's answer, "
+      .. "past the renew deadline of %d s"):format(last_write - last_put, RENEW))
+    -- and the script wrote until the fence closed (the check is not empty)
+    assert.is_true(last_write >= last_put + RENEW - 0.8, ("the last write arrived %.2f s after the last renewal"):format(
+      last_write - last_put))
+    kube.wait_for("luaop to exit", 20, run.exited)
+    assert.are.equal(1, run.stop(false))
+    assert.are.equal(#arrived, #cm_writes(), "a write arrived after the election was given up")
   end)
 end)
