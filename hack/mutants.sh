@@ -9,8 +9,8 @@
 #       The same files run once on the unmutated copy: the control. A mutant
 #       is killed only when one of its guards (spec titles, exact) fails in
 #       its run and passed in the control's; a run cut by its timeout (a
-#       hang) kills it when a guard passed in the control and never ended in
-#       the mutant's. Anything else survives: a patch that does not apply or
+#       hang) or that died (a crash, a sanitizer's report) kills it when a
+#       guard passed in the control and never ended in the mutant's. Anything else survives: a patch that does not apply or
 #       does not build, guards that pass, a guard the control failed too or
 #       never printed (a spec renamed). A run of every patch on a clean tree
 #       writes its result into docs/guarantees.md (the line between
@@ -238,6 +238,9 @@ for p in "${patches[@]}"; do
         break
       elif [ "$m" = none ] && [ "$mrc" = 124 ]; then
         verdict="killed by a hang before '$g' ended"
+        break
+      elif [ "$m" = none ] && [ "$mrc" != 0 ]; then
+        verdict="killed by a crash before '$g' ended (exit $mrc)"
         break
       fi
     done

@@ -134,6 +134,7 @@ valgrind_skip=(
   spec/unit/metrics_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/metrics_owners_spec.lua # drives luaop children only; runs plain and under ASan
   spec/unit/owners_spec.lua         # drives luaop children only; runs plain and under ASan
+  spec/unit/requeue_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/sandbox_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/script_spec.lua         # drives luaop children only; runs plain and under ASan
   spec/unit/supervisor_spec.lua     # drives luaop children only; runs plain and under ASan

@@ -67,6 +67,34 @@ describe("Events' state", function()
     assert.are.equal(events.SWEEP, after - before)
   end)
 
+  it("lets an object start 25 Events, then one every 5 minutes, and a controller 100, then one a second, as "
+    .. "client-go's spam filter, whatever the time idle", function()
+    assert.are.same({ 25, 300, 100, 1 }, { events.BURST, events.REFILL, events.CONTROLLER_BURST,
+      events.CONTROLLER_REFILL })
+    -- one object: 25 Events of new keys, the 26th dropped
+    for r = 1, 26 do record("a", 1, "Reason" .. r) end
+    assert.are.equal(25, #sent)
+    -- 299 s later still none; at 300 s one, and one only
+    clock = clock + 299
+    record("a", 1, "Later1")
+    assert.are.equal(25, #sent)
+    clock = clock + 1
+    record("a", 1, "Later2")
+    record("a", 1, "Later3")
+    assert.are.equal(26, #sent)
+    -- a day idle gives back the burst, not more
+    clock = clock + 86400
+    for r = 1, 30 do record("a", 1, "Day" .. r) end
+    assert.are.equal(51, #sent)
+    -- a controller: 100 Events of new objects, then one a second
+    for i = 1, 101 do record("b", 100 + i) end
+    assert.are.equal(151, #sent)
+    clock = clock + 1
+    record("b", 300)
+    record("b", 301)
+    assert.are.equal(152, #sent)
+  end)
+
   it("keeps each controller's keys and buckets apart, capped (its script's together too), and forgets them when "
     .. "it stops", function()
     events.CONTROLLER_BURST, events.MAX_KEYS = 1e9, 50

@@ -175,8 +175,10 @@ contexts: [{name: x, context: {cluster: x}}]
     assert.matches("0\tTransportError\t.*[Cc]onnect", out)
   end)
 
-  it("spaces requests to --qps after the --burst, and not at all with --qps 0", function()
+  it("spaces requests to --qps after the --burst, however long it was idle, and not at all with --qps 0", function()
+    -- (idle first: 1.2 s refill no more than the burst's one token)
     local program = [[
+      require("luaop").sleep(1.2)
       local t0 = core.task.now()
       local tasks = {}
       for i = 1, 6 do

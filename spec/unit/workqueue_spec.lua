@@ -166,6 +166,9 @@ describe("luaop.core.workqueue", function()
       assert.is_true(near(0.2, q:when("k102", 0)))
       -- the bucket refills at 10 per second
       assert.is_true(near(0.1, q:when("k103", 0.2)))
+      -- up to its burst, however long it was idle: 100 keys pass, not more
+      for i = 1, 100 do assert.are.equal(0, q:when("idle" .. i, 1000)) end
+      assert.is_true(near(0.1, q:when("idle101", 1000)))
     end)
 
     it("uses client-go's defaults: 5 ms doubling to 1000 s, 10/s with a burst of 100", function()
