@@ -192,8 +192,9 @@ end
 -- ("" and 0 when there is no answer within 5 s).
 function proc.http(url, method)
   local body = os.tmpname()
-  local ok, out = proc.sh(("curl -s -m 5 -X %s -o %s -w '%%{http_code}' %s"):format(method or "GET",
-    proc.quote(body), proc.quote(url)))
+  -- (HEAD as curl -I: -X HEAD would wait for a body that never comes)
+  local m = method == "HEAD" and "-I" or "-X " .. (method or "GET")
+  local ok, out = proc.sh(("curl -s -m 5 %s -o %s -w '%%{http_code}' %s"):format(m, proc.quote(body), proc.quote(url)))
   local text = proc.read(body) or ""
   os.remove(body)
   return tonumber(ok and out or "0") or 0, text

@@ -197,14 +197,20 @@ return luaop.controller {
     assert.are.equal(404, (get(base .. "/metrics")))
   end)
 
-  it("say ready once synced", function()
+  it("say ready once synced, to GET and HEAD only", function()
     local v = volume.new { ["steady.lua"] = steady }
     finally(function() v:remove() end)
     local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
     finally(run.cleanup)
     local _, pport = ports(run)
-    kube.wait_for("ready", 10, function() return get("http://127.0.0.1:" .. pport .. "/readyz") == 200 end)
+    local base = "http://127.0.0.1:" .. pport
+    kube.wait_for("ready", 10, function() return get(base .. "/readyz") == 200 end)
     assert.matches("caches synced", run.stderr())
+    assert.are.equal(200, (get(base .. "/healthz", "HEAD")))
+    for _, path in ipairs { "/readyz", "/healthz" } do
+      assert.are.equal(405, (get(base .. path, "POST")), path)
+      assert.are.equal(405, (get(base .. path, "DELETE")), path)
+    end
   end)
 
   -- A loop held where no hook fires (a trusted program's os.execute, under
