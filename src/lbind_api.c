@@ -5,8 +5,9 @@
  *     -> status, body, content_type | nil, err       (yields)
  *   api.start{...as request} -> r, the request under way;  r:wait() -> what
  *     api.request returns (yields until the answer; an answer that came
- *     first waits in C memory, so no Lua object outlives it); r:cancel()
- *     drops it, as does collecting it unanswered
+ *     first waits in C memory, so no Lua object outlives it);
+ *     r:answered() -> whether it came (without waiting); r:cancel() drops
+ *     it, as does collecting it unanswered
  *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
@@ -111,6 +112,14 @@ static void lbind_pending_done(const http_response *r, void *ud)
 static lbind_pending *lbind_topending(lua_State *L)
 {
     return luaL_checkudata(L, 1, LBIND_PENDING_MT);
+}
+
+/* r:answered(): whether the answer has come (kept for r:wait(), or taken),
+ * without waiting for it. */
+static int lbind_pending_answered(lua_State *L)
+{
+    lua_pushboolean(L, lbind_topending(L)->call == NULL);
+    return 1;
 }
 
 static int lbind_pending_wait(lua_State *L)
@@ -318,6 +327,7 @@ int lbind_api_open(lua_State *L)
 {
     static const luaL_Reg pending_methods[] = {
         {"wait", lbind_pending_wait},
+        {"answered", lbind_pending_answered},
         {"cancel", lbind_pending_cancel},
         {NULL, NULL},
     };

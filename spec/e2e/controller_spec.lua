@@ -35,8 +35,14 @@ describe("a Lua controller", function()
         instructions = 20000000,
         memory = "16Mi",
         reconcile = function(ctx, req)
+          -- each reconcile says it began and how it ended (a spec that
+          -- fails shows which keys ran, and whether one found no object)
+          ctx.log:info("reconcile entered")
           local parent = ctx:get("ConfigMap", req)
-          if not parent then return end
+          if not parent then
+            ctx.log:info("reconcile returned: no such object in the cache")
+            return
+          end
           if parent.data and parent.data.loop then while true do end end
           if parent.data and parent.data.hog then
             local t = {}

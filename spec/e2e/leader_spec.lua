@@ -154,11 +154,14 @@ describe("leader election", function()
     local names = { "A", "B", "C" }
     for _, me in ipairs(names) do start(me) end
     local seen = {}
+    local gone, gone_last -- the leader stopped in the round before, and its last write
     for round = 1, 3 do
       local me = leader(names)
       assert.is_nil(seen[me], me .. " led twice")
       seen[me] = true
       kube.wait_for(me .. "'s writes", 10, function() return writes(me) >= 3 end)
+      -- (three writes of the new leader later: nothing more of the old one's)
+      if gone then assert.are.equal(gone_last, last_write(gone), gone .. " wrote after it stopped") end
       -- nobody else leads meanwhile, and nobody else wrote
       for _, other in ipairs(names) do
         if other ~= me and not seen[other] then
@@ -175,8 +178,7 @@ describe("leader election", function()
         runs[me].run.cleanup()
         runs[me].vol:remove()
         runs[me] = nil
-        system.sleep(0.5)
-        assert.are.equal(after, last_write(me), me .. " wrote after it stopped")
+        gone, gone_last = me, after
       end
     end
   end)
@@ -188,16 +190,18 @@ describe("leader election", function()
     kube.wait_for("B's caches", 15, function() return synced(b) end)
     kube.wait_for("A's writes", 10, function() return writes("A") >= 3 end)
     os.execute("kill -STOP " .. a.pid())
-    system.sleep(0.5) -- what A sent before the stop has landed
-    local before = last_write("A")
     kube.wait_for("B to lead", 15, function() return leads(b) end)
     kube.wait_for("B's writes", 5, function() return writes("B") >= 2 end)
+    -- (what A sent before the stop landed before its lease ran out and B led)
+    local before = last_write("A")
     system.sleep(LEASE) -- paused longer than a lease in all
     os.execute("kill -CONT " .. a.pid())
     kube.wait_for("A to give up", 10, function() return a.exited() end)
     assert.are.equal(1, a.stop(false))
     assert.matches("leader election lost", a.stderr())
-    system.sleep(1)
+    -- three more writes of B's: anything A sent on resuming has landed
+    local n = writes("B")
+    kube.wait_for("B's next writes", 5, function() return writes("B") >= n + 3 end)
     assert.are.equal(before, last_write("A"), "A wrote after it resumed")
     assert.are.equal(identity(b), holder())
   end)
@@ -272,17 +276,17 @@ asyncio.run(main())
     kube.wait_for("A's writes", 10, function() return writes("A") >= 3 end)
     assert(io.open(dir .. "/down", "w")):close()
     local cut = system.gettime()
-    system.sleep(0.3)
-    local before = last_write("A")
     kube.wait_for("B to lead", 15, function() return leads(b) end)
+    -- (what A sent before the cut landed before its lease ran out)
+    local before = last_write("A")
     -- A notices by itself: lost, it exits 1
     kube.wait_for("A to give up", 10, function() return a.exited() end)
     assert.are.equal(1, a.stop(false))
     assert.matches("leader election lost", a.stderr())
     assert.is_true(system.gettime() - cut > RENEW - RETRY, "A gave up before its renew deadline")
     os.remove(dir .. "/down") -- reachable again: nothing of A's may come now
-    system.sleep(1)
+    local n = writes("B")
+    kube.wait_for("B's next writes", 5, function() return writes("B") >= n + 3 end)
     assert.are.equal(before, last_write("A"), "A wrote after the API server was cut off")
-    kube.wait_for("B's writes", 5, function() return writes("B") >= 1 end)
   end)
 end)

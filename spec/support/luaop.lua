@@ -110,7 +110,8 @@ end
 ]]
 
 -- Start `source` in the background (for controllers, which run until
--- stopped) as a trusted --program (opts.script: a sandboxed --script);
+-- stopped) as a trusted --program (opts.script: a sandboxed --script;
+-- opts.exit: the status cleanup() expects when the spec stopped it not);
 -- source may also be a list of script paths (files or directories) to pass
 -- as --script flags. Returns a handle: stdout(),
 -- stderr() (what it printed so far), exited(), pid(), signal([sig]),
@@ -172,6 +173,7 @@ function M.start(source, opts)
     if path then os.remove(path) end
     if not h.exited() then
       os.execute("kill -KILL " .. pid .. " 2>/dev/null")
+      stopped = "killed" -- (failed here: cleanup() does not stop it again)
       error(("luaop (pid %d) did not exit within %g s of SIGTERM (killed)\nstderr:\n%s"):format(
         pid, opts.stop_deadline or 45, proc.tail(h.stderr(), 30)), 2)
     end
@@ -185,13 +187,19 @@ function M.start(source, opts)
     end
     return code
   end
+  -- cleanup(): stop() it, expecting opts.exit (default 0), unless the spec
+  -- did; then its files go. A sanitizer's report or another status raises
+  -- (after the files are gone): nothing a process printed at its end is
+  -- lost to a cleanup.
   function h.cleanup()
-    if not h.exited() then pcall(h.stop, false) end
+    local ok, e = true, nil
+    if stopped == nil then ok, e = pcall(h.stop, opts.exit == nil and 0 or opts.exit) end
     os.remove(out)
     os.remove(err)
     -- (gone already when stop() ran)
     os.remove(status)
     if path then os.remove(path) end
+    if not ok then error(e, 0) end
   end
   return h
 end

@@ -26,7 +26,7 @@ t = nil
 collectgarbage("collect")
 print(before, peak, rss(), #keep)
 ]])
-    local code, out, err = proc.run { "build/luaop", "--kubeconfig", luaop.offline(), "--program", program }
+    local code, out, err = proc.run { luaop.bin, "--kubeconfig", luaop.offline(), "--program", program }
     assert.are.equal(0, code, err)
     local before, peak, after = out:match("^(%d+)\t(%d+)\t(%d+)\t3000")
     before, peak, after = tonumber(before), tonumber(peak), tonumber(after)
@@ -57,7 +57,7 @@ stop = true
 print(("%d %d %d"):format(base // 1, peak // 1, collectgarbage("count") // 1))
 ]])
     local function run(mode)
-      local code, out, err = proc.run { "build/luaop", "--kubeconfig", luaop.offline(), "--program", program, "--", mode }
+      local code, out, err = proc.run { luaop.bin, "--kubeconfig", luaop.offline(), "--program", program, "--", mode }
       assert.are.equal(0, code, err)
       local base, peak, after = out:match("^(%d+) (%d+) (%d+)")
       assert(base, out)
@@ -89,7 +89,7 @@ t:wait()
 print("after", core.gcmem_rearm())
 print("again", core.gcmem_rearm())
 ]])
-    local code, out, err = proc.run { "build/luaop", "--kubeconfig", luaop.offline(), "--program", program }
+    local code, out, err = proc.run { luaop.bin, "--kubeconfig", luaop.offline(), "--program", program }
     assert.are.equal(0, code, err)
     assert.matches("before\ttrue\tfalse\n", out) -- armed from the start
     assert.matches("after\ttrue\ttrue\n", out) -- lost in the hog, armed again

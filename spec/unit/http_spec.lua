@@ -261,13 +261,17 @@ contexts: [{name: x, context: {cluster: x}}]
     local code, out = run([[
       local r = core.api.start { path = "/api/v1/namespaces/default/configmaps/ok" }
       local missing = core.api.start { path = "/api/v1/namespaces/default/configmaps/nothing" }
-      core.task.sleep(0.3) -- both answered meanwhile
+      -- both answered before anything waits for them (the case titled)
+      local deadline = core.task.now() + 10
+      while not (r:answered() and missing:answered()) and core.task.now() < deadline do core.task.sleep(0.01) end
+      print("answered", r:answered(), missing:answered())
       print("ok", r:wait())
       print("again", pcall(r.wait, r))
       print("missing", (missing:wait()))
       print("done")
     ]])
     assert.are.equal(0, code, out)
+    assert.matches("answered\ttrue\ttrue", out)
     assert.matches('ok\t200\t{"apiVersion": "v1", "kind": "ConfigMap"', out)
     assert.matches("again\tfalse\t.*answer was taken already", out)
     assert.matches("missing\t404", out)

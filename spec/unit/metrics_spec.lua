@@ -185,8 +185,9 @@ return luaop.controller {
 }
 ]], ["steady.lua"] = steady }
     finally(function() v:remove() end)
-    -- a kind the server does not have: its cache never syncs
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
+    -- a kind the server does not have: its cache never syncs (so SIGTERM
+    -- ends luaop at once, 143: nothing ran to drain)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving, exit = 143 })
     finally(run.cleanup)
     local _, pport = ports(run)
     local base = "http://127.0.0.1:" .. pport
@@ -228,7 +229,7 @@ return luaop.controller {
       io.stdout:flush()
       require("luaop").sleep(30)
     ]]):format(proc.blocking_sleep(7.5, pidfile)),
-      { offline = true, flags = { "--watchdog", "--health-probe-bind-address", "127.0.0.1:0" } })
+      { offline = true, flags = { "--watchdog", "--health-probe-bind-address", "127.0.0.1:0" }, exit = 143 })
     finally(function()
       run.cleanup()
       proc.end_sleep(pidfile)

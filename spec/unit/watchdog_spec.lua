@@ -114,12 +114,19 @@ return {
     end)
 
     it("is not there for a program without --watchdog", function()
-      local run = stuck {}
+      -- past both times a watchdog would act: its exit 70 at 10 s, then
+      -- (a grace period of 1 s) its exit 1 a second after SIGTERM's grace
+      local run = stuck { "--graceful-shutdown-timeout", "1s" }
+      local t0 = system.gettime()
+      system.sleep(10.5)
+      assert.is_false(run.exited(), "exited within 10.5 s of blocking")
       run.signal("TERM")
-      system.sleep(3)
-      assert.is_false(run.exited())
+      system.sleep(2.5)
+      assert.is_false(run.exited(), "exited within 2.5 s of SIGTERM")
+      assert.is_true(system.gettime() - t0 < 20, "the program's block (23 s) may have ended first")
       run.signal("KILL")
       exited(run, 10)
+      assert.are.equal(137, run.stop(false))
     end)
   end)
 end)
