@@ -119,6 +119,7 @@ valgrind_skip=(
   spec/unit/check_spec.lua          # drives luaop children only; runs plain and under ASan
   spec/unit/cli_spec.lua            # drives luaop children only (one under valgrind itself)
   spec/unit/containment_spec.lua    # drives luaop children only; runs plain and under ASan
+  spec/unit/defaults_spec.lua       # drives luaop children only; runs plain and under ASan
   spec/unit/election_spec.lua       # drives luaop children only; runs plain and under ASan
   spec/unit/fence_spec.lua          # drives luaop children only; runs plain and under ASan
   spec/unit/fs_spec.lua             # drives luaop children only; runs plain and under ASan

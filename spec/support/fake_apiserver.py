@@ -63,7 +63,7 @@ deleted; /control/hold-lease/NAME makes the Lease NAME held by "another"
 (as a live leader's), /control/drop-lease/NAME deletes it;
 /control/hold-lease/NAME?duration=D&delay=S holds it for
 leaseDurationSeconds D (default 60) and answers each GET of it S seconds
-late; /control/delay-lease/NAME?delay=S only delays them (its holder
+late (&renew=T: its renewTime, T as given); /control/delay-lease/NAME?delay=S only delays them (its holder
 kept). /control/writes answers [[METHOD, PATH, T], ...]: every write
 request as it arrived. /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
 Lease answered ("GET", the holder it showed) and each write taken ("PUT"
@@ -329,7 +329,7 @@ class Handler(BaseHTTPRequestHandler):
                                                  "resourceVersion": str(lease_rv[0])},
                                     "spec": {"holderIdentity": "another",
                                              "leaseDurationSeconds": int(opts.get("duration", "60")),
-                                             "renewTime": "%.6f" % time.time()}}
+                                             "renewTime": opts.get("renew", "%.6f" % time.time())}}
             return self.reply(200, {})
         if path.startswith(LEASES + "/"):
             name = path[len(LEASES) + 1:]

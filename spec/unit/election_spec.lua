@@ -69,4 +69,16 @@ describe("leader election", function()
       "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "0.2s" })
     assert.is_true(waited >= 4, ("took over %.2f s after first seeing the holder's 4 s lease"):format(waited))
   end)
+
+  it("times a lease on its own monotonic clock, whatever the holder's renewTime says: a year ahead or behind",
+    function()
+      -- (the holder's clock is skewed; client-go too times the record from
+      -- when it observed it, never from its renewTime)
+      for _, renew in ipairs { "2099-01-01T00:00:00.000000Z", "2001-01-01T00:00:00.000000Z" } do
+        local waited = takeover("duration=2&renew=" .. renew, { "--leader-elect-lease-duration", "2s",
+          "--leader-elect-renew-deadline", "1s", "--leader-elect-retry-period", "0.2s" })
+        assert.is_true(waited >= 2 and waited < 4, ("renewTime %s: took over %.2f s after first seeing it")
+          :format(renew, waited))
+      end
+    end)
 end)

@@ -39,4 +39,30 @@ return luaop.controller {
       '"declared": 107374182400, "flag": "%-%-max%-memory", "limit": 8388608}', err)
     assert.are.equal(0, run.stop(0))
   end)
+
+  it("are 10^9 instructions and 1Gi by default", function()
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["greedy.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "greedy", resource = "v1/ConfigMap", namespace = "default",
+  instructions = 1000000000000000, memory = "100Gi",
+  reconcile = function() end,
+}
+]] }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+    finally(run.cleanup)
+    local err = kube.wait_for("both budgets cut down", 30, function()
+      local e = run.stderr()
+      local _, n = e:gsub("a budget above the limit: using the limit", "")
+      return n >= 2 and e
+    end)
+    assert.matches('"budget": "instructions", "controller": "greedy", "declared": 1000000000000000, ' ..
+      '"flag": "%-%-max%-instructions", "limit": 1000000000}', err)
+    assert.matches('"budget": "memory", "controller": "greedy", "declared": 107374182400, ' ..
+      '"flag": "%-%-max%-memory", "limit": 1073741824}', err)
+    assert.are.equal(0, run.stop(0))
+  end)
 end)

@@ -198,7 +198,7 @@ return luaop.controller {
     assert.are.equal(404, (get(base .. "/metrics")))
   end)
 
-  it("say ready once synced, to GET and HEAD only", function()
+  it("say ready once synced, to GET and HEAD only, with headers of at most 16 KiB", function()
     local v = volume.new { ["steady.lua"] = steady }
     finally(function() v:remove() end)
     local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
@@ -212,6 +212,12 @@ return luaop.controller {
       assert.are.equal(405, (get(base .. path, "POST")), path)
       assert.are.equal(405, (get(base .. path, "DELETE")), path)
     end
+    -- headers past 16 KiB (a connection's memory): 431, and the server goes on
+    local ok, code = proc.sh(("curl -s -m 5 -o /dev/null -w '%%{http_code}' -H 'X-Big: %s' %s/healthz")
+      :format(("x"):rep(17 * 1024), base))
+    assert.is_true(ok, code)
+    assert.are.equal("431", code)
+    assert.are.equal(200, (get(base .. "/healthz")))
   end)
 
   -- A loop held where no hook fires (a trusted program's os.execute, under
