@@ -51,11 +51,12 @@ describe("leader election", function()
     kube.delete_namespace(ns)
   end)
 
-  -- Start process `me` (its kubeconfig: opts.kubeconfig or the cluster's).
+  -- Start process `me` (its kubeconfig: opts.kubeconfig or the cluster's;
+  -- opts.exit: the status its cleanup expects, 0 by default).
   local function start(me, opts)
     opts = opts or {}
     local vol = volume.new { ["stamper.lua"] = stamper(ns, me) }
-    local run = luaop.start({ vol.dir }, { kubeconfig = opts.kubeconfig, flags = {
+    local run = luaop.start({ vol.dir }, { kubeconfig = opts.kubeconfig, exit = opts.exit, flags = {
       "--leader-elect", "--leader-election-id", "stamper", "--leader-election-namespace", ns,
       "--leader-elect-lease-duration", LEASE .. "s", "--leader-elect-renew-deadline", RENEW .. "s",
       "--leader-elect-retry-period", RETRY .. "s", "--health-probe-bind-address", "127.0.0.1:0" } })
@@ -137,7 +138,7 @@ describe("leader election", function()
   end)
 
   it("has a standby lead within a lease duration and a retry period of SIGKILL of the leader", function()
-    local a = start("A")
+    local a = start("A", { exit = 137 })
     kube.wait_for("A to lead", 15, function() return leads(a) end)
     local b = start("B")
     kube.wait_for("B's caches", 15, function() return synced(b) end)
@@ -202,7 +203,8 @@ describe("leader election", function()
     -- three more writes of B's: anything A sent on resuming has landed
     local n = writes("B")
     kube.wait_for("B's next writes", 5, function() return writes("B") >= n + 3 end)
-    assert.are.equal(before, last_write("A"), "A wrote after it resumed")
+    assert.are.equal(before, last_write("A"), "A wrote after it resumed; the versions stored, in order:\n"
+      .. table.concat(watch.lines(), " "))
     assert.are.equal(identity(b), holder())
   end)
 

@@ -112,53 +112,62 @@ describe("leader election's fence", function()
     run.stop(0)
   end)
 
-  it("closes at the renew deadline from the last renewal sent while renewals stall, before the election "
-    .. "is given up", function()
+  it("closes at the renew deadline from the last acquire or renewal sent while renewals stall, before the "
+    .. "election is given up", function()
     -- lease 20 s, renew deadline 2 s, retry 1.5 s: a stalled renewal (its
     -- GET answered 30 s late) times out 2 s after it was sent, 3.5 s after
-    -- the last renewal sent, and only then is the election given up. The
-    -- fence closes at 2 s: the script's writes stop arriving by then.
+    -- the last success sent, and only then is the election given up. The
+    -- fence closes at 2 s: the script's writes stop arriving by then. Once
+    -- stalled right after the acquire, once after a renewal.
     local RENEW = 2
-    local server = fake.start()
-    finally(server.stop)
-    local v = volume.new { ["writer.lua"] = writer }
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = {
-      "--leader-elect", "--leader-election-id", "spec-lease", "--leader-election-namespace", "default",
-      "--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", RENEW .. "s",
-      "--leader-elect-retry-period", "1.5s" } })
-    finally(run.cleanup)
-    local function cm_writes()
-      local t = {}
-      for _, w in ipairs(json.decode(control(server, "writes"))) do
-        if w[2]:find("/configmaps/cm-w", 1, true) then t[#t + 1] = w[3] end
+    for _, after in ipairs { "POST", "PUT" } do
+      local server = fake.start()
+      finally(server.stop)
+      local v = volume.new { ["writer.lua"] = writer }
+      finally(function() v:remove() end)
+      local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, exit = 1, flags = {
+        "--leader-elect", "--leader-election-id", "spec-lease", "--leader-election-namespace", "default",
+        "--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", RENEW .. "s",
+        "--leader-elect-retry-period", "1.5s" } })
+      finally(run.cleanup)
+      local function cm_writes()
+        local t = {}
+        for _, w in ipairs(json.decode(control(server, "writes"))) do
+          if w[2]:find("/configmaps/cm-w", 1, true) then t[#t + 1] = w[3] end
+        end
+        return t
       end
-      return t
-    end
-    local function renewals()
-      local t = {}
-      for _, e in ipairs(json.decode(control(server, "lease-log"))) do
-        if e[1] == "PUT" then t[#t + 1] = e[3] end
+      -- the times the acquire (POST) or renewals (PUT) were answered
+      local function successes()
+        local t = {}
+        for _, e in ipairs(json.decode(control(server, "lease-log"))) do
+          if e[1] == after then t[#t + 1] = e[3] end
+        end
+        return t
       end
-      return t
+      kube.wait_for("the " .. after .. " and the script's writes", 20, function()
+        return #successes() >= 1 and #cm_writes() >= 3
+      end)
+      control(server, "delay-lease/spec-lease?delay=30")
+      kube.wait_for("the election given up", 20, function()
+        return run.stderr():find("leader election lost", 1, true)
+      end)
+      local ok, arrived = successes(), cm_writes()
+      local last_ok, last_write = ok[#ok], arrived[#arrived]
+      if after == "POST" then
+        for _, e in ipairs(json.decode(control(server, "lease-log"))) do
+          assert.are_not.equal("PUT", e[1], "a renewal came before the stall")
+        end
+      end
+      -- (the fence runs from when the request was sent, before its answer)
+      assert.is_true(last_write <= last_ok + RENEW + 0.3, ("after the %s: a write arrived %.2f s after its answer, "
+        .. "past the renew deadline of %d s"):format(after, last_write - last_ok, RENEW))
+      -- and the script wrote until the fence closed (the check is not empty)
+      assert.is_true(last_write >= last_ok + RENEW - 0.8, ("after the %s: the last write arrived %.2f s after it")
+        :format(after, last_write - last_ok))
+      kube.wait_for("luaop to exit", 20, run.exited)
+      assert.are.equal(1, run.stop(false))
+      assert.are.equal(#arrived, #cm_writes(), "a write arrived after the election was given up")
     end
-    kube.wait_for("a renewal and the script's writes", 20, function()
-      return #renewals() >= 1 and #cm_writes() >= 5
-    end)
-    control(server, "delay-lease/spec-lease?delay=30")
-    kube.wait_for("the election given up", 20, function()
-      return run.stderr():find("leader election lost", 1, true)
-    end)
-    local puts, arrived = renewals(), cm_writes()
-    local last_put, last_write = puts[#puts], arrived[#arrived]
-    -- (the fence runs from when the renewal was sent, before its answer)
-    assert.is_true(last_write <= last_put + RENEW + 0.3, ("a write arrived %.2f s after the last renewal's answer, "
-      .. "past the renew deadline of %d s"):format(last_write - last_put, RENEW))
-    -- and the script wrote until the fence closed (the check is not empty)
-    assert.is_true(last_write >= last_put + RENEW - 0.8, ("the last write arrived %.2f s after the last renewal"):format(
-      last_write - last_put))
-    kube.wait_for("luaop to exit", 20, run.exited)
-    assert.are.equal(1, run.stop(false))
-    assert.are.equal(#arrived, #cm_writes(), "a write arrived after the election was given up")
   end)
 end)
