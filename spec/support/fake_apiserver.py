@@ -40,7 +40,8 @@ no name), then ADDED "never-seen"; later ones ADDED "watch-after".
 Other label selectors name faults of the watch, the LIST staying the five
 (and a streamed list refused, 422, but with noend):
   gone        every watch sends an ERROR event, 410 Expired
-  status500   every watch sends an ERROR event, 500 InternalError
+  status500   every watch sends an ERROR event, 500 InternalError (and the
+              streamed list is refused with a 400, not a 422)
   noend       a watch with sendInitialEvents=true sends ADDED "streamed" and
               then nothing, never its initial-events-end bookmark, for 20 s
   endless     the first watch sends one line of 200 MiB (no newline), the
@@ -355,7 +356,10 @@ class Handler(BaseHTTPRequestHandler):
                                               '"resourceVersion":"5"}}}'], 20))
             if query.get("sendInitialEvents") == "true":
                 # as a server whose WatchList feature gate is off: a LIST
-                # and a watch instead (the informer falls back)
+                # and a watch instead (the informer falls back); with
+                # status500, a 400 (as an older server's)
+                if fault == "status500":
+                    return self.status(400, "BadRequest", "sendInitialEvents is not supported")
                 return self.status(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: '
                                    "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
                                    "feature gate is enabled")

@@ -207,7 +207,8 @@ describe("luaop.informer", function()
   end)
 
   it("lists again, after the backoff, when a watch ends with a Status other than 410 (an InternalError in the "
-    .. "stream), logging its reason", function()
+    .. "stream), logging its reason, and in pages, never asking again for the stream the server refused (400)",
+    function()
     -- before: the same resourceVersion watched again every 0.8 s, never a LIST
     local server, code, out, err = run_informer("status500", [[
       luaop.sleep(3)
@@ -215,7 +216,8 @@ describe("luaop.informer", function()
       inf:stop()
     ]])
     assert.are.equal(0, code, err)
-    local lists, watches = configmap_gets(server)
+    local lists, watches, streams = configmap_gets(server)
+    assert.are.equal(1, streams, "a relist asked for a stream again")
     -- LISTs at 0, then after 0.8-1.6 s, then 1.6-3.2 s more: two or three
     assert.is_true(#lists >= 2 and #lists <= 3, ("%d LISTs in 3 s"):format(#lists))
     assert.is_true(#watches <= #lists, ("%d watches, %d LISTs"):format(#watches, #lists))
@@ -381,6 +383,23 @@ describe("luaop.informer", function()
     assert.are.equal(0, code, err)
     assert.matches("kept\twatched", out)
     assert.matches("then\tmine again", out)
+  end)
+
+  it("keeps an object this process deleted while finalizers hold it, as the API server answered (its "
+    .. "deletionTimestamp), with no tombstone", function()
+    local code, out, err = luaop.run([[
+      local inf = require("luaop.informer").new("ConfigMap", { client = {} })
+      local md = { namespace = "default", name = "a", uid = "u1", resourceVersion = "10" }
+      inf:upsert({ metadata = md })
+      local held = { metadata = { namespace = "default", name = "a", uid = "u1", resourceVersion = "11",
+        deletionTimestamp = "2026-11-26T00:00:00Z", finalizers = { "example.com/hold" } } }
+      inf:observe_delete("default", "a", "u1", held)
+      local got = inf:get("default", "a")
+      print("kept", got and got.metadata.deletionTimestamp, got and got.metadata.resourceVersion,
+        "tombstones", next(inf.tombstones) == nil)
+    ]], { offline = true })
+    assert.are.equal(0, code, err)
+    assert.matches("kept\t2026%-11%-26T00:00:00Z\t11\ttombstones\ttrue", out)
   end)
 
   it("keeps no tombstone once its object's DELETED came, though the name was made again meanwhile", function()

@@ -422,4 +422,44 @@ print(ok)
     assert.is_true(ok, out)
     assert.are.equal("20", out:match("%d+"), "probes that answered 200 within 1 s, of 20")
   end)
+
+  it("is cut off at 8 connections from one address, and at 3 s idle", function()
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["idle.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller { name = "idle", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function() end }
+]] }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
+    finally(run.cleanup)
+    local _, pport = ports(run)
+    kube.wait_for("ready", 10, function() return get("http://127.0.0.1:" .. pport .. "/readyz") == 200 end)
+    local ok, out = proc.sh(("python3 -c %s %d"):format(proc.quote([==[
+import select, socket, sys, time
+port = int(sys.argv[1])
+socks = []
+t0 = time.monotonic()
+for _ in range(10):
+    s = socket.socket(); s.bind(("127.0.0.6", 0)); s.connect(("127.0.0.1", port)); socks.append(s)
+# a connection past the cap is closed at once: readable (at its end); wait
+# for two such, for 2 s at most (the idle timeout is 3)
+closed = []
+while len(closed) < 2 and time.monotonic() - t0 < 2:
+    closed, _, _ = select.select(socks, [], [], 0.05)
+kept = [s for s in socks if s not in closed]
+# the kept ones, idle: closed by the server after its idle timeout
+kept[0].settimeout(10)
+try:
+    kept[0].recv(1)
+except OSError:
+    pass
+print(len(kept), "%.1f" % (time.monotonic() - t0))
+]==]), pport))
+    assert.is_true(ok, out)
+    local kept, idle = out:match("(%d+) ([%d.]+)")
+    assert.are.equal("8", kept, out)
+    assert.is_true(tonumber(idle) >= 2.5 and tonumber(idle) < 5, "an idle connection closed after " .. idle .. " s")
+  end)
 end)
