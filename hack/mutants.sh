@@ -131,6 +131,9 @@ git ls-files -z | xargs -0 cp -a --parents -t "$scratch/base" || die "could not 
 for b in obj asan pic gen lua luaop libs libs.stamp bin; do
   [ -e "build/$b" ] && cp -a "build/$b" "$scratch/base/build/"
 done
+# the local control plane is the tree's own: the copies' hack/cluster.sh
+# (compact, restart-apiserver) must find this one's
+ln -s "$root/build/cluster" "$scratch/base/build/cluster"
 clean_tree=$([ -z "$(git status --porcelain -- lua src spec hack/mutants)" ] && echo 1)
 commit=$(git rev-parse --short HEAD)
 
@@ -225,14 +228,15 @@ for p in "${patches[@]}"; do
       unfinished=$((unfinished + 1))
       break
     fi
+    # killed by any guard that passed in the control and not in the mutant's
+    # run; else survived, saying why for the first guard
+    why=""
     for g in "${guards[@]}"; do
       c=$(result "$ctap" "$g") m=$(result "$mtap" "$g")
       if [ "$c" = none ]; then
-        verdict="survived (the control never ran its guard: renamed? '$g')"
-        break
+        why=${why:-"the control never ran its guard: renamed? '$g'"}
       elif [ "$c" != ok ]; then
-        verdict="survived (the control failed its guard too: '$g')"
-        break
+        why=${why:-"the control failed its guard too: '$g'"}
       elif [ "$m" = "not ok" ]; then
         verdict="killed by '$g'"
         break
@@ -244,7 +248,7 @@ for p in "${patches[@]}"; do
         break
       fi
     done
-    [ -n "$verdict" ] || verdict="survived (its guards passed)"
+    [ -n "$verdict" ] || verdict="survived (${why:-its guards passed})"
   fi
   case $verdict in
     killed*) killed=$((killed + 1)) ;;
