@@ -9,6 +9,9 @@ cache=${LUAOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/luaop}
 k8s_bin="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION/bin"
 kwok_bin="$cache/kwok-$KWOK_VERSION/bin"
 cluster_dir="$root/build/cluster"
+# (a link to another tree's, as hack/mutants.sh's scratch copies have: that
+# tree's own path, which its processes' command lines name)
+if [ -L "$cluster_dir" ]; then cluster_dir=$(readlink -f "$cluster_dir"); fi
 kubeconfig="$cluster_dir/kubeconfig"
 
 # The go command: on PATH, else Go's default install; status 1 when neither.
