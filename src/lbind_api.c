@@ -6,8 +6,8 @@
  *   api.start{...as request} -> r, the request under way;  r:wait() -> what
  *     api.request returns (yields until the answer; an answer that came
  *     first waits in C memory, so no Lua object outlives it);
- *     r:answered() -> whether it came (without waiting); r:cancel() drops
- *     it, as does collecting it unanswered
+ *     r:answered() -> whether it is over: answered, or cancelled (without
+ *     waiting); r:cancel() drops it, as does collecting it unanswered
  *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
@@ -114,8 +114,8 @@ static lbind_pending *lbind_topending(lua_State *L)
     return luaL_checkudata(L, 1, LBIND_PENDING_MT);
 }
 
-/* r:answered(): whether the answer has come (kept for r:wait(), or taken),
- * without waiting for it. */
+/* r:answered(): whether the request is over (its answer kept for r:wait()
+ * or taken, or it was cancelled), without waiting for it. */
 static int lbind_pending_answered(lua_State *L)
 {
     lua_pushboolean(L, lbind_topending(L)->call == NULL);

@@ -10,7 +10,7 @@ local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
 -- Start a fake API server (over TLS when opts.tls). Returns a handle:
 -- kubeconfig (a file naming it, with token good-token), log (its request
 -- log: "METHOD PATH AUTH" lines), port, dir, requests() (the log's lines),
--- stop().
+-- control(what) (the body of GET /control/<what>), stop().
 function M.start(opts)
   opts = opts or {}
   local dir = os.tmpname()
@@ -49,6 +49,13 @@ users: [{name: u, user: {token: good-token}}]
 ]]):format(opts.tls and "https" or "http", port, ca and (", certificate-authority: %q"):format(ca) or ""))
   f:close()
   function h.requests() return proc.lines(h.log) end
+  -- GET /control/<what> (fake_apiserver.py's controls), its body.
+  function h.control(what)
+    local ok, out = proc.sh(("curl -s -m 5 %s-H 'Authorization: Bearer good-token' '%s://127.0.0.1:%s/control/%s'")
+      :format(ca and "--cacert " .. proc.quote(ca) .. " " or "", opts.tls and "https" or "http", port, what))
+    assert(ok, out)
+    return out
+  end
   function h.stop()
     os.execute("kill " .. pid .. " 2>/dev/null")
     os.execute("rm -rf " .. proc.quote(dir))

@@ -8,15 +8,7 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
-local proc = require "support.proc"
 local json = require("luaop.core").json
-
-local function control(server, what)
-  local ok, out = proc.sh(("curl -s -m 5 -H 'Authorization: Bearer good-token' 'http://127.0.0.1:%s/control/%s'")
-    :format(server.port, what))
-  assert(ok, out)
-  return out
-end
 
 local script = [[
 local luaop = require "luaop"
@@ -31,7 +23,7 @@ return luaop.controller { name = "standby", resource = "v1/ConfigMap", namespace
 local function takeover(hold, durations)
   local server = fake.start()
   finally(server.stop)
-  control(server, "hold-lease/spec-lease?" .. hold)
+  server.control("hold-lease/spec-lease?" .. hold)
   local v = volume.new { ["standby.lua"] = script }
   finally(function() v:remove() end)
   local flags = { "--leader-elect", "--leader-election-id", "spec-lease", "--leader-election-namespace", "default" }
@@ -43,7 +35,7 @@ local function takeover(hold, durations)
   end)
   run.stop(0)
   local seen, took
-  for _, e in ipairs(json.decode(control(server, "lease-log"))) do
+  for _, e in ipairs(json.decode(server.control("lease-log"))) do
     local what, holder, t = e[1], e[2], e[3]
     if what == "GET" and holder == "another" then seen = seen or t end
     if what == "PUT" and holder ~= "another" then took = took or t end

@@ -8,7 +8,6 @@ local luaop = require "support.luaop"
 local fake = require "support.fake"
 local volume = require "support.volume"
 local kube = require "support.kube"
-local proc = require "support.proc"
 local json = require("luaop.core").json
 
 -- A script whose top level starts a task that writes the election's Lease
@@ -51,13 +50,6 @@ local function lease_writes(server)
   return out
 end
 
-local function control(server, what)
-  local ok, out = proc.sh(("curl -s -m 5 -H 'Authorization: Bearer good-token' 'http://127.0.0.1:%s/control/%s'")
-    :format(server.port, what))
-  assert(ok, out)
-  return out
-end
-
 -- A script whose task writes a ConfigMap every 0.1 s, whatever each write
 -- answers (the fake server refuses them: they arrived).
 local writer = [[
@@ -78,7 +70,7 @@ describe("leader election's fence", function()
     .. "election's own create and renew out", function()
     local server = fake.start()
     finally(server.stop)
-    control(server, "hold-lease/spec-lease") -- another process leads: this one is fenced
+    server.control("hold-lease/spec-lease") -- another process leads: this one is fenced
     local v = volume.new { ["intruder.lua"] = intruder }
     finally(function() v:remove() end)
     local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = {
@@ -99,7 +91,7 @@ describe("leader election's fence", function()
     -- and nothing reached the server: not one write to the Leases
     assert.are.same({}, lease_writes(server))
     -- the lease goes free: the election's own create and renews leave
-    control(server, "drop-lease/spec-lease")
+    server.control("drop-lease/spec-lease")
     kube.wait_for("the lease acquired", 20, function()
       return run.stderr():find("successfully acquired lease", 1, true)
     end)
@@ -132,7 +124,7 @@ describe("leader election's fence", function()
       finally(run.cleanup)
       local function cm_writes()
         local t = {}
-        for _, w in ipairs(json.decode(control(server, "writes"))) do
+        for _, w in ipairs(json.decode(server.control("writes"))) do
           if w[2]:find("/configmaps/cm-w", 1, true) then t[#t + 1] = w[3] end
         end
         return t
@@ -140,7 +132,7 @@ describe("leader election's fence", function()
       -- the times the acquire (POST) or renewals (PUT) were answered
       local function successes()
         local t = {}
-        for _, e in ipairs(json.decode(control(server, "lease-log"))) do
+        for _, e in ipairs(json.decode(server.control("lease-log"))) do
           if e[1] == after then t[#t + 1] = e[3] end
         end
         return t
@@ -148,14 +140,14 @@ describe("leader election's fence", function()
       kube.wait_for("the " .. after .. " and the script's writes", 20, function()
         return #successes() >= 1 and #cm_writes() >= 3
       end)
-      control(server, "delay-lease/spec-lease?delay=30")
+      server.control("delay-lease/spec-lease?delay=30")
       kube.wait_for("the election given up", 20, function()
         return run.stderr():find("leader election lost", 1, true)
       end)
       local ok, arrived = successes(), cm_writes()
       local last_ok, last_write = ok[#ok], arrived[#arrived]
       if after == "POST" then
-        for _, e in ipairs(json.decode(control(server, "lease-log"))) do
+        for _, e in ipairs(json.decode(server.control("lease-log"))) do
           assert.are_not.equal("PUT", e[1], "a renewal came before the stall")
         end
       end

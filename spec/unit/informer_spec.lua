@@ -3,7 +3,6 @@
 -- and bookmarks.
 local luaop = require "support.luaop"
 local fake = require "support.fake"
-local proc = require "support.proc"
 
 -- luaop running an informer of the fake server's ConfigMaps in default
 -- whose label selector is `selector` (the fake's scenario: "deep",
@@ -154,9 +153,7 @@ describe("luaop.informer", function()
   -- The fake server's GETs of ConfigMaps: paged LISTs (first pages), and
   -- watches (not streamed lists), with when each arrived (server time).
   local function configmap_gets(server)
-    local ok, text = proc.sh(("curl -s -m 5 -H 'Authorization: Bearer good-token' http://127.0.0.1:%s/control/times")
-      :format(server.port))
-    assert(ok, text)
+    local text = server.control("times")
     local lists, watches, streams = {}, {}, 0
     for _, e in ipairs(require("luaop.core").json.decode(text)) do
       local path, t = e[1], e[2]

@@ -288,6 +288,24 @@ describe("the servers' addresses", function()
 end)
 
 describe("a flood of bad clients", function()
+  -- luaop with an idle controller against a fake API server, serving
+  -- (spec's finally stops them), ready: the probe server's port.
+  local function idle_probes()
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["idle.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller { name = "idle", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function() end }
+]] }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
+    finally(run.cleanup)
+    local _, pport = ports(run)
+    kube.wait_for("ready", 10, function() return get("http://127.0.0.1:" .. pport .. "/readyz") == 200 end)
+    return pport
+  end
+
   it("does not stop reconciles or grow memory without bound", function()
     local server = fake.start()
     finally(server.stop)
@@ -371,18 +389,7 @@ print(len(held))
     .. "connections they can, sending a byte a second", function()
     -- before: 64 per address and 256 in all, so four addresses filled the
     -- server and 18 of 20 probes failed (the kubelet restarts a pod so)
-    local server = fake.start()
-    finally(server.stop)
-    local v = volume.new { ["idle.lua"] = [[
-local luaop = require "luaop"
-return luaop.controller { name = "idle", resource = "v1/ConfigMap", namespace = "default",
-  reconcile = function() end }
-]] }
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
-    finally(run.cleanup)
-    local _, pport = ports(run)
-    kube.wait_for("ready", 10, function() return get("http://127.0.0.1:" .. pport .. "/readyz") == 200 end)
+    local pport = idle_probes()
     local script = os.tmpname()
     finally(function() os.remove(script) end)
     local f = assert(io.open(script, "w"))
@@ -424,18 +431,7 @@ print(ok)
   end)
 
   it("is cut off at 8 connections from one address, and at 3 s idle", function()
-    local server = fake.start()
-    finally(server.stop)
-    local v = volume.new { ["idle.lua"] = [[
-local luaop = require "luaop"
-return luaop.controller { name = "idle", resource = "v1/ConfigMap", namespace = "default",
-  reconcile = function() end }
-]] }
-    finally(function() v:remove() end)
-    local run = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = serving })
-    finally(run.cleanup)
-    local _, pport = ports(run)
-    kube.wait_for("ready", 10, function() return get("http://127.0.0.1:" .. pport .. "/readyz") == 200 end)
+    local pport = idle_probes()
     local ok, out = proc.sh(("python3 -c %s %d"):format(proc.quote([==[
 import select, socket, sys, time
 port = int(sys.argv[1])
