@@ -24,12 +24,13 @@ pid=$!
 # stops it too, keeping the status.
 stop() {
   trap - INT TERM EXIT
+  local status=0
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
   fi
+  wait "$pid" 2>/dev/null || status=$?
   echo
-  echo "luaop stopped (its log: $log). The control plane is still up:"
+  echo "luaop stopped with status $status (its log: $log). The control plane is still up:"
   echo "  export KUBECONFIG=$KUBECONFIG; build/bin/kubectl get ats,machines,switches -A"
   echo "  make cluster-down   # to stop it"
 }

@@ -70,7 +70,8 @@ request as it arrived. /control/lease-log answers [[WHAT, HOLDER, T], ...]: each
 Lease answered ("GET", the holder it showed) and each write taken ("PUT"
 or "POST", the holder written), T the server's time.time() when answered.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
-good-token" or alice's basic credentials get a 401 Status.
+good-token" (logged bearer-ok), "Bearer next-token" (a rotated one, logged
+bearer-next) or alice's basic credentials get a 401 Status.
 """
 import base64
 import email.utils
@@ -272,14 +273,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         auth = self.headers.get("Authorization")
         basic = "Basic " + base64.b64encode(b"alice:s3cr3t-pw").decode()
-        kind = {None: "none", "Bearer good-token": "bearer-ok", basic: "basic-ok"}.get(auth, "bad")
+        kind = {None: "none", "Bearer good-token": "bearer-ok", "Bearer next-token": "bearer-next",
+                basic: "basic-ok"}.get(auth, "bad")
         with lock:
             with open(sys.argv[2], "a") as f:
                 f.write("%s %s %s\n" % (self.command, self.path, kind))
             counts[self.path] = counts.get(self.path, 0) + 1
             n = counts[self.path]
             times.append([self.path, time.time()])
-        if kind not in ("bearer-ok", "basic-ok"):
+        if kind not in ("bearer-ok", "bearer-next", "basic-ok"):
             return self.status(401, "Unauthorized", "Unauthorized")
         path = self.path
         if path.startswith("http://"):  # asked as a proxy

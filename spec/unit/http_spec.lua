@@ -47,6 +47,46 @@ describe("the HTTP layer", function()
                       "GET /api/v1/namespaces/default/configmaps/nothing bearer-ok" }, requests())
   end)
 
+  it("re-reads a token file within a minute of its change, with no 401 to prompt it", function()
+    -- client-go's cached token source re-reads the file every minute: the
+    -- kubelet rotates a projected token long before the old one expires,
+    -- so both are good and nothing but the clock makes luaop read it again
+    local token, kc = dir .. "/token", dir .. "/token-kubeconfig"
+    local function write(path, text)
+      local f = assert(io.open(path, "w"))
+      f:write(text)
+      f:close()
+    end
+    write(token, "good-token\n")
+    local f = assert(io.open(plain.kubeconfig))
+    write(kc, (f:read("a"):gsub("{token: good%-token}", "{tokenFile: token}")))
+    f:close()
+    local code, out = run(([[
+      local t0 = require("luaop").time.monotonic()
+      assert(c:get("ConfigMap", "ok", "default"))
+      local f = assert(io.open(%q, "w"))
+      f:write("next-token\n")
+      f:close()
+      print("rotated")
+      while require("luaop").time.monotonic() - t0 < 75 do
+        local cm, err = c:get("ConfigMap", "ok", "default")
+        if not cm then print("error", err.reason); return 1 end
+        local log = assert(io.open(%q)):read("a")
+        if log:find("bearer%%-next\n$") then print("switched after", require("luaop").time.monotonic() - t0); return 0 end
+        require("luaop").sleep(0.5)
+      end
+      print("never switched")
+      return 1
+    ]]):format(token, log), nil, kc)
+    assert.are.equal(0, code, out)
+    local after = tonumber(out:match("switched after\t([%d.]+)"))
+    -- read at the latest when the program started; the loop asks every 0.5 s
+    assert.is_true(after ~= nil and after <= 62, out)
+    for _, l in ipairs(requests()) do
+      assert.matches(" bearer%-[a-z]+$", l, "every request went with a good token")
+    end
+  end)
+
   it("retries 429 after Retry-After, and 5xx only when the server says when", function()
     local code, out = run([[
       print("flaky", core.api.request { path = "/api/v1/namespaces/default/configmaps/flaky-3" })

@@ -458,4 +458,37 @@ print(len(kept), "%.1f" % (time.monotonic() - t0))
     assert.are.equal("8", kept, out)
     assert.is_true(tonumber(idle) >= 2.5 and tonumber(idle) < 5, "an idle connection closed after " .. idle .. " s")
   end)
+
+  it("serves 256 connections at once in all, from 32 addresses and more", function()
+    local pport = idle_probes()
+    -- 40 addresses x 8 connections, each asking for /healthz at once: the
+    -- server answers 256 of them within a second; the rest wait (in the
+    -- listen queue or closed) until a slot frees, after the idle timeout
+    local ok, out = proc.sh(("python3 -c %s %d"):format(proc.quote([==[
+import select, socket, sys, time
+port = int(sys.argv[1])
+socks = []
+for a in range(40):
+    for _ in range(8):
+        s = socket.socket(); s.bind(("127.0.1.%d" % (a + 1), 0)); s.connect(("127.0.0.1", port))
+        socks.append(s)
+for s in socks:
+    s.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+answered, t0 = set(), time.monotonic()
+while time.monotonic() - t0 < 1:
+    ready, _, _ = select.select([s for s in socks if s not in answered], [], [], 0.05)
+    for s in ready:
+        try:
+            if s.recv(64).startswith(b"HTTP/1.1 200"):
+                answered.add(s)
+        except OSError:
+            pass
+        if s not in answered:
+            answered.add(s); socks.remove(s)  # closed or refused: not counted
+print(len([s for s in answered if s in socks]), len(socks))
+]==]), pport))
+    assert.is_true(ok, out)
+    local served = out:match("^(%d+)")
+    assert.are.equal("256", served, "connections answered within 1 s, of 320: " .. out)
+  end)
 end)
