@@ -22,7 +22,7 @@
 -- latency into event -> a worker takes the key, and that -> reconcile starts.
 local luaop = require "luaop"
 local informer = require "luaop.informer"
-local controller = require "luaop.controller"
+local manager = require "luaop.manager"
 
 local mode, ns = arg[1], arg[2]
 local c = luaop.client()
@@ -83,7 +83,7 @@ local function cpu_seconds() -- utime + stime of this process
   return (tonumber(fields[12]) + tonumber(fields[13])) / 100 -- fields 14 and 15 of stat, in ticks
 end
 
-local m = controller.manager()
+local m = manager.new()
 m:informer("v1/ConfigMap", { namespace = ns }):on {
   update = function(_, obj)
     local now = luaop.time.monotonic()

@@ -72,8 +72,7 @@ end
 if mode == "idle" then
   local ns, secs = arg[2], tonumber(arg[3])
   local reconciled = 0
-  local controller = require "luaop.controller"
-  local manager = controller.manager()
+  local manager = require("luaop.manager").new()
   manager:add(luaop.controller {
     name = "hourly", resource = "v1/ConfigMap", namespace = ns,
     reconcile = function()

@@ -64,7 +64,7 @@ Watch.__index = Watch
 -- ---- values ----------------------------------------------------------------------
 
 -- A deep copy (JSON arrays stay arrays).
-local copy = require("luaop").copy
+local copy = require("luaop.object").copy
 
 local function is_object(v) return type(v) == "table" and not is_array(v) end
 

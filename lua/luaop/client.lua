@@ -10,6 +10,7 @@
 -- came), reason (NotFound, Conflict, AlreadyExists, Forbidden, Invalid, ...)
 -- and message. Misuse (a missing kind or name) raises.
 local core = require "luaop.core"
+local events = require "luaop.events"
 
 local json, api = core.json, core.api
 local encode, decode = json.encode, json.decode
@@ -131,7 +132,7 @@ local function skip_undecodable(gv, kind, text, err, ...)
   core.metrics.series("luaop_decode_errors_total", { gv .. "/" .. kind }):add()
   -- a Warning Event on it, when its name could be read
   if fields.name then
-    require("luaop.events").record {
+    events.record {
       regarding = { apiVersion = gv, kind = kind, metadata = { name = fields.name, namespace = fields.namespace } },
       type = "Warning", reason = "UndecodableObject", action = "Decode", controller = "informer",
       note = "left out of the cache: " .. tostring(err),

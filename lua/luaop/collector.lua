@@ -10,7 +10,6 @@
 -- steps, yielding between them, so no task waits behind a whole
 -- collection; the cycle's end gives the pages back.
 local core = require "luaop.core"
-local luaop = require "luaop"
 local listing = require("luaop.informer").listing
 local supervisor = require "luaop.supervisor"
 
@@ -29,7 +28,7 @@ function M.start(stopped)
     local floor = collectgarbage("count")
     local last = floor
     while not stopped() do
-      luaop.sleep(PERIOD)
+      core.task.sleep(PERIOD)
       -- the end-of-cycle sentinel again, if a task past its memory budget
       -- ran the last one's finalizer (src/gcmem.c)
       core.gcmem_rearm()

@@ -1,7 +1,7 @@
 -- luaop.context - the reconcile context, ctx: reads from the caches (copies,
 -- so what a reconcile changes is not the cache's until written), the
 -- client's writes, and a logger naming the object.
-local luaop = require "luaop"
+local copy = require("luaop.object").copy
 local client = require "luaop.client"
 local events = require "luaop.events"
 local kind_name = require("luaop.definition").kind_name
@@ -89,14 +89,14 @@ function Ctx:get(kind, req, ns)
   local own = own_object(self, kind, ns, name)
   if own ~= false then
     if own == nil then return nil, not_found(kind, name) end
-    return luaop.copy(own)
+    return copy(own)
   end
   local inf = cache(self, kind, { namespace = ns })
   if inf then
     -- a copy: what the reconcile changes is not the cache's until written
     local obj = ns and inf:get(ns, name) or (not ns and inf:get(name)) or nil
     if obj == nil then return nil, not_found(kind, name) end
-    return luaop.copy(obj)
+    return copy(obj)
   end
   return private[self].client:get(kind, name, ns)
 end
@@ -120,7 +120,7 @@ function Ctx:list(kind, opts)
   if inf then
     items = inf:list(selected, { namespace = opts.namespace, labels = opts.labels,
       holder = private[self].controller }) -- a label index it asks for is held on its script's behalf
-    for i, o in ipairs(items) do items[i] = luaop.copy(o) end
+    for i, o in ipairs(items) do items[i] = copy(o) end
   else
     local list, err = private[self].client:list(kind, {
       namespace = opts.namespace, all_namespaces = opts.namespace == nil,

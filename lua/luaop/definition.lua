@@ -1,6 +1,7 @@
 -- luaop.definition - a controller's definition: its validation, its
 -- budgets (cut down to the command line's limits) and what reconcile may
--- return. luaop.controller is this module, with the manager added.
+-- return. luaop.controller is its define, luaop.requeue_after and
+-- luaop.requeue its markers.
 local core = require "luaop.core"
 
 local M = {}

@@ -25,7 +25,8 @@
 -- Recording never waits for the API server and never fails the caller: an
 -- Event is written by a task of its own; one the server refuses is logged.
 local core = require "luaop.core"
-local luaop = require "luaop"
+local time = require "luaop.time"
+local logging = require "luaop.logging"
 
 local M = {
   SERIES_WINDOW = 6 * 60,  -- client-go's finishTime: a key ends after 6 idle minutes
@@ -39,7 +40,7 @@ local M = {
   SWEEP = 8,               -- due entries of its heap one record looks at, at most
 }
 
-local log = luaop.logger("events")
+local log = logging.logger("events")
 local states = {}  -- controller name -> its state (state())
 local scripts = {} -- script -> {nkeys, nbuckets} of its controllers together
 local identity     -- reportingInstance
@@ -47,7 +48,7 @@ local pending = 0  -- writes under way
 local idle = core.task.cond()
 local visited = 0  -- heap entries looked at, in all (M.stats)
 
-local micro_time = luaop.time.format_micro
+local micro_time = time.format_micro
 
 -- This process, as the reportingInstance of its Events (the identity leader
 -- election uses, when given).
@@ -184,7 +185,7 @@ local function collection(ns) return ("/apis/events.k8s.io/v1/namespaces/%s/even
 -- lost, a reset; client-go's recordToSink does the same).
 local function write(method, path, body, content_type, what, event)
   pending = pending + 1
-  luaop.spawn(function()
+  core.task.spawn(function()
     local status, text = core.api.request { method = method, path = path, body = core.json.encode(body),
       content_type = content_type, timeout = 30 }
     if status == 404 and event then

@@ -22,9 +22,11 @@
 -- Cache reads never yield. Handlers run in the informer's task: they must
 -- not block (queue work instead).
 local core = require "luaop.core"
-local luaop = require "luaop"
-local error_text = require("luaop.client").error_text
-local api_error = require("luaop.client").error
+local time = require "luaop.time"
+local logging = require "luaop.logging"
+local copy = require("luaop.object").copy
+local client = require "luaop.client"
+local error_text, api_error = client.error_text, client.error
 local supervisor = require "luaop.supervisor"
 
 local M = {}
@@ -83,8 +85,8 @@ function M.new(kind, opts)
   metrics_pool = metrics_pool or core.metrics.owner("the informers", M.METRIC_SERIES)
   local owner = core.metrics.owner("informer " .. kind, 0, metrics_pool)
   local inf = setmetatable({
-    kind = kind, opts = opts, client = opts.client or luaop.client(),
-    log = opts.log or luaop.logger("informer"):with { kind = kind },
+    kind = kind, opts = opts, client = opts.client or client.default(),
+    log = opts.log or logging.logger("informer"):with { kind = kind },
     store = {}, count = 0, indexes = {}, holders = {}, handlers = {}, tombstones = {}, deferred = {},
     dispatch = core.task.cond(),
     wake = core.task.cond(), -- ends a backoff early (stop)
@@ -291,7 +293,7 @@ end
 function Informer:observe(obj)
   local k = key(obj)
   if self:stale(k, obj) then return end
-  self:upsert(luaop.copy(obj), true)
+  self:upsert(copy(obj), true)
 end
 
 -- This process deleted namespace/name (of uid, when known): out of the
@@ -458,7 +460,7 @@ function Informer:watch_list()
   gc_listing(1)
   -- a stream that has not ended its initial events in time is given up
   local timed_out, finished, over = false, false, core.task.cond()
-  luaop.spawn(function()
+  core.task.spawn(function()
     if not finished then over:wait(M.INITIAL_EVENTS_TIMEOUT) end -- (a task starts later: it may be over)
     if initial and not finished and self.watching == w then
       timed_out = true
@@ -517,7 +519,7 @@ function Informer:run()
   while not self.stopped do
     local err
     self.watch_started = false
-    local began = luaop.time.monotonic()
+    local began = time.monotonic()
     if need_list and self.relists > 0 then self:relisted() end
     if need_list and self.stream and not list_now then
       local synced
@@ -545,7 +547,7 @@ function Informer:run()
     if err and not self.stopped then
       local reason = failure_reason(err)
       self:failed(reason)
-      local wait = backoff:next(luaop.time.monotonic())
+      local wait = backoff:next(time.monotonic())
       -- anything but a broken connection or an overloaded server: what
       -- the cache holds may miss what the failed watch had to say (and a
       -- LIST that failed is still to be made)
@@ -559,12 +561,12 @@ function Informer:run()
       end
       self:pause(wait)
     elseif not err and self.watch_started and not need_list and not self.stopped
-      and luaop.time.monotonic() - began < SHORT_WATCH then
+      and time.monotonic() - began < SHORT_WATCH then
       -- a watch the server ended at once, cleanly (a proxy's short
       -- timeout, a broken server): the next one not at once either, or
       -- this would be a loop of requests as fast as the server answers
       -- (the client has no rate limit by default)
-      self:pause(backoff:next(luaop.time.monotonic()))
+      self:pause(backoff:next(time.monotonic()))
     end
   end
 end

@@ -1,7 +1,12 @@
 -- luaop - what an operator script requires: the client, JSON helpers,
--- tasks, and logging.
+-- tasks, controllers, time and logging. Only a face: each part lives in a
+-- module of its own (luaop.client, luaop.definition, luaop.object,
+-- luaop.time, luaop.logging), which luaop's own modules require directly.
 local core = require "luaop.core"
 local client = require "luaop.client"
+local definition = require "luaop.definition"
+local logging = require "luaop.logging"
+local object = require "luaop.object"
 
 local luaop = {
   version = core.version,
@@ -11,218 +16,26 @@ local luaop = {
   sleep = core.task.sleep, -- yields the task
   spawn = core.task.spawn, -- run a function as a task of its own; :wait() for it
   is_error = client.is_error,
+  -- a deep copy of a decoded object; its controller reference; make owner its controller
+  copy = object.copy,
+  controller_of = object.controller_of,
+  set_controller = object.set_controller,
+  -- a controller definition: return it from the script (or a list of them)
+  controller = definition.define,
+  -- what reconcile returns to be called again: after `seconds`, or with backoff
+  requeue_after = definition.requeue_after,
+  requeue = definition.requeue,
+  -- RFC 3339 times and the two clocks
+  time = require "luaop.time",
+  -- a logger: log:info(msg, {k = v}), :error, :debug; :with{k = v}
+  logger = logging.logger,
+  log = logging.logger("script"),
 }
-
--- A deep copy of a decoded object (JSON arrays stay arrays; no other
--- metatable is copied: a script's, with a __gc added after it was set,
--- would get a finalizer the sandbox refuses).
-local is_array, make_array = core.json.is_array, core.json.array
-local function copy(v)
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for k, x in pairs(v) do out[k] = copy(x) end
-  if is_array(v) then make_array(out) end
-  return out
-end
-luaop.copy = copy
-
--- ---- owners ---------------------------------------------------------------
-
--- The controller reference of obj (its ownerReferences entry with
--- controller = true), or nil.
-function luaop.controller_of(obj)
-  local md = type(obj) == "table" and obj.metadata
-  for _, ref in ipairs(md and md.ownerReferences or {}) do
-    if ref.controller then return ref end
-  end
-  return nil
-end
-
--- Make owner the controller of obj, as controller-runtime's
--- SetControllerReference does: an ownerReference with controller and
--- blockOwnerDeletion set, so the owner's controller is told of obj's
--- events (owns = {...}) and deleting the owner deletes obj. Raises when
--- obj has another controller already, or when a namespaced owner is in
--- another namespace. Returns obj.
-function luaop.set_controller(obj, owner)
-  if type(obj) ~= "table" or type(owner) ~= "table" or type(owner.metadata) ~= "table" then
-    error("set_controller(obj, owner) needs two objects", 2)
-  end
-  local om = owner.metadata
-  if type(owner.apiVersion) ~= "string" or type(owner.kind) ~= "string" or type(om.name) ~= "string"
-    or type(om.uid) ~= "string" then
-    error("the owner needs apiVersion, kind, metadata.name and metadata.uid (an object read from the API server)", 2)
-  end
-  obj.metadata = obj.metadata or {}
-  local md = obj.metadata
-  if om.namespace and om.namespace ~= "" and md.namespace ~= om.namespace then
-    -- as controller-runtime: an owner's dependents are in its namespace
-    error(("an owner in namespace %s can only own objects in it (this one's metadata.namespace is %s)"):format(
-      om.namespace, md.namespace == nil and "not set" or tostring(md.namespace)), 2)
-  end
-  local ref = { apiVersion = owner.apiVersion, kind = owner.kind, name = om.name, uid = om.uid,
-    controller = true, blockOwnerDeletion = true }
-  local refs = md.ownerReferences or core.json.array()
-  for i, r in ipairs(refs) do
-    if r.uid == om.uid then
-      refs[i] = ref
-      md.ownerReferences = refs
-      return obj
-    end
-    if r.controller then
-      local what = tostring(md.name or md.generateName)
-      error(("%s %s is controlled by %s %s already"):format(obj.kind or "the object", what,
-        r.kind, r.name), 2)
-    end
-  end
-  refs[#refs + 1] = ref
-  md.ownerReferences = refs
-  return obj
-end
-
--- A controller definition (see luaop.controller): return it from the script
--- (or a list of them) and luaop runs it.
-function luaop.controller(def)
-  return require("luaop.controller").define(def)
-end
-
--- What reconcile returns to be called again: after `seconds`, or with backoff.
-function luaop.requeue_after(seconds)
-  return require("luaop.controller").requeue_after(seconds)
-end
-
-function luaop.requeue()
-  return require("luaop.controller").requeue()
-end
 
 -- The client of the API server luaop was started against.
 function luaop.client(opts)
   if opts then return client.new(opts) end
   return client.default()
 end
-
--- Time as Kubernetes writes it (RFC 3339, UTC, seconds):
--- time.parse("2026-11-22T10:00:00Z") -> seconds since the epoch (nil when
--- malformed), time.format(seconds) -> "2026-11-22T10:00:00Z"; and the two
--- clocks, time.wall() and time.monotonic().
-local time = {}
-luaop.time = time
-
--- days since 1970-01-01 of a civil date (Howard Hinnant's algorithm)
-local function days_from_civil(y, m, d)
-  y = m <= 2 and y - 1 or y
-  local era = y // 400 -- Lua's // floors, as Hinnant's C does with its adjustment
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
-local function leap(y) return y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0) end
-local month_days = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 }
-
--- parse(s) -> seconds since the epoch | nil, what is wrong with s. RFC 3339
--- as Kubernetes writes it, every field in range (February 29 only in leap
--- years; no leap second, as Go's time.Parse), offsets up to 23:59.
-function time.parse(s)
-  if type(s) ~= "string" then return nil, "a time must be a string" end
-  local y, mo, d, h, mi, sec, frac, zone = s:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)[Tt](%d%d):(%d%d):(%d%d)(%.?%d*)(.*)$")
-  if not y then return nil, ("%q is not an RFC 3339 time (YYYY-MM-DDThh:mm:ssZ)"):format(s) end
-  y, mo, d, h, mi, sec = tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(sec)
-  local function bad(what, v) return nil, ("%q: %s %d is out of range"):format(s, what, v) end
-  if mo < 1 or mo > 12 then return bad("month", mo) end
-  local days = (mo == 2 and leap(y)) and 29 or month_days[mo]
-  if d < 1 or d > days then return bad("day", d) end
-  if h > 23 then return bad("hour", h) end
-  if mi > 59 then return bad("minute", mi) end
-  if sec > 59 then return bad("second", sec) end
-  if frac == "." then return nil, ("%q: a fraction needs digits"):format(s) end
-  local offset = 0
-  if zone ~= "Z" and zone ~= "z" then
-    local sign, zh, zm = zone:match("^([+-])(%d%d):(%d%d)$")
-    if not sign then return nil, ("%q: the zone must be Z or +hh:mm"):format(s) end
-    zh, zm = tonumber(zh), tonumber(zm)
-    if zh > 23 then return bad("zone hour", zh) end
-    if zm > 59 then return bad("zone minute", zm) end
-    offset = (zh * 3600 + zm * 60) * (sign == "+" and 1 or -1)
-  end
-  local t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset
-  -- an offset can carry a time past the years RFC 3339 writes (found by fuzzing)
-  if t < -62167219200 or t > 253402300799 then
-    return nil, ("%q is outside the years 0000 to 9999 in UTC"):format(s)
-  end
-  if frac ~= "" then
-    -- a fraction a double cannot hold beside the seconds (.999999999 at
-    -- year 9999 rounds up to the next second) is dropped: the second stays
-    local v = t + tonumber("0" .. frac)
-    if math.floor(v) == t then t = v end
-  end
-  return t
-end
-
--- civil date of days since 1970-01-01 (Howard Hinnant's algorithm)
-local function civil_from_days(z)
-  z = z + 719468
-  local era = z // 146097 -- floors
-  local doe = z - era * 146097
-  local yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-  local doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-  local mp = (5 * doy + 2) // 153
-  local d = doy - (153 * mp + 2) // 5 + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  return yoe + era * 400 + (m <= 2 and 1 or 0), m, d
-end
-
--- format(t) -> "YYYY-MM-DDThh:mm:ssZ" (whole seconds, UTC) | nil, err for a
--- time outside the years 0000 to 9999, which RFC 3339 cannot write.
-function time.format(t)
-  t = math.floor(t)
-  local days, secs = t // 86400, t % 86400
-  local y, m, d = civil_from_days(days)
-  if y < 0 or y > 9999 then return nil, ("%d is outside the years 0000 to 9999"):format(t) end
-  return ("%04d-%02d-%02dT%02d:%02d:%02dZ"):format(y, m, d, secs // 3600, secs % 3600 // 60, secs % 60)
-end
-
--- A MicroTime as the API server writes one (Leases, Events): RFC 3339, UTC,
--- microseconds.
-function time.format_micro(t)
-  local s = math.floor(t)
-  local text, err = time.format(s)
-  if not text then return nil, err end
-  return text:sub(1, -2) .. (".%06dZ"):format(math.floor((t - s) * 1e6))
-end
-
--- The two clocks: wall() is seconds since the epoch, with microseconds
--- (what Kubernetes' times are written in); monotonic() is seconds that
--- only go forward, for durations and deadlines (it says nothing of the date).
-time.wall = core.task.wall
-time.monotonic = core.task.now
-
--- A logger: log:info(msg, {k = v}), :error, :debug; :with{k = v} adds values.
--- Every logger's metatable is this one, shared, holding only the method
--- table (functions only): indexing a logger yields a method, never a table
--- of luaop's (a script's ctx.log is a logger, and with Logger.__index =
--- Logger, ctx.log.__index.info = f changed every logger of the process).
-local Logger = {}
-local logger_mt = { __index = Logger, __metatable = false }
-
-local function merge(a, b)
-  if not b then return a end
-  local out = {}
-  for k, v in pairs(a) do out[k] = v end
-  for k, v in pairs(b) do out[k] = v end
-  return out
-end
-
-function Logger:info(msg, kv) core.log.write("info", self.name, msg, merge(self.values, kv)) end
-function Logger:error(msg, kv) core.log.write("error", self.name, msg, merge(self.values, kv)) end
-function Logger:debug(msg, kv) core.log.write("debug", self.name, msg, merge(self.values, kv)) end
-function Logger:with(kv) return setmetatable({ name = self.name, values = merge(self.values, kv or {}) }, logger_mt) end
-
-function luaop.logger(name)
-  return setmetatable({ name = name or "script", values = {} }, logger_mt)
-end
-
-luaop.log = luaop.logger("script")
 
 return luaop

@@ -19,7 +19,8 @@
 -- the elector, out of every script's reach). A write to the Lease by
 -- anyone else is fenced like any other.
 local core = require "luaop.core"
-local luaop = require "luaop"
+local time = require "luaop.time"
+local logging = require "luaop.logging"
 
 local json, api = core.json, core.api
 
@@ -33,7 +34,7 @@ function M.new(opts)
   local e = setmetatable({
     o = opts,
     collection = ("/apis/coordination.k8s.io/v1/namespaces/%s/leases"):format(opts.namespace),
-    log = luaop.logger("leader"):with { lease = opts.namespace .. "/" .. opts.name, identity = opts.identity },
+    log = logging.logger("leader"):with { lease = opts.namespace .. "/" .. opts.name, identity = opts.identity },
     leading = false, lost = false, stopped = false,
     elected = core.task.cond(), -- signalled on acquiring, and on losing
     wake = core.task.cond(),    -- ends a wait between tries early (stop)
@@ -49,7 +50,7 @@ function M.new(opts)
 end
 
 -- A MicroTime, as the API server writes one: RFC 3339, UTC, microseconds.
-local micro_time = luaop.time.format_micro
+local micro_time = time.format_micro
 
 local fields = { "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions" }
 

@@ -13,7 +13,11 @@
 -- return value is the exit status, unless it returns controller
 -- definitions, which then run until SIGTERM or SIGINT (not reloaded).
 local core = require "luaop.core"
-local controller = require "luaop.controller"
+local check = require "luaop.check"
+local definition = require "luaop.definition"
+local events = require "luaop.events"
+local leader = require "luaop.leader"
+local manager_mod = require "luaop.manager"
 local script = require "luaop.script"
 
 local function run_program(path, ...)
@@ -40,13 +44,13 @@ end
 -- graceful_shutdown_timeout (seconds), and leader (leader election:
 -- namespace, name, identity, lease_duration, renew_deadline, retry_period).
 return function(options, ...)
-  if options.check then return require("luaop.check").run(options.scripts) end
-  controller.MAX_INSTRUCTIONS = options.max_instructions or controller.MAX_INSTRUCTIONS
-  controller.MAX_MEMORY = options.max_memory or controller.MAX_MEMORY
+  if options.check then return check.run(options.scripts) end
+  definition.MAX_INSTRUCTIONS = options.max_instructions or definition.MAX_INSTRUCTIONS
+  definition.MAX_MEMORY = options.max_memory or definition.MAX_MEMORY
   script.MAX_TASKS = options.max_tasks or script.MAX_TASKS
-  local manager = controller.manager()
-  if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
-  require("luaop.events").set_identity(options.identity)
+  local manager = manager_mod.new()
+  if options.leader then manager.elector = leader.new(options.leader) end
+  events.set_identity(options.identity)
   local reloader
   if options.program then
     local controllers, defs = run_program(options.program, ...)

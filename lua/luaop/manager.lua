@@ -12,13 +12,16 @@
 --     rate-limited queue;
 --   - controllers no longer defined stop.
 local core = require "luaop.core"
-local luaop = require "luaop"
+local time = require "luaop.time"
+local logging = require "luaop.logging"
 local client = require "luaop.client"
 local informer = require "luaop.informer"
 local definition = require "luaop.definition"
 local plan = require "luaop.plan"
 local worker = require "luaop.worker"
 local supervisor = require "luaop.supervisor"
+local events = require "luaop.events"
+local collector = require "luaop.collector"
 local kind_name = definition.kind_name
 
 local M = {}
@@ -38,8 +41,8 @@ M.SCRIPT_SERIES = 2000
 function M.new(opts)
   opts = opts or {}
   return setmetatable({
-    client = opts.client or luaop.client(), informers = {}, by_kind = {}, controllers = {},
-    retired = {}, log = luaop.logger("manager"), accounts = {},
+    client = opts.client or client.default(), informers = {}, by_kind = {}, controllers = {},
+    retired = {}, log = logging.logger("manager"), accounts = {},
     owners = {}, owner_active = {}, retiring = {}, -- script -> its owner; owner -> reconciles running; owners to stop
     idle = core.task.cond(), -- signalled when a reconcile ends (the drain and handovers wait on it)
   }, Manager)
@@ -206,7 +209,7 @@ function Manager:new_controller(def, script)
     queue = core.workqueue.new { name = def.name, metrics_owner = owner },
     metrics = worker.metrics(def.name, owner),
     resync_changed = core.task.cond(),
-    log = luaop.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
+    log = logging.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
   }
   function c.enqueue(key) c.queue:add(key) end
   if c.metrics.refused then
@@ -230,8 +233,8 @@ function Manager:start_informers(timeout)
   if #fresh > 0 then self:update_ready() end
   local timed_out = false
   if timeout and #fresh > 0 then
-    luaop.spawn(function()
-      luaop.sleep(timeout)
+    core.task.spawn(function()
+      core.task.sleep(timeout)
       timed_out = true
       for _, e in ipairs(fresh) do e.inf.synced_cond:signal() end
     end)
@@ -358,7 +361,7 @@ function Manager:stop_controller(c)
   self.controllers[c.name] = nil
   c.subs, c.primary = {}, nil -- its caches may go
   c.metrics_owner:drop() -- its series leave /metrics (a reconcile still running updates nothing)
-  require("luaop.events").forget(c.name) -- its Event series' last counts written, its keys and buckets gone
+  events.forget(c.name) -- its Event series' last counts written, its keys and buckets gone
   for _, e in pairs(self.informers) do e.inf:release_indexes(c) end -- the label indexes it held
   self.retired[#self.retired + 1] = c
 end
@@ -384,9 +387,9 @@ end
 -- Start the informers, wait for their caches, then the workers.
 function Manager:start()
   -- say which caches keep everything waiting (a missing CRD, a Forbidden)
-  luaop.spawn(function()
+  core.task.spawn(function()
     while not self.started do
-      luaop.sleep(30)
+      core.task.sleep(30)
       for _, e in pairs(self.informers) do
         if e.running and not e.inf.synced and not self.started then
           self.log:error("still waiting for a cache to sync", { kind = e.kind, namespace = e.namespace })
@@ -400,7 +403,7 @@ function Manager:start()
   self.log:info("caches synced", {})
   -- a quiet process's garbage collected and its pages given back (not
   -- under the test kit's clock, where a second is whatever the test says)
-  if self.idle_gc ~= false then require("luaop.collector").start(function() return self.stopping end) end
+  if self.idle_gc ~= false then collector.start(function() return self.stopping end) end
   self:update_ready() -- /readyz: a warm standby is ready too
   if self:leading() then self:start_leading() end
 end
@@ -455,12 +458,12 @@ function Manager:stop(timeout)
     c.queue:shutdown()
     c.resync_changed:signal()
   end
-  local deadline = luaop.time.monotonic() + (timeout or 30)
+  local deadline = time.monotonic() + (timeout or 30)
   while true do
     local active = 0
     for _, c in ipairs(all) do active = active + c.active end
     if active == 0 then return true end
-    local left = deadline - luaop.time.monotonic()
+    local left = deadline - time.monotonic()
     if left <= 0 then
       self.log:error("reconciles still running at the end of the drain", { active = active })
       return false
@@ -479,7 +482,7 @@ function Manager:run_until_shutdown(grace)
   if e then
     -- SIGTERM, or the lease lost: whichever comes first ends the wait
     local ended = core.task.cond()
-    luaop.spawn(function() shutdown:wait() ended:signal() end)
+    core.task.spawn(function() shutdown:wait() ended:signal() end)
     -- supervised: an elector that raised runs again (it renews a lease it
     -- holds: the fence still ends at the last renew's deadline); one that
     -- lost the lease ends the process instead (below)
@@ -501,7 +504,7 @@ function Manager:run_until_shutdown(grace)
   local drained = self:stop(grace)
   -- the Events' series not yet written, then the lease goes, so that a
   -- standby takes over at once
-  require("luaop.events").flush(5)
+  events.flush(5)
   if e then e:release() end
   -- with what containment stopped, for whoever reads a log's last lines
   self.log:info("stopped", core.counters())

@@ -3,7 +3,7 @@
 -- kinds their controller owner, events of watched kinds what the watch's
 -- map function names. Keys are "namespace/name", or "name".
 local core = require "luaop.core"
-local luaop = require "luaop"
+local copy = require("luaop.object").copy
 local informer = require "luaop.informer"
 local definition = require "luaop.definition"
 local context = require "luaop.context"
@@ -35,8 +35,8 @@ function M.deliver(self, c, h, a, b)
   local o = b or a
   local ctx = context.new { manager = self, client = self.client, controller = c,
     log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
-  local ok, err = core.task.call_limited(definition.budgets(c.def), f, ctx, luaop.copy(a),
-    b ~= nil and luaop.copy(b) or nil)
+  local ok, err = core.task.call_limited(definition.budgets(c.def), f, ctx, copy(a),
+    b ~= nil and copy(b) or nil)
   if not ok then error(("%s of %s: %s"):format(h, c.name, error_text(err)), 0) end
 end
 
@@ -89,7 +89,7 @@ function M.plan(self, c, def)
   local map_ctx = context.new { manager = self, client = self.client, log = c.log:with {}, controller = c }
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
-      local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, luaop.copy(o), map_ctx)
+      local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, copy(o), map_ctx)
       if not ok then error(("watch map of %s: %s"):format(w[1], error_text(reqs)), 0) end
       for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
     end

@@ -12,8 +12,12 @@
 -- its top level, or returns no valid definition, the old version keeps
 -- serving and the error (file, line, message) is logged and counted.
 local core = require "luaop.core"
+local time = require "luaop.time"
+local logging = require "luaop.logging"
 local luaop = require "luaop"
-local controller = require "luaop.controller"
+local client = require "luaop.client"
+local definition = require "luaop.definition"
+local events = require "luaop.events"
 local supervisor = require "luaop.supervisor"
 
 local fs = core.fs
@@ -23,7 +27,7 @@ local M = {}
 M.DEBOUNCE = 0.02
 
 -- Budgets for a script's top level (it only defines controllers).
-M.LOAD_BUDGET = { instructions = controller.DEFAULT_INSTRUCTIONS, memory = controller.DEFAULT_MEMORY }
+M.LOAD_BUDGET = { instructions = definition.DEFAULT_INSTRUCTIONS, memory = definition.DEFAULT_MEMORY }
 -- ... and a time: a top level that waits (luaop.sleep) would hold up the
 -- load, and with it luaop's start or `--check`
 M.LOAD_TIMEOUT = 10
@@ -198,12 +202,11 @@ function M.env()
   modules.os = env.os
   -- luaop, with luaop.client() a view of its own (luaop.client's view:
   -- methods over the client, never the client, its class or its caches)
-  local luaop_mod = require "luaop"
-  local client_view = require("luaop.client").view
+  local client_view = client.view
   local client_views = base_setmetatable({}, { __mode = "k" })
   local watches = { open = 0, max = M.MAX_WATCHES } -- this script's, across its views
   local function script_client(opts)
-    local c = luaop_mod.client(opts)
+    local c = luaop.client(opts)
     local view = client_views[c]
     if not view then
       view = client_view(c, watches)
@@ -212,7 +215,7 @@ function M.env()
     return view
   end
   local overlay = {}
-  for k, v in pairs(luaop_mod) do overlay[k] = v end
+  for k, v in pairs(luaop) do overlay[k] = v end
   overlay.client = script_client
   -- a task started from code that must not wait (a handler, a watch map)
   -- would wait and write for it, on an instructions-only account
@@ -222,7 +225,7 @@ function M.env()
     end
     local refused = core.task.refused() -- (its script's cap, or its end), at the caller's line
     if refused then error(refused, 2) end
-    return luaop_mod.spawn(fn, ...)
+    return luaop.spawn(fn, ...)
   end
   modules.luaop = readonly(overlay, "luaop", views)
   -- lua-cjson's interface, settings of the script's own; its array_mt a view
@@ -282,10 +285,10 @@ end
 
 -- The controller definitions a script's results hold: one, or a list.
 function M.definitions(v)
-  if controller.is_definition(v) then return { v } end
+  if definition.is_definition(v) then return { v } end
   if type(v) == "table" and #v > 0 then
     for _, d in ipairs(v) do
-      if not controller.is_definition(d) then return nil end
+      if not definition.is_definition(d) then return nil end
     end
     return v
   end
@@ -341,11 +344,11 @@ function M.load(path, text, owner)
   owner = owner or M.owner()
   -- the command line's limits cap the top level's budget too
   local task = core.task.spawn_limited({
-    instructions = math.min(M.LOAD_BUDGET.instructions, controller.MAX_INSTRUCTIONS),
-    memory = math.min(M.LOAD_BUDGET.memory, controller.MAX_MEMORY),
+    instructions = math.min(M.LOAD_BUDGET.instructions, definition.MAX_INSTRUCTIONS),
+    memory = math.min(M.LOAD_BUDGET.memory, definition.MAX_MEMORY),
     name = "load " .. path, owner = owner }, chunk)
   local out, finished = nil, core.task.cond()
-  luaop.spawn(function()
+  core.task.spawn(function()
     out = table.pack(task:wait())
     finished:signal()
   end)
@@ -392,7 +395,7 @@ Reloader.__index = Reloader
 function M.reloader(sources, manager)
   return setmetatable({
     sources = sources, manager = manager, loaded = {}, failed = {},
-    reloads = { success = 0, error = 0 }, log = luaop.logger("script"),
+    reloads = { success = 0, error = 0 }, log = logging.logger("script"),
   }, Reloader)
 end
 
@@ -407,7 +410,7 @@ end
 local function warn_pod(path, err)
   local pod, ns = os.getenv("POD_NAME"), os.getenv("POD_NAMESPACE")
   if not pod or not ns then return end
-  require("luaop.events").record {
+  events.record {
     regarding = { apiVersion = "v1", kind = "Pod", metadata = { name = pod, namespace = ns } },
     type = "Warning", reason = "ScriptLoadFailed", action = "Load", controller = "scripts",
     note = path .. ": " .. tostring(err):match("^[^\n]*"),
@@ -443,7 +446,7 @@ function Reloader:scan(first)
       failures[#failures + 1] = path .. ": " .. tostring(rerr)
       if not first then self:fail(path, rerr) end
     elseif (not cur or cur.text ~= text) and self.failed[path] ~= text then
-      local t0 = luaop.time.monotonic()
+      local t0 = time.monotonic()
       local defs, err = M.load(path, text)
       local ok, set_failed
       if defs then
@@ -464,7 +467,7 @@ function Reloader:scan(first)
           count_reload(self, path, "success")
           self.log:info(cur and "script reloaded" or "script loaded", {
             script = path, controllers = table.concat(names, ","),
-            ms = math.floor((luaop.time.monotonic() - t0) * 1000 + 0.5),
+            ms = math.floor((time.monotonic() - t0) * 1000 + 0.5),
           })
         end
       else
@@ -502,8 +505,8 @@ M.RETRY = 5
 function Reloader:retry_later()
   if self.retrying then return end
   self.retrying = true
-  luaop.spawn(function()
-    luaop.sleep(M.RETRY)
+  core.task.spawn(function()
+    core.task.sleep(M.RETRY)
     self.retrying = false
     self.pending = true
     if self.wake then self.wake:signal() end
@@ -535,10 +538,10 @@ function Reloader:watch()
       self.log:error("cannot watch scripts, reloading is off for them", { directory = d, error = err })
     else
       self.watchers[#self.watchers + 1] = w
-      luaop.spawn(function()
+      core.task.spawn(function()
         while w:wait() do
           -- debounce: until nothing changed for a while
-          repeat luaop.sleep(M.DEBOUNCE) until not w:take()
+          repeat core.task.sleep(M.DEBOUNCE) until not w:take()
           self.pending = true
           changed:signal()
         end

@@ -20,7 +20,7 @@
 -- is nothing for a supervisor to restart; the kubelet's probes are what
 -- notices them.
 local core = require "luaop.core"
-local luaop = require "luaop"
+local logging = require "luaop.logging"
 local backoff = require "luaop.backoff"
 
 local M = {}
@@ -30,7 +30,7 @@ M.DEATHS, M.WINDOW = 5, 600
 -- The restarts' backoff (luaop.backoff reads these).
 M.MIN_BACKOFF, M.MAX_BACKOFF, M.BACKOFF_RESET = backoff.MIN_BACKOFF, backoff.MAX_BACKOFF, backoff.BACKOFF_RESET
 
-local log = luaop.logger("supervisor")
+local log = logging.logger("supervisor")
 -- (the debug library is not the runtime's to use when scripts run)
 -- (and an error value's own __tostring is never run: error_text)
 local error_text = require("luaop.client").error_text
@@ -52,7 +52,7 @@ local function died()
     core.metrics.healthy(false)
     if not recovery then
       -- healthy again once the window passed with fewer deaths
-      recovery = luaop.spawn(function()
+      recovery = core.task.spawn(function()
         while M.failing() do
           core.task.sleep(deaths[#deaths - M.DEATHS + 1] + M.WINDOW - core.task.now() + 0.01)
         end
@@ -75,7 +75,7 @@ end
 function M.spawn(task, opts, fn, ...)
   local args = table.pack(...)
   local done = opts.done or function() return false end
-  return luaop.spawn(function()
+  return core.task.spawn(function()
     local b = backoff.new(M)
     while true do
       local ok, err = xpcall(fn, traceback, table.unpack(args, 1, args.n))

@@ -22,10 +22,10 @@
 -- process's API transport); works in busted (luaop.core as a module) and
 -- under `luaop --test`.
 local core = require "luaop.core"
-local luaop = require "luaop"
+local time = require "luaop.time"
 local apiserver = require "luaop.apiserver"
 local client = require "luaop.client"
-local controller = require "luaop.controller"
+local manager = require "luaop.manager"
 local events = require "luaop.events"
 local script = require "luaop.script"
 
@@ -97,7 +97,7 @@ end
 -- Seconds since the epoch of an RFC 3339 time (or seconds).
 local function seconds(t)
   if type(t) == "number" then return t end
-  local s, err = luaop.time.parse(t)
+  local s, err = time.parse(t)
   if not s then error("time: " .. err, 3) end
   return s
 end
@@ -153,7 +153,7 @@ function M.env(opts)
     if verbose then write(level, logger, msg, fields) end
   end
   current = env
-  env.manager = controller.manager()
+  env.manager = manager.new()
   env.manager.idle_gc = false -- (luaop.collector: wall-clock seconds, not the kit's)
   local ok, err = pcall(function()
     for _, path in ipairs(opts.manifests or {}) do
@@ -238,7 +238,7 @@ end
 
 -- The clock: seconds since the epoch, and as Kubernetes writes it.
 function Env:now() return core.task.wall() end
-function Env:time() return luaop.time.format(core.task.wall()) end
+function Env:time() return time.format(core.task.wall()) end
 
 -- The test's own client calls, as a user with kubectl: each runs, then the
 -- operators react until idle. Results as the client's (object | nil, err).

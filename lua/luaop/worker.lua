@@ -4,10 +4,11 @@
 -- requeue as it asks (or with backoff when it raised); the resyncer queues
 -- every object again each `resync` period.
 local core = require "luaop.core"
-local luaop = require "luaop"
+local time = require "luaop.time"
 local definition = require "luaop.definition"
 local context = require "luaop.context"
-local split_key = require("luaop.plan").split_key
+local plan = require "luaop.plan"
+local split_key = plan.split_key
 local events = require "luaop.events"
 local supervisor = require "luaop.supervisor"
 
@@ -165,9 +166,9 @@ local function resyncer(self, c)
       c.resync_changed:wait()
     else
       -- until the period is over, or a reload changes it (or the stop)
-      local due = luaop.time.monotonic() + period
-      while luaop.time.monotonic() < due and c.def.resync == period and not c.stopped and not self.stopping do
-        c.resync_changed:wait(due - luaop.time.monotonic())
+      local due = time.monotonic() + period
+      while time.monotonic() < due and c.def.resync == period and not c.stopped and not self.stopping do
+        c.resync_changed:wait(due - time.monotonic())
       end
       if c.def.resync == period and not c.stopped and not self.stopping then M.requeue_all(c, false) end
     end
@@ -189,7 +190,7 @@ function M.start_workers(self, c)
       -- handlers: every object cached so far is an add, then each event
       c.log:info("Starting event handlers", {})
       for _, obj in pairs(c.primary and c.primary.inf.store or {}) do
-        local ok, err = pcall(require("luaop.plan").deliver, self, c, "on_add", obj)
+        local ok, err = pcall(plan.deliver, self, c, "on_add", obj)
         if not ok then c.log:error("event handler failed", { event = "add", error = err }) end
       end
       return

@@ -289,7 +289,7 @@ describe("the script sandbox", function()
       try("string metatable", function() getmetatable("").__index.upper = function() return "hacked" end end)
       try("luaop.requeue_after", function() luaop.requeue_after = function() return "intercepted" end end)
       try("luaop.time.parse", function() luaop.time.parse = nil end)
-      try("controller defaults", function() require("luaop.controller").DEFAULT_INSTRUCTIONS = 1e15 end)
+      try("controller defaults", function() require("luaop.definition").DEFAULT_INSTRUCTIONS = 1e15 end)
       try("client", function() luaop.client().namespace = "a's" end)
       print("a tried", table.concat(tried, " "))
       return luaop.controller { name = "a", resource = "v1/ConfigMap", namespace = "x", reconcile = function() end }
