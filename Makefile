@@ -43,7 +43,7 @@ FUZZ_LUA_OBJS := $(LUAOP_LUA:%=build/fuzz/obj/lua/%.o) $(CHARGED:%=build/fuzz/ob
                  build/fuzz/obj/lua/lstrpat.o
 
 SRCS    := $(wildcard src/*.c)
-LUA_SRCS := $(sort $(wildcard lua/luaop/*.lua))
+LUA_SRCS := $(sort $(wildcard lua/luaop/*.lua lua/luaop/*/*.lua lua/luaop/*/*/*.lua))
 # The binary embeds the Lua half; the module (for specs) finds it on lpath.
 OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/luaembed.o $(LUAOP_LUA:%=build/obj/lua/%.o) \
            $(CHARGED:%=build/obj/lua/%-charged.o) build/obj/lua/lstrpat.o

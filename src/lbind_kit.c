@@ -1,4 +1,4 @@
-/* lbind_kit.c - luaop.core.kit: what the test kit (lua/luaop/testing.lua)
+/* lbind_kit.c - luaop.core.kit: what the test kit (lua/luaop/testing/init.lua)
  * drives, so a script's controllers run to completion in a spec without
  * waiting for wall time:
  *

@@ -317,7 +317,7 @@ static int main_serve(const flags *o, runtime *rt, serve **srv)
     return 0;
 }
 
-/* --test: luaop.testrunner.main(paths) on a trusted state with no API
+/* --test: luaop.testing.runner.main(paths) on a trusted state with no API
  * server, outside any task (the test kit runs the loop itself, until idle,
  * at each step). Its exit status. */
 static int main_test(const flags *o)
@@ -333,7 +333,7 @@ static int main_test(const flags *o)
         return 1;
     }
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "luaop.testrunner");
+    lua_pushliteral(L, "luaop.testing.runner");
     if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
         lua_getfield(L, -1, "main");
         lua_createtable(L, o->nscripts, 0);

@@ -1,9 +1,9 @@
--- luaop.apiserver: the in-memory API server of the test kit, request by
+-- luaop.testing.apiserver: the in-memory API server of the test kit, request by
 -- request as kube-apiserver answers (statuses, bodies, errors worded as
 -- its), its watches (in tasks, on this process's loop: core.kit.run), and
 -- luaop's own client and informer pointed at it.
 local core = require "luaop.core"
-local apiserver = require "luaop.apiserver"
+local apiserver = require "luaop.testing.apiserver"
 local luaop = require "support.luaop"
 
 local json = core.json
@@ -1165,7 +1165,7 @@ describe("luaop.apiserver", function()
       local out = luaop.ok([[
         local core = require "luaop.core"
         local client = require "luaop.client"
-        local s = require("luaop.apiserver").new()
+        local s = require("luaop.testing.apiserver").new()
         local api = core.api
         api.request = function(spec) return s:request(spec.method, spec.path, spec.body, spec.content_type) end
         api.start = function(spec)

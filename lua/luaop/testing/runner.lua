@@ -1,4 +1,4 @@
--- luaop.testrunner - `luaop --test FILE|DIR...`: run spec files for authors
+-- luaop.testing.runner - `luaop --test FILE|DIR...`: run spec files for authors
 -- without busted. A spec file is busted's kind, in a subset: describe, it,
 -- before_each, after_each, pending, and assert with luassert's common
 -- checks (equal, same, is_true, is_false, is_nil, truthy, falsy, matches,

@@ -1,5 +1,5 @@
 -- luaop.testing - the test kit: a script's real controllers, informers
--- and work queues against an in-memory API server (luaop.apiserver), on a
+-- and work queues against an in-memory API server (luaop.testing.apiserver), on a
 -- clock that moves only when the test says so. No cluster, no sleeps.
 --
 --   local testing = require "luaop.testing"
@@ -23,7 +23,7 @@
 -- under `luaop --test`.
 local core = require "luaop.core"
 local time = require "luaop.time"
-local apiserver = require "luaop.apiserver"
+local apiserver = require "luaop.testing.apiserver"
 local client = require "luaop.client"
 local manager = require "luaop.manager"
 local events = require "luaop.events"
@@ -303,7 +303,7 @@ function Env:clear_actions()
   self.test_actions = {}
 end
 
--- Make the next matching requests fail (luaop.apiserver's fail): verb,
+-- Make the next matching requests fail (luaop.testing.apiserver's fail): verb,
 -- kind or resource, namespace, name, subresource, reason (Conflict, ...),
 -- times (default 1).
 function Env:fail(spec)
@@ -312,7 +312,7 @@ end
 
 -- Hold back what the operators' watches whose path `match` picks (a Lua
 -- pattern, or a function(path) -> boolean) would see from now on, until
--- release_watches() (luaop.apiserver's hold_watches): one informer's cache
+-- release_watches() (luaop.testing.apiserver's hold_watches): one informer's cache
 -- lagging another's, as the watches of a real API server may.
 function Env:hold_watches(match)
   self.server:hold_watches(match)
