@@ -11,7 +11,7 @@
 std = "lua54"
 max_line_length = 120
 
--- Operator scripts run in the sandbox of lua/luaop/script.lua, M.env():
+-- Operator scripts run in the sandbox of lua/luaop/script/sandbox.lua, M.env():
 -- exactly these globals, read-only (a script's own globals are locals or
 -- errors here). Its lists, spelled out: M.BASE; M.LIBRARIES (string without
 -- dump; math with the 5.3 compatibility functions luaop's Lua is built

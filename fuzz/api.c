@@ -943,13 +943,13 @@ static void gen_program(fz *z)
 static const char fz_driver[] =
     "local testing = require 'luaop.testing'\n"
     "local core = require 'luaop.core'\n"
-    "local script = require 'luaop.script'\n"
+    "local sandbox = require 'luaop.script.sandbox'\n"
     "testing.MAX_STEPS = 64\n"
     "local names = ...\n"
     /* every function the sandbox offers is in the grammar's list */
     "local have, missing = {}, {}\n"
     "for _, n in ipairs(names) do have[n] = true end\n"
-    "local env = script.env()\n"
+    "local env = sandbox.env()\n"
     "local function walk(prefix, t, seen)\n"
     "  if seen[t] then return end\n"
     "  seen[t] = true\n"

@@ -12,13 +12,14 @@
 -- when there is one, else 0.
 local core = require "luaop.core"
 local script = require "luaop.script"
+local sandbox = require "luaop.script.sandbox"
 
 local M = {}
 
 -- The globals a script's environment offers.
 local function known_globals()
   local known = {}
-  for k in next, script.env() do known[k] = true end
+  for k in next, sandbox.env() do known[k] = true end
   return known
 end
 
@@ -36,8 +37,8 @@ function M.file(path, text, known)
     local msg
     if g.set then
       msg = ("setting global %s: declare it local"):format(g.name)
-    elseif script.REFUSED[g.name] then
-      msg = ("%s is not available to luaop scripts (no %s in the sandbox)"):format(g.name, script.REFUSED[g.name])
+    elseif sandbox.REFUSED[g.name] then
+      msg = ("%s is not available to luaop scripts (no %s in the sandbox)"):format(g.name, sandbox.REFUSED[g.name])
     elseif not known[g.name] and not sets[g.name] then
       msg = ("unknown global %s"):format(g.name)
     end

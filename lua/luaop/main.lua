@@ -19,6 +19,7 @@ local events = require "luaop.events"
 local leader = require "luaop.leader"
 local manager_mod = require "luaop.manager"
 local script = require "luaop.script"
+local reload = require "luaop.script.reload"
 
 local function run_program(path, ...)
   -- lua-cjson's interface over luaop's codec (luaop.cjson)
@@ -60,7 +61,7 @@ return function(options, ...)
   else
     local sources, err = script.sources(options.scripts)
     if not sources then error(err, 0) end
-    reloader = script.reloader(sources, manager)
+    reloader = reload.reloader(sources, manager)
     local ok, lerr = reloader:scan(true)
     if not ok then error("cannot load scripts:\n" .. lerr, 0) end
     if next(reloader.loaded) == nil then

@@ -1,10 +1,10 @@
 -- luacheck with the repository's .luacheckrc: it reports what it is there
 -- for (an unknown global, an unused variable, and in an operator script
 -- what the sandbox refuses), and its operators std is exactly the globals
--- lua/luaop/script.lua gives a script. That the tree itself is clean is a
+-- lua/luaop/script/sandbox.lua gives a script. That the tree itself is clean is a
 -- step of spec/run.sh of its own (build/test/luacheck.tap).
 local proc = require "support.proc"
-local script = require "luaop.script"
+local sandbox = require "luaop.script.sandbox"
 
 -- luacheck on `text` as if it were the file `name` of the tree (its
 -- section of .luacheckrc applies): exit code, and its findings as
@@ -107,9 +107,9 @@ print(string.format("%d", 1), math.pow(2, 3), utf8.char(65), coroutine.running()
     -- what M.env() holds: each library's fields as a script's pairs() sees
     -- them, the os functions that only raise left out
     local refused = {}
-    for _, k in ipairs(script.OS_REFUSED) do refused[k] = true end
+    for _, k in ipairs(sandbox.OS_REFUSED) do refused[k] = true end
     local given = {}
-    for k, v in pairs(script.env()) do
+    for k, v in pairs(sandbox.env()) do
       if k == "_G" then
         given[#given + 1] = "_G.*"
       elseif type(v) == "table" then
@@ -125,6 +125,6 @@ print(string.format("%d", 1), math.pow(2, 3), utf8.char(65), coroutine.running()
     end
     table.sort(given)
     assert.are.same(given, told)
-    for name in pairs(script.REFUSED) do assert.is_nil(std[name], name) end
+    for name in pairs(sandbox.REFUSED) do assert.is_nil(std[name], name) end
   end)
 end)

@@ -1,6 +1,6 @@
 -- The reachability audit (docs/security.md, "What may be shared between
 -- scripts"): several scripts loaded as luaop loads them (the test kit:
--- script.lua's sandbox, the manager, informers and workers), each calling
+-- script/sandbox.lua's sandbox, the manager, informers and workers), each calling
 -- every API function it can reach and keeping what it got; then everything
 -- reachable from each script's environment is walked, further than a
 -- script can go (tables' keys and values, every metatable whatever its
@@ -21,23 +21,26 @@ local proc = require "support.proc"
 -- name in its own code) and upvalues that are whole modules (in
 -- package.loaded) are such upvalues of every luaop function.
 local CODE_ONLY = {
-  ["script.lua:proxies"] = "the set of every view: written when a view is made, read by rawset to refuse a view",
-  ["script.lua:t"] = "the table behind a read-only view: its metamethods hand out a view of its tables, its other values as they are",
-  ["script.lua:hidden"] = "a view's hidden names (string.dump): read only",
-  ["script.lua:views"] = "the script's own views, keyed by the tables they show: read and written by readonly() only",
+  ["sandbox.lua:proxies"] = "the set of every view: written when a view is made, read by rawset to refuse a view",
+  ["sandbox.lua:t"] = "the table behind a read-only view: its metamethods hand out a view of its tables, its other values as they are",
+  ["sandbox.lua:hidden"] = "a view's hidden names (string.dump): read only",
+  ["sandbox.lua:views"] = "the script's own views, keyed by the tables they show: read and written by readonly() only",
   ["client.lua:view_methods"] = "the views' methods (functions only), written once at load: indexed by name",
   ["client.lua:view_fields"] = "the names a view reads from its client (namespace, server), written once at load",
-  ["init.lua:month_days"] = "month lengths, written once at load: read by time.parse",
+  ["time.lua:month_days"] = "month lengths, written once at load: read by time.parse",
   ["cjson.lua:EXPECTED"] = "decode errors' wording, written once at load: read by decode_error",
   ["cjson.lua:TOKENS"] = "token names, written once at load: read by decode_error",
   ["cjson.lua:SKIP"] = "a marker normalize() returns and encode compares with, never handed out",
   ["client.lua:watch_methods"] = "the watch handles' methods (functions only), written once at load",
-  ["script.lua:client_views"] = "the script's own cache, client -> its view: read and written by its luaop.client only",
-  ["init.lua:time"] = "luaop.time, whose format time.format_micro calls",
+  ["sandbox.lua:client_views"] = "the script's own cache, client -> its view: read and written by its luaop.client only",
+  ["time.lua:time"] = "luaop.time, whose format time.format_micro calls",
   ["client.lua:viewed"] = "view or watch handle -> its client or watch: read by a method for its own self",
   ["client.lua:quotas"] = "view -> its script's count of open watches: read by a view's watch for its own self",
   ["client.lua:counted"] = "watch handle -> the count it is in: read when that handle closes, ends or is collected",
   ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
+  ["definition.lua:budgets"] = "definition -> its budgets (weak keys): written by luaop.controller (define) for the "
+    .. "definition it is given, read by the workers; no function a script can call reads it",
+  ["definition.lua:UNITS"] = "the byte quantities' suffixes, written once at load: read by bytes()",
 }
 
 -- Objects shared on purpose, each with its reason (none yet: Lua's
@@ -80,7 +83,7 @@ local function internal_objects(world)
 end
 
 local function is_luaop_source(src)
-  return src:match("[/@]luaop/[%w_]+%.lua$") ~= nil
+  return src:match("[/@]luaop/[%w_/]+%.lua$") ~= nil
 end
 
 -- modules: package.loaded's, and luaop.core's (the C half: api, json, task...)
