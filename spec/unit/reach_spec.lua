@@ -17,26 +17,27 @@ local proc = require "support.proc"
 -- Upvalues of luaop's own functions that the walk does not follow: each is
 -- reached only through what the function's code does with it, and that
 -- code hands none of it out (what it returns is walked as an API result).
--- Named "file:upvalue". Besides these, _ENV (luaop's globals, read by
+-- Named "file:upvalue", the file under lua/luaop/. Besides these, _ENV (luaop's globals, read by
 -- name in its own code) and upvalues that are whole modules (in
 -- package.loaded) are such upvalues of every luaop function.
 local CODE_ONLY = {
-  ["sandbox.lua:proxies"] = "the set of every view: written when a view is made, read by rawset to refuse a view",
-  ["sandbox.lua:t"] = "the table behind a read-only view: its metamethods hand out a view of its tables, its other values as they are",
-  ["sandbox.lua:hidden"] = "a view's hidden names (string.dump): read only",
-  ["sandbox.lua:views"] = "the script's own views, keyed by the tables they show: read and written by readonly() only",
-  ["client.lua:view_methods"] = "the views' methods (functions only), written once at load: indexed by name",
-  ["client.lua:view_fields"] = "the names a view reads from its client (namespace, server), written once at load",
+  ["script/sandbox.lua:proxies"] = "the set of every view: written when a view is made, read by rawset to refuse a view",
+  ["script/sandbox.lua:t"] = "the table behind a read-only view: its metamethods hand out a view of its tables, "
+    .. "its other values as they are",
+  ["script/sandbox.lua:hidden"] = "a view's hidden names (string.dump): read only",
+  ["script/sandbox.lua:views"] = "the script's own views, keyed by the tables they show: read and written by readonly() only",
+  ["client/view.lua:view_methods"] = "the views' methods (functions only), written once at load: indexed by name",
+  ["client/view.lua:view_fields"] = "the names a view reads from its client (namespace, server), written once at load",
   ["time.lua:month_days"] = "month lengths, written once at load: read by time.parse",
   ["cjson.lua:EXPECTED"] = "decode errors' wording, written once at load: read by decode_error",
   ["cjson.lua:TOKENS"] = "token names, written once at load: read by decode_error",
   ["cjson.lua:SKIP"] = "a marker normalize() returns and encode compares with, never handed out",
-  ["client.lua:watch_methods"] = "the watch handles' methods (functions only), written once at load",
-  ["sandbox.lua:client_views"] = "the script's own cache, client -> its view: read and written by its luaop.client only",
+  ["client/view.lua:watch_methods"] = "the watch handles' methods (functions only), written once at load",
+  ["script/sandbox.lua:client_views"] = "the script's own cache, client -> its view: read and written by its luaop.client only",
   ["time.lua:time"] = "luaop.time, whose format time.format_micro calls",
-  ["client.lua:viewed"] = "view or watch handle -> its client or watch: read by a method for its own self",
-  ["client.lua:quotas"] = "view -> its script's count of open watches: read by a view's watch for its own self",
-  ["client.lua:counted"] = "watch handle -> the count it is in: read when that handle closes, ends or is collected",
+  ["client/view.lua:viewed"] = "view or watch handle -> its client or watch: read by a method for its own self",
+  ["client/view.lua:quotas"] = "view -> its script's count of open watches: read by a view's watch for its own self",
+  ["client/view.lua:counted"] = "watch handle -> the count it is in: read when that handle closes, ends or is collected",
   ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
   ["definition.lua:budgets"] = "definition -> its budgets (weak keys): written by luaop.controller (define) for the "
     .. "definition it is given, read by the workers; no function a script can call reads it",
@@ -193,7 +194,7 @@ local function walk(root, name)
           end
         elseif t == "function" then
           local info = debug.getinfo(v, "Su")
-          local file = info.source:match("([%w_]+%.lua)$") or info.short_src
+          local file = info.source:match("luaop/([%w_/]+%.lua)$") or info.short_src
           for i = 1, info.nups do
             local uname, x = debug.getupvalue(v, i)
             local ours = info.what ~= "C" and is_luaop_source(info.source)

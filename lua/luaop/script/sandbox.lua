@@ -2,7 +2,7 @@
 -- script, built from an allowlist, with read-only views of what scripts share.
 local core = require "luaop.core"
 local luaop = require "luaop"
-local client = require "luaop.client"
+local client_view = require("luaop.client.view").view
 
 local M = {}
 
@@ -135,7 +135,6 @@ function M.env()
   modules.os = env.os
   -- luaop, with luaop.client() a view of its own (luaop.client's view:
   -- methods over the client, never the client, its class or its caches)
-  local client_view = client.view
   local client_views = base_setmetatable({}, { __mode = "k" })
   local watches = { open = 0, max = M.MAX_WATCHES } -- this script's, across its views
   local function script_client(opts)

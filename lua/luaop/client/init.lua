@@ -10,83 +10,25 @@
 -- came), reason (NotFound, Conflict, AlreadyExists, Forbidden, Invalid, ...)
 -- and message. Misuse (a missing kind or name) raises.
 local core = require "luaop.core"
-local events = require "luaop.events"
+local errors = require "luaop.client.errors"
+local watch = require "luaop.client.watch"
 
 local json, api = core.json, core.api
 local encode, decode = json.encode, json.decode
+local api_error, malformed, skip_undecodable = errors.error, errors.malformed, errors.skip_undecodable
 
 local client = {}
 client.__index = client
 
--- ---- errors -----------------------------------------------------------------
+-- ---- errors (luaop.client.errors) -----------------------------------------------
 
--- Errors' metatable holds metamethods only, no __index: what indexing an
--- error misses is nil, never this table (a script holding an error must not
--- reach the one metatable every error of every script shares).
-local Error = {}
--- "Reason (code): message", as luaop's core writes an error raised as a
--- value (src/sched.c), without the code when no answer came.
-local function describe(e)
-  local reason, message, code = rawget(e, "reason"), rawget(e, "message"), rawget(e, "code")
-  reason = type(reason) == "string" and reason or "Error"
-  if math.type(code) == "integer" and code > 0 then reason = ("%s (%d)"):format(reason, code) end
-  if type(message) ~= "string" then return reason end
-  return reason .. ": " .. message
-end
-Error.__tostring = describe
+client.error = errors.error
+client.is_error = errors.is_error
+client.error_text = errors.error_text
 
-local reason_of_code = {
-  [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
-  [405] = "MethodNotAllowed", [406] = "NotAcceptable", [409] = "Conflict", [410] = "Gone",
-  [413] = "RequestEntityTooLarge", [415] = "UnsupportedMediaType", [422] = "Invalid",
-  [429] = "TooManyRequests", [500] = "InternalError", [503] = "ServiceUnavailable",
-  [504] = "Timeout",
-}
-
--- An error from an HTTP status and body (a metav1.Status when the API server
--- wrote it), or from a transport failure (code 0).
 -- Seconds a watch asked to end after timeoutSeconds may run past it
 -- before luaop ends it.
 client.WATCH_SLACK = 30
-
-local function api_error(code, body)
-  local err = setmetatable({ code = code or 0 }, Error)
-  if code == nil or code == 0 then
-    err.message = body or "request failed"
-    err.reason = err.message:find("timed out", 1, true) and "Timeout" or "TransportError"
-    return err
-  end
-  -- body: the response text, or an already decoded Status
-  local status = type(body) == "table" and body or (body and body ~= "" and decode(body))
-  if type(status) == "table" and status.kind == "Status" then
-    if type(status.reason) == "string" and status.reason ~= "" then err.reason = status.reason end
-    if type(status.message) == "string" then err.message = status.message end
-    if type(status.details) == "table" then err.details = status.details end
-  end
-  err.reason = err.reason or reason_of_code[code] or (code >= 500 and "InternalError" or "Unknown")
-  err.message = err.message or ("the server answered HTTP %d"):format(code)
-  return err
-end
-client.error = api_error
-
-local function is_error(v)
-  return getmetatable(v) == Error
-end
-client.is_error = is_error
-
--- The text of any error value, running none of its metamethods (a
--- script's __tostring is its code, and may never return): a string or
--- number as it is, a table as an API error's reason, code and message,
--- anything else by its type.
-function client.error_text(v)
-  local t = type(v)
-  if t == "string" then return v end
-  if t == "number" then return tostring(v) end
-  if t == "table" and (type(rawget(v, "reason")) == "string" or type(rawget(v, "message")) == "string") then
-    return describe(v)
-  end
-  return ("(error object is a %s value)"):format(t)
-end
 
 -- ---- requests -----------------------------------------------------------------
 
@@ -114,36 +56,6 @@ local function answer(status, text)
   if status == nil then return nil, api_error(0, text) end
   if status < 200 or status > 299 then return nil, api_error(status, text) end
   return text, status
-end
-
--- A 2xx answer whose body is not JSON.
--- An object the server sent that does not decode (nested deeper than the
--- decoder goes, a number out of range) is left out, logged by name when
--- that much can be read, and counted (core.counters().undecodable_objects),
--- so one such object never stops the rest of its kind from syncing.
-local function skip_undecodable(gv, kind, text, err, ...)
-  local name = json.peek(text, ...) -- the object's metadata, if that decodes
-  local fields = { kind = kind, error = err }
-  if type(name) == "table" then
-    fields.name = type(name.name) == "string" and name.name or nil
-    fields.namespace = type(name.namespace) == "string" and name.namespace or nil
-  end
-  core.count("undecodable_objects")
-  core.metrics.series("luaop_decode_errors_total", { gv .. "/" .. kind }):add()
-  -- a Warning Event on it, when its name could be read
-  if fields.name then
-    events.record {
-      regarding = { apiVersion = gv, kind = kind, metadata = { name = fields.name, namespace = fields.namespace } },
-      type = "Warning", reason = "UndecodableObject", action = "Decode", controller = "informer",
-      note = "left out of the cache: " .. tostring(err),
-    }
-  end
-  core.log.write("error", "client", "skipping an object that cannot be decoded", fields)
-end
-
-local function malformed(status, err)
-  return setmetatable({ code = status, reason = "InternalError",
-    message = "the server sent malformed JSON: " .. err }, Error)
 end
 
 -- Send a request; returns the decoded body (or true when empty) | nil, err.
@@ -254,10 +166,10 @@ function client:resolve(spec)
       return r
     end
   end
-  return nil, setmetatable({
+  return nil, errors.of {
     code = 404, reason = "NotFound",
     message = ("the server has no resource for kind %s%s"):format(gv and gv .. "/" or "", kind),
-  }, Error)
+  }
 end
 
 -- ---- paths ------------------------------------------------------------------------
@@ -457,94 +369,7 @@ function client:delete(kind, name_or_req, opts)
   return call("DELETE", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name), body)
 end
 
--- ---- watch ---------------------------------------------------------------------------
-
-local Watch = {}
-Watch.__index = Watch
-
-local EVENT_TYPES = { ADDED = true, MODIFIED = true, DELETED = true, BOOKMARK = true }
-
--- Why a decoded watch event (not an ERROR) cannot be used, or nil: an
--- unknown type, an object that is not an object, or no metadata (a name
--- too, but for a BOOKMARK).
-local function malformed_event(ev)
-  local typ, obj = rawget(ev, "type"), rawget(ev, "object")
-  if type(typ) ~= "string" or not EVENT_TYPES[typ] then
-    return ("an unknown type, %s"):format(type(typ) == "string" and ("%q"):format(typ:sub(1, 64)) or
-      (typ == nil or typ == json.null) and "none" or "a " .. type(typ))
-  end
-  if type(obj) ~= "table" then
-    return ("%s, whose object is %s"):format(typ, (obj == nil or obj == json.null) and "null" or "a " .. type(obj))
-  end
-  local md = rawget(obj, "metadata")
-  if type(md) ~= "table" then return ("%s, whose object has no metadata"):format(typ) end
-  if typ ~= "BOOKMARK" and type(rawget(md, "name")) ~= "string" then
-    return ("%s, whose object has no name"):format(typ)
-  end
-  return nil
-end
-
--- luaop_watch_malformed_events_total of this watch's resource: one more.
-function Watch:count_malformed()
-  core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
-end
-
--- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object. At the
--- end of the stream nil (a clean end: the server's timeout) or nil, err (410
--- Gone is reason "Expired" or "Gone": list again).
-function Watch:next()
-  local line, status, body, reason = self.raw:next()
-  if not line then
-    if status then
-      self.err = api_error(status, body)
-      if reason then -- luaop ended it: an event longer than a frame may be
-        self.err.reason = reason
-        self:count_malformed()
-      end
-      return nil, self.err
-    end
-    return nil
-  end
-  local ev, derr = decode(line)
-  if type(ev) ~= "table" then
-    local typ = json.peek(line, "type")
-    if type(typ) == "string" and json.peek(line, "object") == nil then
-      -- an event whose object does not decode: skipped, the watch goes on
-      skip_undecodable(self.gv, self.kind, line, derr, "object", "metadata")
-      return self:next()
-    end
-    -- a line that is not JSON (a garbled or cut frame): as malformed
-    self:count_malformed()
-    self.err = api_error(0, "malformed watch event: " .. tostring(derr))
-    self.err.reason = "MalformedEvent"
-    return nil, self.err
-  end
-  if ev.type == "ERROR" then
-    local st = type(ev.object) == "table" and ev.object or {}
-    self.err = api_error(tonumber(st.code) or 500, st)
-    return nil, self.err
-  end
-  local why = malformed_event(ev)
-  if why then
-    -- what comes after it cannot be trusted either: the watch ends, and an
-    -- informer lists again (reason "MalformedEvent")
-    self:count_malformed()
-    self.err = api_error(0, "malformed watch event: " .. why)
-    self.err.reason = "MalformedEvent"
-    return nil, self.err
-  end
-  return ev.type, ev.object
-end
-
--- for type, obj in w:events() do ... end; afterwards w.err says why it ended.
-function Watch:events()
-  return function() return self:next() end
-end
-
-function Watch:close()
-  self.raw:close()
-end
-Watch.__close = Watch.close
+-- ---- watch (luaop.client.watch) ----------------------------------------------------
 
 -- watch(kind [, opts]): a low-level watch. opts: namespace, all_namespaces,
 -- label_selector, field_selector, resource_version, resource_version_match,
@@ -567,111 +392,7 @@ function client:watch(kind, opts)
   -- too, 30 s later at most: a server or proxy that stopped sending
   -- without closing (a stall) costs that, never an informer forever
   local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
-  return setmetatable({ raw = api.watch { path = path, timeout = limit }, gv = r.gv, kind = r.kind }, Watch)
-end
-
--- ---- a script's view -----------------------------------------------------------------
---
--- What a script gets for a client (luaop.script): methods over a client,
--- never the client, its class or anything they hold (discovery's cache,
--- the watch's stream). Its metatable and method table are the same for
--- every view and hold only functions (no __index table), so indexing a view
--- yields a method or the client's namespace and server, never a table of
--- luaop's; what a script sets on its view stays in its view. A watch is
--- such a handle too. Each method finds its client by its own self (a view
--- a script made up finds none and raises).
-local viewed = setmetatable({}, { __mode = "k" }) -- view -> client, watch handle -> watch
--- A script's quota of open watches, shared by its views ({open =, max =}):
--- view -> quota; a watch handle still counted -> quota.
-local quotas = setmetatable({}, { __mode = "k" })
-local counted = setmetatable({}, { __mode = "k" })
-
--- A watch handle stops counting against its script's quota: closed, ended
--- or collected (whichever comes first; once).
-local function uncount(h)
-  local q = counted[h]
-  if q then
-    counted[h] = nil
-    q.open = q.open - 1
-  end
-end
-
-local function target(self, what)
-  local t = viewed[self]
-  if t == nil then error(("call it as %s:method(...)"):format(what), 3) end
-  return t
-end
-
-local watch_methods = {}
-function watch_methods.next(self)
-  local t, o = target(self, "watch"):next()
-  rawset(self, "err", target(self, "watch").err)
-  if t == nil then uncount(self) end -- its stream is over
-  return t, o
-end
-function watch_methods.events(self)
-  target(self, "watch")
-  return function() return watch_methods.next(self) end
-end
-function watch_methods.close(self)
-  target(self, "watch"):close()
-  uncount(self)
-end
-local watch_mt = {
-  __index = watch_methods,
-  __close = function(self)
-    local w = viewed[self]
-    if w then w:close() end
-    uncount(self)
-  end,
-  __gc = uncount, -- (its stream is closed by its own finalizer)
-  __metatable = false,
-}
-
-local view_methods = {}
-for _, verb in ipairs { "get", "list", "create", "update", "update_status", "patch", "apply", "delete" } do
-  local f = client[verb]
-  view_methods[verb] = function(self, ...) return f(target(self, "client"), ...) end
-end
-function view_methods.watch(self, ...)
-  local c = target(self, "client")
-  local q = quotas[self]
-  if q and q.open >= q.max then
-    error(("%d watches of this script are open, the most it may have: close one (w:close()) before opening another")
-      :format(q.max), 2)
-  end
-  local w, err = client.watch(c, ...)
-  if not w then return nil, err end
-  local h = setmetatable({}, watch_mt)
-  viewed[h] = w
-  if q then
-    q.open = q.open + 1
-    counted[h] = q
-  end
-  return h
-end
--- fields a view reads from its client: strings
-local view_fields = { namespace = true, server = true }
-local view_mt = {
-  __index = function(self, k)
-    local m = view_methods[k]
-    if m ~= nil then return m end
-    if view_fields[k] then
-      local v = rawget(viewed[self] or {}, k)
-      if type(v) == "string" then return v end
-    end
-    return nil
-  end,
-  __metatable = false,
-}
-
--- A new view of client c. quota: {open = 0, max = N}, shared by every view
--- of one script: at most max of its watches open at once (nil: no cap).
-function client.view(c, quota)
-  local v = setmetatable({}, view_mt)
-  viewed[v] = c
-  quotas[v] = quota
-  return v
+  return watch.open(path, limit, r.gv, r.kind)
 end
 
 -- ---- the client --------------------------------------------------------------------

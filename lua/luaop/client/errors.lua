@@ -1,0 +1,113 @@
+-- luaop.client.errors - the client's errors: API errors (a metav1.Status, or a
+-- transport failure) as values scripts can test and print, and what the
+-- client does with an object it cannot decode; a part of luaop.client.
+local core = require "luaop.core"
+local events = require "luaop.events"
+
+local json = core.json
+local decode = json.decode
+
+local M = {}
+
+
+-- Errors' metatable holds metamethods only, no __index: what indexing an
+-- error misses is nil, never this table (a script holding an error must not
+-- reach the one metatable every error of every script shares).
+local Error = {}
+-- "Reason (code): message", as luaop's core writes an error raised as a
+-- value (src/sched.c), without the code when no answer came.
+local function describe(e)
+  local reason, message, code = rawget(e, "reason"), rawget(e, "message"), rawget(e, "code")
+  reason = type(reason) == "string" and reason or "Error"
+  if math.type(code) == "integer" and code > 0 then reason = ("%s (%d)"):format(reason, code) end
+  if type(message) ~= "string" then return reason end
+  return reason .. ": " .. message
+end
+Error.__tostring = describe
+
+local reason_of_code = {
+  [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
+  [405] = "MethodNotAllowed", [406] = "NotAcceptable", [409] = "Conflict", [410] = "Gone",
+  [413] = "RequestEntityTooLarge", [415] = "UnsupportedMediaType", [422] = "Invalid",
+  [429] = "TooManyRequests", [500] = "InternalError", [503] = "ServiceUnavailable",
+  [504] = "Timeout",
+}
+
+-- An error from an HTTP status and body (a metav1.Status when the API server
+-- wrote it), or from a transport failure (code 0).
+
+local function api_error(code, body)
+  local err = setmetatable({ code = code or 0 }, Error)
+  if code == nil or code == 0 then
+    err.message = body or "request failed"
+    err.reason = err.message:find("timed out", 1, true) and "Timeout" or "TransportError"
+    return err
+  end
+  -- body: the response text, or an already decoded Status
+  local status = type(body) == "table" and body or (body and body ~= "" and decode(body))
+  if type(status) == "table" and status.kind == "Status" then
+    if type(status.reason) == "string" and status.reason ~= "" then err.reason = status.reason end
+    if type(status.message) == "string" then err.message = status.message end
+    if type(status.details) == "table" then err.details = status.details end
+  end
+  err.reason = err.reason or reason_of_code[code] or (code >= 500 and "InternalError" or "Unknown")
+  err.message = err.message or ("the server answered HTTP %d"):format(code)
+  return err
+end
+M.error = api_error
+
+local function is_error(v)
+  return getmetatable(v) == Error
+end
+M.is_error = is_error
+
+-- The text of any error value, running none of its metamethods (a
+-- script's __tostring is its code, and may never return): a string or
+-- number as it is, a table as an API error's reason, code and message,
+-- anything else by its type.
+function M.error_text(v)
+  local t = type(v)
+  if t == "string" then return v end
+  if t == "number" then return tostring(v) end
+  if t == "table" and (type(rawget(v, "reason")) == "string" or type(rawget(v, "message")) == "string") then
+    return describe(v)
+  end
+  return ("(error object is a %s value)"):format(t)
+end
+
+-- A 2xx answer whose body is not JSON.
+-- An object the server sent that does not decode (nested deeper than the
+-- decoder goes, a number out of range) is left out, logged by name when
+-- that much can be read, and counted (core.counters().undecodable_objects),
+-- so one such object never stops the rest of its kind from syncing.
+function M.skip_undecodable(gv, kind, text, err, ...)
+  local name = json.peek(text, ...) -- the object's metadata, if that decodes
+  local fields = { kind = kind, error = err }
+  if type(name) == "table" then
+    fields.name = type(name.name) == "string" and name.name or nil
+    fields.namespace = type(name.namespace) == "string" and name.namespace or nil
+  end
+  core.count("undecodable_objects")
+  core.metrics.series("luaop_decode_errors_total", { gv .. "/" .. kind }):add()
+  -- a Warning Event on it, when its name could be read
+  if fields.name then
+    events.record {
+      regarding = { apiVersion = gv, kind = kind, metadata = { name = fields.name, namespace = fields.namespace } },
+      type = "Warning", reason = "UndecodableObject", action = "Decode", controller = "informer",
+      note = "left out of the cache: " .. tostring(err),
+    }
+  end
+  core.log.write("error", "client", "skipping an object that cannot be decoded", fields)
+end
+
+function M.malformed(status, err)
+  return setmetatable({ code = status, reason = "InternalError",
+    message = "the server sent malformed JSON: " .. err }, Error)
+end
+
+-- An error of the client's own making: fields code, reason, message.
+function M.of(fields)
+  return setmetatable(fields, Error)
+end
+
+return M

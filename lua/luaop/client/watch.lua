@@ -1,0 +1,106 @@
+-- luaop.client.watch - a watch stream's events, decoded and checked: an
+-- event that cannot be used ends the watch with a reason an informer acts on;
+-- a part of luaop.client.
+local core = require "luaop.core"
+local errors = require "luaop.client.errors"
+
+local json = core.json
+local decode = json.decode
+local api_error, skip_undecodable = errors.error, errors.skip_undecodable
+
+local M = {}
+
+local Watch = {}
+Watch.__index = Watch
+
+local EVENT_TYPES = { ADDED = true, MODIFIED = true, DELETED = true, BOOKMARK = true }
+
+-- Why a decoded watch event (not an ERROR) cannot be used, or nil: an
+-- unknown type, an object that is not an object, or no metadata (a name
+-- too, but for a BOOKMARK).
+local function malformed_event(ev)
+  local typ, obj = rawget(ev, "type"), rawget(ev, "object")
+  if type(typ) ~= "string" or not EVENT_TYPES[typ] then
+    return ("an unknown type, %s"):format(type(typ) == "string" and ("%q"):format(typ:sub(1, 64)) or
+      (typ == nil or typ == json.null) and "none" or "a " .. type(typ))
+  end
+  if type(obj) ~= "table" then
+    return ("%s, whose object is %s"):format(typ, (obj == nil or obj == json.null) and "null" or "a " .. type(obj))
+  end
+  local md = rawget(obj, "metadata")
+  if type(md) ~= "table" then return ("%s, whose object has no metadata"):format(typ) end
+  if typ ~= "BOOKMARK" and type(rawget(md, "name")) ~= "string" then
+    return ("%s, whose object has no name"):format(typ)
+  end
+  return nil
+end
+
+-- luaop_watch_malformed_events_total of this watch's resource: one more.
+function Watch:count_malformed()
+  core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
+end
+
+-- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object. At the
+-- end of the stream nil (a clean end: the server's timeout) or nil, err (410
+-- Gone is reason "Expired" or "Gone": list again).
+function Watch:next()
+  local line, status, body, reason = self.raw:next()
+  if not line then
+    if status then
+      self.err = api_error(status, body)
+      if reason then -- luaop ended it: an event longer than a frame may be
+        self.err.reason = reason
+        self:count_malformed()
+      end
+      return nil, self.err
+    end
+    return nil
+  end
+  local ev, derr = decode(line)
+  if type(ev) ~= "table" then
+    local typ = json.peek(line, "type")
+    if type(typ) == "string" and json.peek(line, "object") == nil then
+      -- an event whose object does not decode: skipped, the watch goes on
+      skip_undecodable(self.gv, self.kind, line, derr, "object", "metadata")
+      return self:next()
+    end
+    -- a line that is not JSON (a garbled or cut frame): as malformed
+    self:count_malformed()
+    self.err = api_error(0, "malformed watch event: " .. tostring(derr))
+    self.err.reason = "MalformedEvent"
+    return nil, self.err
+  end
+  if ev.type == "ERROR" then
+    local st = type(ev.object) == "table" and ev.object or {}
+    self.err = api_error(tonumber(st.code) or 500, st)
+    return nil, self.err
+  end
+  local why = malformed_event(ev)
+  if why then
+    -- what comes after it cannot be trusted either: the watch ends, and an
+    -- informer lists again (reason "MalformedEvent")
+    self:count_malformed()
+    self.err = api_error(0, "malformed watch event: " .. why)
+    self.err.reason = "MalformedEvent"
+    return nil, self.err
+  end
+  return ev.type, ev.object
+end
+
+-- for type, obj in w:events() do ... end; afterwards w.err says why it ended.
+function Watch:events()
+  return function() return self:next() end
+end
+
+function Watch:close()
+  self.raw:close()
+end
+Watch.__close = Watch.close
+
+-- A watch of path's stream (api.watch; ended by luaop after `limit`
+-- seconds, when given), decoding gv/kind's events.
+function M.open(path, limit, gv, kind)
+  return setmetatable({ raw = core.api.watch { path = path, timeout = limit }, gv = gv, kind = kind }, Watch)
+end
+
+return M
