@@ -24,14 +24,16 @@
 local core = require "luaop.core"
 local time = require "luaop.time"
 local logging = require "luaop.logging"
-local copy = require("luaop.object").copy
 local client = require "luaop.client"
+local cache = require "luaop.informer.cache"
 local error_text, api_error = client.error_text, client.error
 local supervisor = require "luaop.supervisor"
+local backoffs = require "luaop.backoff"
 
 local M = {}
 local Informer = {}
 Informer.__index = Informer
+for name, f in pairs(cache.methods) do Informer[name] = f end -- the cache's (luaop.informer.cache)
 
 -- client-go's reflector backoff (luaop.backoff): seconds, read at each wait.
 M.MIN_BACKOFF, M.MAX_BACKOFF, M.BACKOFF_RESET = 0.8, 30, 120
@@ -51,7 +53,7 @@ M.LIST_TIMEOUT = 90
 M.WATCH_TIMEOUT = { 300, 600 }
 
 -- The informers' backoff (each informer has its own).
-function M.backoff() return require("luaop.backoff").new(M) end
+function M.backoff() return backoffs.new(M) end
 
 -- Why a watch or sync ended, as luaop_watch_failures_total's reason (a
 -- fixed set: a server's own reasons are not labels).
@@ -65,12 +67,10 @@ local function failure_reason(err)
 end
 
 -- The cache key of an object: "namespace/name", or "name" when cluster-scoped.
-function M.key(obj)
-  local md = obj.metadata or {}
-  if md.namespace and md.namespace ~= "" then return md.namespace .. "/" .. md.name end
-  return md.name
-end
+M.key = cache.key
 local key = M.key
+-- The label indexes a script holds (luaop.informer.cache)
+M.indexes_held = cache.indexes_held
 
 -- The informers' metric series (luaop_cache_objects) come from a pool of
 -- their own, neither a script's account nor the runtime's reserve: at most
@@ -133,183 +133,6 @@ function Informer:emit(event, a, b, defer)
       if not ok then self.log:error("event handler failed", { event = event, error = error_text(err) }) end
     end
   end
-end
-
-local function strip(obj)
-  if obj.metadata then obj.metadata.managedFields = nil end
-  return obj
-end
-
--- A resourceVersion as a number, when it is one (etcd's are; the API
--- says they are opaque, so nothing is compared when they are not).
-local function rv_number(obj)
-  local md = type(obj) == "table" and obj.metadata
-  return md and math.tointeger(tonumber(md.resourceVersion)) or nil
-end
-
--- Whether obj is older than what the cache has of it (or than its delete).
-function Informer:stale(k, obj)
-  local uid = obj.metadata.uid
-  if uid ~= nil and self.tombstones[uid] then return true end
-  local new, old = rv_number(obj), rv_number(self.store[k])
-  return new ~= nil and old ~= nil and new <= old
-end
-
--- What this cache holds of key k newer than obj, the same object as
--- another cache has it: its own copy, when of a later resourceVersion;
--- "deleted" when this process deleted that object (observe_delete) and its
--- watch has not said so yet; nil when nothing newer.
-function Informer:newer(k, obj)
-  local uid = obj.metadata and obj.metadata.uid
-  if uid ~= nil and self.tombstones[uid] then return "deleted" end
-  local mine = self.store[k]
-  if not mine or mine.metadata.uid ~= uid then return nil end
-  local a, b = rv_number(mine), rv_number(obj)
-  if a and b and a > b then return mine end
-  return nil
-end
-
--- Label indexes are held on a script's behalf (docs/security.md, "Shared
--- resources"): an index belongs to the controllers whose lists asked for
--- it, and is dropped when the last of them stops (release_indexes) or the
--- informer does. A script holds at most M.SCRIPT_LABEL_INDEXES of them,
--- over every informer (an index two scripts asked for counts for both):
--- past that its lists by other labels scan, and no script's indexes ever
--- stop another's. Building one runs in the reconcile that asked, so its
--- memory is charged to that reconcile's budget; keeping it up to date
--- runs in the informer's task. The namespace index is the informer's own
--- (at most one, made for any list by namespace, gone with it).
-M.SCRIPT_LABEL_INDEXES = 8
-local held = {} -- script -> label indexes its controllers hold
-function M.indexes_held(script) return held[script] or 0 end
-
--- Indexes of the store, each made the first time a read asks for it
--- (Informer:list) and kept as objects come and go: by namespace
--- ("namespace") and by the value of one label ("label:KEY"); each maps a
--- value to the {key = obj} with that value. A controller that lists its
--- dependents by label reads a few objects, not the whole cache.
-local function index_value(name, obj)
-  local md = obj.metadata
-  if not md then return nil end
-  if name == "namespace" then return md.namespace end
-  local v = md.labels and md.labels[name:sub(7)] -- "label:" .. key
-  return type(v) == "string" and v or nil
-end
-
-local function index_add(self, k, obj)
-  for name, map in pairs(self.indexes) do
-    local v = index_value(name, obj)
-    if v ~= nil then
-      local set = map[v]
-      if not set then set = {}; map[v] = set end
-      set[k] = obj
-    end
-  end
-end
-
-local function index_remove(self, k, obj)
-  for name, map in pairs(self.indexes) do
-    local v = index_value(name, obj)
-    local set = v ~= nil and map[v]
-    if set then
-      set[k] = nil
-      if next(set) == nil then map[v] = nil end
-    end
-  end
-end
-
--- The index called name, made from the store if it is new.
-function Informer:index(name)
-  local map = self.indexes[name]
-  if map then return map end
-  map = {}
-  for k, obj in pairs(self.store) do
-    local v = index_value(name, obj)
-    if v ~= nil then
-      local set = map[v]
-      if not set then set = {}; map[v] = set end
-      set[k] = obj
-    end
-  end
-  self.indexes[name] = map
-  return map
-end
-
--- luaop_cache_objects: the count. The series is shared with informers of
--- the same kind and namespace and other selectors, and charged to the one
--- that made it: when that one stopped, this one makes it again.
--- (One the pool refused is not asked for again.)
-function Informer:count_objects()
-  if not self.objects_refused and not self.stopped and not self.objects:recorded() then
-    self.objects, self.objects_refused = core.metrics.series("luaop_cache_objects",
-      { self.kind, self.opts.namespace or "" }, self.metrics_owner)
-  end
-  self.objects:set(self.count)
-end
-
--- Put obj in the cache and tell the handlers.
--- (defer: the handlers are told from the informer's own dispatcher task,
--- not from the caller's: a write of one reconcile must not run every
--- subscriber's handlers and maps in its task, on its budget)
-function Informer:upsert(obj, defer)
-  strip(obj)
-  local k = key(obj)
-  if k == nil then return end -- no name: nothing a cache can keep
-  local uid = obj.metadata.uid
-  if uid ~= nil and self.tombstones[uid] then return end -- an event from before this process deleted it
-  local old = self.store[k]
-  self.store[k] = obj
-  if next(self.indexes) then
-    if old then index_remove(self, k, old) end
-    index_add(self, k, obj)
-  end
-  if old == nil then
-    self.count = self.count + 1
-    self:count_objects()
-    self:emit("add", obj, nil, defer)
-  elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
-    self:emit("update", old, obj, defer)
-  end
-end
-
-function Informer:remove(obj, defer)
-  local k = key(obj)
-  if k == nil then return end
-  local old = self.store[k]
-  local uid = obj.metadata and obj.metadata.uid
-  -- its DELETED came: the tombstone goes, whatever holds the name now
-  if uid ~= nil then self.tombstones[uid] = nil end
-  if old and uid and old.metadata.uid ~= uid then return end -- an earlier object of that name
-  if old == nil then return end -- gone already (this process deleted it)
-  self.store[k] = nil
-  if next(self.indexes) then index_remove(self, k, old) end
-  self.count = self.count - 1
-  self:count_objects()
-  self:emit("delete", old, nil, defer)
-end
-
--- This process wrote obj (the API server's answer): into the cache now,
--- unless the cache has it newer already.
-function Informer:observe(obj)
-  local k = key(obj)
-  if self:stale(k, obj) then return end
-  self:upsert(copy(obj), true)
-end
-
--- This process deleted namespace/name (of uid, when known): out of the
--- cache now, and events of it from before the delete are ignored until
--- its DELETED event (or a relist). Tombstones are keyed by uid: a name
--- made again meanwhile is another object, and the DELETED of the first
--- still ends its tombstone. res: the server's answer, which still
--- holds the object when finalizers keep it.
-function Informer:observe_delete(ns, name, uid, res)
-  local k = ns and ns ~= "" and ns .. "/" .. name or name
-  local md = type(res) == "table" and res.kind ~= "Status" and res.metadata
-  if md and md.deletionTimestamp and md.finalizers and #md.finalizers > 0 then return self:observe(res) end
-  local old = self.store[k]
-  if old == nil or not uid or old.metadata.uid ~= uid then return end -- only the object deleted
-  self:remove(old, true)
-  self.tombstones[uid] = k
 end
 
 -- LIST everything and make the cache what it says: new objects are adds,
@@ -620,82 +443,6 @@ function Informer:stop()
   self.wake:signal()
   if self.watching then self.watching:close() end
   self.synced_cond:signal() -- nobody waits for a cache that will not come
-end
-
--- Cache reads (never yield). get(namespace, name) or get(name) when cluster-scoped.
-function Informer:get(namespace, name)
-  if name == nil then return self.store[namespace] end
-  return self.store[namespace .. "/" .. name]
-end
-
--- Whether holder (a controller: .script) holds label index `name` now,
--- taking it when its script may hold one more. No holder: only an index
--- that exists already.
-function Informer:hold_index(name, holder)
-  local hs = self.holders[name]
-  -- (a stopped controller's reconcile, still running, takes no hold: it
-  -- would never be let go)
-  if holder == nil or type(holder.script) ~= "string" or holder.stopped then return hs ~= nil end
-  if hs and hs[holder] then return true end
-  local script = holder.script
-  local mine = false -- the script holds this index already (through another controller)
-  for h in pairs(hs or {}) do
-    if h.script == script then mine = true; break end
-  end
-  if not mine then
-    if (held[script] or 0) >= M.SCRIPT_LABEL_INDEXES then return hs ~= nil end
-    held[script] = (held[script] or 0) + 1
-  end
-  hs = hs or {}
-  hs[holder] = true
-  self.holders[name] = hs
-  return true
-end
-
--- holder lets label index `name` go; the last holder's going drops it.
-function Informer:release_index(name, holder)
-  local hs = self.holders[name]
-  if not hs or not hs[holder] then return end
-  hs[holder] = nil
-  local still = false
-  for h in pairs(hs) do
-    if h.script == holder.script then still = true; break end
-  end
-  if not still then held[holder.script] = held[holder.script] - 1 end
-  if next(hs) == nil then
-    self.holders[name] = nil
-    self.indexes[name] = nil
-  end
-end
-
--- A controller stopped: every label index it held is let go.
-function Informer:release_indexes(holder)
-  for name in pairs(self.holders) do self:release_index(name, holder) end
-end
-
--- Every cached object, optionally only those for which filter(obj) is
--- true. hint: {namespace =, labels = {key = value}} that filter requires
--- too, and holder (the controller asking): only the objects of one index
--- entry are tried (a label's, as usually the fewer; else the
--- namespace's), not the whole cache.
-function Informer:list(filter, hint)
-  local candidates = self.store
-  if hint then
-    local label, value = nil, nil
-    for k, v in pairs(hint.labels or {}) do
-      if type(k) == "string" and type(v) == "string" then label, value = k, v; break end
-    end
-    if label and self:hold_index("label:" .. label, hint.holder) then
-      candidates = self:index("label:" .. label)[value] or {}
-    elseif type(hint.namespace) == "string" and hint.namespace ~= self.opts.namespace then
-      candidates = self:index("namespace")[hint.namespace] or {}
-    end
-  end
-  local out = {}
-  for _, obj in pairs(candidates) do
-    if not filter or filter(obj) then out[#out + 1] = obj end
-  end
-  return out
 end
 
 return M
