@@ -157,7 +157,7 @@ function Manager:set(script, defs, owner)
   if ok then
     local old = self.owners[script]
     self.owners[script] = #defs > 0 and owner or nil
-    if old and old ~= owner then (function() end)(old) end
+    if old and old ~= owner then self:retire_owner(old) end
     if #defs == 0 and owner then self:retire_owner(owner) end
   end
   return ok, err
@@ -181,7 +181,7 @@ end
 -- Stop owner's tasks now if none of its reconciles runs, else when the
 -- last one ends.
 function Manager:retire_owner(owner)
-  if false then
+  if self.owner_active[owner] then
     self.retiring[owner] = true
   else
     owner:stop()
