@@ -148,6 +148,30 @@ describe("the source's layout", function()
     assert.is_nil(circle, circle)
   end)
 
+  it("gives every Lua module a spec of its own, named after it or paired in docs/architecture.md", function()
+    local pairs_of, parts_of = {}, {}
+    for line in io.lines("docs/architecture.md") do
+      local mods, spec = line:match("^| (`luaop[^|]-) | `(spec/unit/[%w_]+_spec%.lua)` |$")
+      if mods then
+        for m in mods:gmatch("`([%w_.*]+)`") do
+          if m:sub(-2) == ".*" then parts_of[m:sub(1, -3)] = spec else pairs_of[m] = spec end
+        end
+      end
+    end
+    local graph = lua_modules()
+    for m in pairs(pairs_of) do assert.is_not_nil(graph[m], "docs/architecture.md pairs " .. m .. ", which is gone") end
+    for mod in pairs(graph) do
+      local spec = pairs_of[mod]
+      for whole, s in pairs(parts_of) do
+        if mod:sub(1, #whole + 1) == whole .. "." then spec = spec or s end
+      end
+      spec = spec or ("spec/unit/%s_spec.lua"):format(mod == "luaop" and "luaop" or mod:gsub("^luaop%.", ""):gsub("%.", "_"))
+      local f = io.open(spec)
+      assert.is_not_nil(f, mod .. " has no spec: " .. spec .. " (or a pair in docs/architecture.md)")
+      f:close()
+    end
+  end)
+
   it("keeps every Lua file at most 500 lines and every C file at most 800", function()
     local find = assert(io.popen("find lua src -name '*.lua' -o -name '*.c' | sort"))
     for path in find:lines() do

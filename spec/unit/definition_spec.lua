@@ -1,0 +1,88 @@
+-- luaop.definition: a controller's definition checked as luaop.controller
+-- takes it, its budgets (defaults, quantities, cut to the command line's
+-- limits) and what reconcile may return.
+local definition = require "luaop.definition"
+
+local function reconcile() end
+
+local function def(fields)
+  local d = { name = "c", resource = "v1/ConfigMap", reconcile = reconcile }
+  for k, v in pairs(fields or {}) do d[k] = v end
+  return d
+end
+
+describe("luaop.definition", function()
+  it("marks a valid definition and gives it the default budgets", function()
+    local d = definition.define(def())
+    assert.is_true(definition.is_definition(d))
+    assert.is_false(definition.is_definition(def()))
+    assert.are.same({ instructions = definition.DEFAULT_INSTRUCTIONS, memory = definition.DEFAULT_MEMORY },
+      definition.budgets(d))
+    assert.are.same({ instructions = 100000000, memory = 64 * 1024 * 1024 },
+      { instructions = definition.DEFAULT_INSTRUCTIONS, memory = definition.DEFAULT_MEMORY })
+  end)
+
+  it("reads memory as bytes or a quantity, and cuts a budget above the command line's limit to it", function()
+    assert.are.equal(512 * 1024 * 1024, definition.budgets(definition.define(def { memory = "512Mi" })).memory)
+    assert.are.equal(500000000, definition.budgets(definition.define(def { memory = "500M" })).memory)
+    assert.are.equal(4096, definition.budgets(definition.define(def { memory = 4096 })).memory)
+    local max = definition.MAX_INSTRUCTIONS
+    definition.MAX_INSTRUCTIONS = 1000
+    local ok, b = pcall(function() return definition.budgets(definition.define(def { instructions = 5000 })) end)
+    definition.MAX_INSTRUCTIONS = max
+    assert.is_true(ok, b)
+    assert.are.equal(1000, b.instructions)
+  end)
+
+  it("refuses what is wrong with a definition, naming the controller and the field", function()
+    local cases = {
+      { "a table", 1 },
+      { "needs a name", def { name = "" } },
+      { "none of them a control character", def { name = "a\0b" } },
+      { "needs a resource", def { resource = false } },
+      { "UpperCamelCase", def { resource = "v1/configmap" } },
+      { "not a Kubernetes version", def { resource = "1/ConfigMap" } },
+      { "not a DNS subdomain", def { resource = "Bad_Group/v1/Thing" } },
+      { "too many parts", def { resource = "a/b/c/D" } },
+      { "reconcile must be a function", def { reconcile = 1 } },
+      { "needs a reconcile function", def { reconcile = false } },
+      { "not both", def { on_add = reconcile } },
+      { "owns lists kinds", def { owns = "v1/Secret" } },
+      { "owns \"v1/secret\"", def { owns = { "v1/secret" } } },
+      { "watches: each is", def { watches = { { "v1/Secret" } } } },
+      { "instructions must be an integer >= 1", def { instructions = 0 } },
+      { "concurrency must be an integer >= 1", def { concurrency = 1.5 } },
+      { "memory must be bytes", def { memory = "64 MiB" } },
+      { "resync must be a number of seconds > 0", def { resync = 0 } },
+    }
+    for _, case in ipairs(cases) do
+      local d = case[2]
+      if type(d) == "table" and d.reconcile == false then d.reconcile = nil end
+      if type(d) == "table" and d.resource == false then d.resource = nil end
+      local ok, err = pcall(definition.define, d)
+      assert.is_false(ok, case[1])
+      assert.is_truthy(tostring(err):find(case[1], 1, true), ("%q does not say %q"):format(tostring(err), case[1]))
+    end
+  end)
+
+  it("names the file and line of the definition's reconcile in its errors", function()
+    local f = load("return function() end", "@ops/x.lua")()
+    local ok, err = pcall(definition.define, { name = "x", resource = "v1/configmap", reconcile = f })
+    assert.is_false(ok)
+    assert.matches("^ops/x%.lua:1: controller x: resource", err)
+  end)
+
+  it("makes the markers reconcile returns: requeue_after(seconds >= 0) and requeue()", function()
+    assert.are.same({ requeue_after = 2.5 }, definition.requeue_after(2.5))
+    assert.are.same({ requeue = true }, definition.requeue())
+    assert.has_error(function() definition.requeue_after(-1) end)
+    assert.has_error(function() definition.requeue_after("1") end)
+  end)
+
+  it("knows a kind's name in every form", function()
+    assert.are.equal("At", definition.kind_name("cnat.programming-kubernetes.info/v1alpha1/At"))
+    assert.are.equal("Pod", definition.kind_name("Pod"))
+    assert.is_nil(definition.bad_kind("apps/v1/Deployment"))
+    assert.is_nil(definition.bad_kind("v1beta1/Thing"))
+  end)
+end)

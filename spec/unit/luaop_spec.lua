@@ -1,0 +1,48 @@
+-- luaop (lua/luaop/init.lua), the module scripts require: only a face. Each
+-- of its names is what the module holding it gives, so scripts and
+-- luaop's own modules always run the same code, and nothing is added to
+-- the face by accident.
+local core = require "luaop.core"
+local face = require "luaop"
+local client = require "luaop.client"
+local definition = require "luaop.definition"
+local logging = require "luaop.logging"
+local object = require "luaop.object"
+
+describe("luaop", function()
+  it("holds exactly the names scripts are told of", function()
+    local names = {}
+    for k in pairs(face) do names[#names + 1] = k end
+    table.sort(names)
+    assert.are.same({ "array", "client", "controller", "controller_of", "copy", "is_error", "json", "log", "logger",
+      "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "time", "version" }, names)
+  end)
+
+  it("gives each name from the module that holds it", function()
+    assert.are.equal(definition.define, face.controller)
+    assert.are.equal(definition.requeue, face.requeue)
+    assert.are.equal(definition.requeue_after, face.requeue_after)
+    assert.are.equal(object.copy, face.copy)
+    assert.are.equal(object.controller_of, face.controller_of)
+    assert.are.equal(object.set_controller, face.set_controller)
+    assert.are.equal(require "luaop.time", face.time)
+    assert.are.equal(logging.logger, face.logger)
+    assert.are.equal(client.is_error, face.is_error)
+    assert.are.equal(core.json, face.json)
+    assert.are.equal(core.json.null, face.null)
+    assert.are.equal(core.json.array, face.array)
+    assert.are.equal(core.task.sleep, face.sleep)
+    assert.are.equal(core.task.spawn, face.spawn)
+    assert.are.equal(core.version, face.version)
+    assert.are.equal("script", face.log.name)
+  end)
+
+  it("is required by none of luaop's own modules (they require what they use directly)", function()
+    local find = assert(io.popen("grep -rlE 'require[ (]*[\"'\"'\"']luaop[\"'\"'\"']' lua | sort"))
+    local found = {}
+    for path in find:lines() do found[#found + 1] = path end
+    find:close()
+    -- the sandbox hands the face to scripts; nothing else of lua/ requires it
+    assert.are.same({ "lua/luaop/script/sandbox.lua" }, found)
+  end)
+end)

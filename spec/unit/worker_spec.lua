@@ -1,0 +1,90 @@
+-- luaop.worker: a controller's workers take keys from its queue and run
+-- each reconcile in a budgeted task of its own, at most `concurrency` at
+-- once and never one key twice at once; what reconcile returns is read as
+-- done, requeue_after or requeue, anything else fails it; resync enqueues
+-- every object again each period. Through the test kit.
+local testing = require "luaop.testing"
+local worker = require "luaop.worker"
+local proc = require "support.proc"
+
+local function cm(name, what)
+  return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" },
+    data = { ["do"] = what } }
+end
+
+describe("luaop.worker", function()
+  local dir, env
+  before_each(function() dir = proc.tempdir() end)
+  after_each(function()
+    if env then env:stop() end
+    env = nil
+    proc.sh("rm -rf " .. dir)
+  end)
+
+  it("runs at most `concurrency` reconciles at once, never one key twice at once", function()
+    env = testing.env { script = proc.write(dir, "w.lua", [[
+local luaop = require "luaop"
+local running, most, by_key = 0, 0, {}
+return luaop.controller {
+  name = "w", resource = "v1/ConfigMap", namespace = "default", concurrency = 3,
+  reconcile = function(ctx, req)
+    running = running + 1
+    by_key[req.name] = (by_key[req.name] or 0) + 1
+    if running > most then most = running end
+    if by_key[req.name] > 1 then ctx.log:error("twice at once " .. req.name) end
+    luaop.sleep(1)
+    running = running - 1
+    by_key[req.name] = by_key[req.name] - 1
+    ctx.log:info("done", { most = most })
+  end,
+}
+]]) }
+    for i = 1, 8 do env:create(cm("c" .. i)) end
+    local c1 = env:get("ConfigMap", "default", "c1")
+    c1.data = { ["do"] = "again" }
+    env:update(c1) -- an update while c1 runs: queued, not run beside it
+    env:advance(10)
+    local done = env:logs { msg = "^done$" }
+    assert.are.equal(9, #done)
+    assert.are.equal(3, done[#done].fields.most)
+    assert.are.same({}, env:logs { level = "error" })
+  end)
+
+  it("fails a reconcile that returns anything but nothing, requeue_after or requeue, saying what it returned", function()
+    env = testing.env { script = proc.write(dir, "w.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req) return "done" end }
+]]), objects = { cm("x") } }
+    local errors = env:logs { level = "error", msg = "^Reconciler error$" }
+    assert.is_true(#errors >= 1)
+    assert.matches("reconcile returned a string: return nothing, luaop.requeue_after%(seconds%) or luaop.requeue%(%)",
+      errors[1].fields.error)
+  end)
+
+  it("reads what reconcile returned without running a metatable of the script's", function()
+    local called = false
+    local r = setmetatable({}, { __index = function() called = true return 1 end })
+    assert.is_nil(worker.reconcile(function() return r end, nil, nil))
+    assert.is_false(called)
+    assert.are.same({ requeue_after = 2 }, worker.reconcile(function() return { requeue_after = 2 } end))
+    assert.are.same({ requeue = true }, worker.reconcile(function() return { requeue = true } end))
+    assert.has_error(function() worker.reconcile(function() return { requeue_after = -1 } end) end,
+      "reconcile returned requeue_after = -1: a number of seconds >= 0 is needed")
+  end)
+
+  it("reconciles every object again each resync period, with nothing changed", function()
+    env = testing.env { script = proc.write(dir, "w.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "default", resync = 60,
+  reconcile = function(ctx, req) ctx.log:info("reconciled " .. req.name) end }
+]]), objects = { cm("x"), cm("y") } }
+    assert.are.equal(2, #env:logs { msg = "^reconciled" })
+    env:advance(59)
+    assert.are.equal(2, #env:logs { msg = "^reconciled" })
+    env:advance(1)
+    assert.are.equal(4, #env:logs { msg = "^reconciled" })
+    env:advance(120)
+    assert.are.equal(8, #env:logs { msg = "^reconciled" })
+  end)
+end)
