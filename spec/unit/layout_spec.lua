@@ -218,6 +218,41 @@ describe("the source's layout", function()
       end
     end
   end)
+  it("names every folder of the tree in docs/architecture.md, and every file its table of changes names exists", function()
+    local f = assert(io.open("docs/architecture.md"))
+    local doc = f:read("a")
+    f:close()
+    local tree = assert(doc:match("## The rest.-```\n(.-)```"), "no tree under ## The rest")
+    local named, top = {}, nil
+    for line in tree:gmatch("[^\n]+") do
+      local first = line:match("^([%w_.-]+)/")
+      if first then top = first; named[first] = true end
+      if line:match("^ ") and top then
+        for d in line:sub(1, 19):gmatch("([%w_.-]+)/") do named[top .. "/" .. d] = true end
+      end
+    end
+    local ls = assert(io.popen("git ls-files"))
+    for path in ls:lines() do
+      local a, b = path:match("^([^./][^/]*)/([^/]+)/")
+      local top_dir = path:match("^([^./][^/]*)/")
+      if top_dir then assert.is_true(named[top_dir], top_dir .. "/ is not in docs/architecture.md's tree") end
+      if a then assert.is_true(named[a .. "/" .. b], a .. "/" .. b .. "/ is not in docs/architecture.md's tree") end
+    end
+    ls:close()
+    local changes = assert(doc:match("## Where a change goes(.-)\n## ") or doc:match("## Where a change goes(.*)$"))
+    local rows = 0
+    for row in changes:gmatch("\n| a new [^\n]+") do
+      rows = rows + 1
+      for path in row:gmatch("`([^`]+)`") do
+        if path:find("/", 1, true) and not path:find("NAME", 1, true) and not path:find("*", 1, true) then
+          local ok = os.execute("test -e " .. proc.quote(path))
+          assert.is_true(ok == true, "docs/architecture.md's table of changes names " .. path .. ", which does not exist")
+        end
+      end
+    end
+    assert.is_true(rows >= 10, rows .. " kinds of change in docs/architecture.md's table")
+  end)
+
   it("keeps the operators short: at.lua at most 50 code lines, useless-machine.lua at most 90, " ..
     "none over 100 columns, as the README counts them", function()
     local f = assert(io.open("README.md"))
