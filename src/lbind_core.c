@@ -13,6 +13,7 @@
 #include "runtime.h"
 #include "sandbox.h"
 #include "sched.h"
+#include "str.h"
 #include "version.h"
 
 static const struct {
@@ -52,6 +53,21 @@ static int lbind_core_counters(lua_State *L)
         lua_pushinteger(L, (lua_Integer)counter_get(&runtime_of(L)->counters, (counter_id)i));
         lua_setfield(L, -2, counter_name((counter_id)i));
     }
+    return 1;
+}
+
+/* core.bytes(s): a byte quantity as the command line reads one ("64Mi",
+ * "500M", "4096": str_parse_bytes), or nil when malformed, zero or past
+ * what a Lua integer holds; luaop.definition reads `memory =` with it */
+static int lbind_core_bytes(lua_State *L)
+{
+    unsigned long long v;
+
+    if (lua_type(L, 1) != LUA_TSTRING || str_parse_bytes(lua_tostring(L, 1), &v) != 0 ||
+        v > (unsigned long long)LUA_MAXINTEGER || strlen(lua_tostring(L, 1)) != lua_rawlen(L, 1))
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, (lua_Integer)v);
     return 1;
 }
 
@@ -132,6 +148,8 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
     lua_setfield(L, -2, "counters");
     lua_pushcfunction(L, lbind_core_count);
     lua_setfield(L, -2, "count");
+    lua_pushcfunction(L, lbind_core_bytes);
+    lua_setfield(L, -2, "bytes");
     lua_pushcfunction(L, lbind_core_gcmem_rearm);
     lua_setfield(L, -2, "gcmem_rearm");
     lua_pushliteral(L, LUAOP_VERSION);

@@ -17,15 +17,11 @@ M.DEFAULT_MEMORY = 64 * 1024 * 1024
 M.MAX_INSTRUCTIONS = 1000000000
 M.MAX_MEMORY = 1024 * 1024 * 1024
 
-local UNITS = { [""] = 1, k = 1e3, M = 1e6, G = 1e9, Ki = 1 << 10, Mi = 1 << 20, Gi = 1 << 30 }
-
--- bytes from an integer or a quantity ("64Mi", "500M"); nil when malformed
+-- bytes from an integer or a quantity ("64Mi", "500M": the grammar of
+-- --max-memory, core.bytes); nil when malformed or not at least 1
 local function bytes(v)
   if math.type(v) == "integer" then return v >= 1 and v or nil end
-  if type(v) ~= "string" then return nil end
-  local n, unit = v:match("^(%d+)(%a*)$")
-  local mult = n and UNITS[unit]
-  return mult and math.tointeger(tonumber(n) * mult) or nil
+  return core.bytes(v)
 end
 
 -- Handlers a definition may have instead of reconcile: told of each add,

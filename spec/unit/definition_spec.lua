@@ -53,6 +53,10 @@ describe("luaop.definition", function()
       { "instructions must be an integer >= 1", def { instructions = 0 } },
       { "concurrency must be an integer >= 1", def { concurrency = 1.5 } },
       { "memory must be bytes", def { memory = "64 MiB" } },
+      { "memory must be bytes", def { memory = "0" } },
+      { "memory must be bytes", def { memory = "99999999999999Gi" } },
+      { "memory must be bytes", def { memory = "64Mi\0" } },
+      { "memory must be bytes", def { memory = 0 } },
       { "resync must be a number of seconds > 0", def { resync = 0 } },
     }
     for _, case in ipairs(cases) do

@@ -41,7 +41,6 @@ local CODE_ONLY = {
   ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
   ["definition.lua:budgets"] = "definition -> its budgets (weak keys): written by luaop.controller (define) for the "
     .. "definition it is given, read by the workers; no function a script can call reads it",
-  ["definition.lua:UNITS"] = "the byte quantities' suffixes, written once at load: read by bytes()",
 }
 
 -- Objects shared on purpose, each with its reason (none yet: Lua's
