@@ -13,8 +13,7 @@
 # date(1)). Each luaop runs a controller on 20 ConfigMaps of a fresh
 # namespace that logs each reconcile.
 . "$(dirname "$0")/lib.sh" failover
-for i in $(seq 1 20); do echo "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm-$i\",\"namespace\":\"$ns\"}}"; done |
-  kc create -f - >/dev/null
+configmaps 20
 mkdir -p "$tmp/scripts"
 cat >"$tmp/scripts/c.lua" <<LUA
 local luaop = require "luaop"

@@ -3,8 +3,8 @@
 # luaop ($bin: build/luaop, or LUAOP=path), the cluster's KUBECONFIG and
 # KUBECTL, kc (kubectl against it), a fresh namespace $ns and a scratch
 # directory $tmp, both removed at exit (KEEP=1 keeps $tmp), as is the luaop
-# the benchmark runs in the background, if it keeps its pid in $pid; and
-# wait_until.
+# the benchmark runs in the background, if it keeps its pid in $pid;
+# wait_until, and configmaps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${LUAOP:-build/luaop}
@@ -36,6 +36,15 @@ wait_until() {
     [ $SECONDS -lt $deadline ] || { echo "bench: timed out waiting for $1" >&2; return 1; }
     sleep 0.05
   done
+}
+# configmaps N [LABELS]: ConfigMaps cm-1 .. cm-N in $ns, each with data k: v
+# and LABELS (a YAML flow mapping's insides, such as "app: reload"), made
+# in one kubectl call
+configmaps() {
+  local i
+  for i in $(seq 1 "$1"); do
+    printf -- '---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, labels: {%s}}\ndata: {k: v}\n' "$i" "${2:-}"
+  done | kc create -n "$ns" -f - >/dev/null
 }
 # the namespaces of earlier benchmarks, still being deleted: gone first
 for old in $(kc get namespaces -o name | sed -n 's|^namespace/\(bench-.*\)|\1|p'); do

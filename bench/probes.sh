@@ -11,8 +11,7 @@
 # flood must not slow them). SECONDS (default 5) per phase.
 secs=${1:-5}
 . "$(dirname "$0")/lib.sh" probes
-for i in $(seq 1 100); do echo "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm-$i\",\"namespace\":\"$ns\"}}"; done |
-  kc create -f - >/dev/null
+configmaps 100
 mkdir -p "$tmp/scripts"
 cat >"$tmp/scripts/ticker.lua" <<LUA
 local luaop = require "luaop"

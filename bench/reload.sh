@@ -12,9 +12,7 @@
 n=${1:-100}
 rounds=${2:-5}
 . "$(dirname "$0")/lib.sh" reload
-for i in $(seq 1 "$n"); do
-  printf -- '---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, labels: {app: reload}}\ndata: {k: v}\n' "$i"
-done | kc apply -n "$ns" -f - >/dev/null
+configmaps "$n" "app: reload"
 
 operator() { # version
   cat <<LUA
