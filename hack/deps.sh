@@ -10,7 +10,8 @@
 #            harnesses), python3 (the fake API server), openssl (test
 #            certificates), curl, prometheus (promtool checks /metrics; its
 #            server scrapes luaop in an e2e spec), iproute2 (ss: what a
-#            luaop listens on)
+#            luaop listens on), git (hack/mutants.sh applies its patches
+#            with git apply)
 #   cluster  what the local control plane needs: curl, procps; for its real
 #            node containerd, runc, the CNI plugins, iptables, iproute2,
 #            openssl (its certificates) and buildah (its pause image); and Go
@@ -32,7 +33,7 @@ die() { log "$*"; exit 1; }
 declare -A set_pkgs=(
   [build]="build-essential pkg-config ca-certificates lua5.4 libyaml-dev libuv1-dev
            libcurl4-openssl-dev libnghttp2-dev zlib1g-dev dpkg-dev perl"
-  [test]="lua-busted lua-check valgrind python3 openssl curl clang libclang-rt-14-dev prometheus iproute2"
+  [test]="lua-busted lua-check valgrind python3 openssl curl clang libclang-rt-14-dev prometheus iproute2 git"
   [cluster]="curl procps containerd runc containernetworking-plugins iptables iproute2 openssl buildah"
   [image]="buildah runc debootstrap dnsmasq-base"
   [bench]="bc gdb time gnuplot-nox"

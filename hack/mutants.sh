@@ -85,7 +85,7 @@ if [ "$action" = check ]; then
       done < <(header guard "$p")
     fi
     [ -n "$why" ] || grep -qF -- "| \`$name\` |" docs/guarantees.md || why="it has no row in docs/guarantees.md's Mutants"
-    [ -n "$why" ] || git apply --check "$p" 2>/dev/null || why="it no longer applies to the tree (git apply --check $p)"
+    [ -n "$why" ] || git apply --check "$p" 2>"$tmp/apply" || why="it no longer applies to the tree (git apply --check $p: $(head -c 300 "$tmp/apply"))"
     if [ -z "$why" ]; then
       echo "ok $n - mutant $name still applies and names guards that exist"
     else
