@@ -187,7 +187,7 @@ build/ctest/metrics_test: CTEST_LIBS = -lm -lpthread
 build/ctest/runtime_test: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS))
 build/ctest/runtime_test: CTEST_LIBS = $(LDLIBS)
 # the scheduler alone, with Lua, and a thread that reads the watchdog's view
-build/ctest/sched_test: build/asan/obj/sched.o build/asan/obj/counters.o build/asan/obj/charge.o $(ASAN_LUA_OBJS) build/asan/obj/lua/lstrpat.o
+build/ctest/sched_test: build/asan/obj/scheduler.o build/asan/obj/scheduler_budget.o build/asan/obj/scheduler_meter.o build/asan/obj/counters.o build/asan/obj/charge.o $(ASAN_LUA_OBJS) build/asan/obj/lua/lstrpat.o
 build/ctest/sched_test: CTEST_LIBS = -lm -ldl -lpthread
 
 # libFuzzer harnesses (fuzz/*.c), with clang and libclang-rt: `make fuzz`

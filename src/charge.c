@@ -9,7 +9,7 @@
 
 #include <lauxlib.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 /* what a scan below charges at a time */
 #define CHARGE_SCAN 4096

@@ -32,7 +32,7 @@
 #define CHARGE_PARSE 16
 /* One instruction per CHARGE_ALLOC bytes a budgeted task allocates (its
  * pages, and the collector's later work on it, which the CPU meter does
- * not charge: sched.c); each allocation counts as CHARGE_ALLOC_CALL
+ * not charge: scheduler_budget.c); each allocation counts as CHARGE_ALLOC_CALL
  * instructions' worth of the meter's allowance (watchdog.c). */
 #define CHARGE_ALLOC 32
 #define CHARGE_ALLOC_CALL 10

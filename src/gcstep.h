@@ -4,7 +4,7 @@
  * count saw, but not for the collector's: an allocation's step of it is
  * work on every script's objects (a major collection marks the whole
  * heap), so it is charged to nobody, as its frees are credited to nobody
- * (sched.c). luaop's binaries build Lua's lgc.c with its luaC_step renamed
+ * (scheduler_budget.c). luaop's binaries build Lua's lgc.c with its luaC_step renamed
  * luaC_step_untimed (the Makefile) and take gcstep.c's, which times each
  * step. The Lua module the specs load runs in the interpreter's collector,
  * untimed: it has no watchdog. */

@@ -27,7 +27,7 @@
 
 #include "api.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "str.h"
 
 /* The API server of L's runtime; raises when none is configured. */

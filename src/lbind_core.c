@@ -12,7 +12,7 @@
 #include "gcmem.h"
 #include "runtime.h"
 #include "sandbox.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "str.h"
 #include "version.h"
 

@@ -27,7 +27,7 @@
 #include "lbind.h"
 #include "dbuf.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "str.h"
 
 #define LBIND_FS_WATCH_MT "luaop.fs.watcher"

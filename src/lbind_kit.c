@@ -24,7 +24,7 @@
 #include <uv.h>
 
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 
 static runtime *lbind_kit_virtual(lua_State *L, const char *what)
 {

@@ -1,4 +1,4 @@
-/* lbind_task.c - the Lua face of tasks (sched.c): luaop.core.task, and
+/* lbind_task.c - the Lua face of tasks (scheduler.c): luaop.core.task, and
  * lbind_check_task for every C function that waits. Tasks are Lua
  * coroutines run on the runtime's loop, under budgets passed in with
  * spawn_limited. Functions that wait yield the calling task.
@@ -18,7 +18,7 @@
  *   task.is_task(v) -> true when v is a task's own thread
  *
  * Every wait goes through sched_wait_begin/sched_wait_yield, and whatever
- * ends it keeps the wait's token (sched.h), never the task. */
+ * ends it keeps the wait's token (scheduler.h), never the task. */
 #include "lbind.h"
 
 #include <math.h>
@@ -32,7 +32,7 @@
 
 #include "list.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define LBIND_TASK_MT "luaop.task"
 

@@ -22,7 +22,7 @@
 #include "api.h"
 #include "dbuf.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #define LBIND_WATCH_MT "luaop.watch"
 

@@ -34,7 +34,7 @@
 
 #include "metrics.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "workqueue.h"
 
 #define LBIND_WQ_MT "luaop.workqueue"

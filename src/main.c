@@ -22,7 +22,7 @@
 #include "log.h"
 #include "luaembed.h"
 #include "sandbox.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "pattern.h"
 #include "str.h"
 #include "runtime.h"

@@ -5,7 +5,7 @@
  * itself, LUAOP_MATCH_STEP, compiled with this header forced in (lstrpat.c). Matching is C code, where the count hook never fires, so
  * a backtracking pattern such as ("a"):rep(3000):find(".-.-.-b") would run
  * for hours under any instruction budget; instead every SCHED_MATCH_BATCH
- * steps are charged to the running task's instruction budget (sched.c),
+ * steps are charged to the running task's instruction budget (scheduler_budget.c),
  * which raises when it is spent. */
 #ifndef LUAOP_PATTERN_H
 #define LUAOP_PATTERN_H

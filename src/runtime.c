@@ -6,7 +6,7 @@
 #include <lauxlib.h>
 
 #include "metrics.h"
-#include "sched.h"
+#include "scheduler.h"
 
 static const char runtime_key = 0; /* its address keys the registry */
 

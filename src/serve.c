@@ -17,7 +17,7 @@
 #include "dbuf.h"
 #include "log.h"
 #include "metrics.h"
-#include "sched.h"
+#include "scheduler.h"
 
 typedef struct serve_daemon {
     struct MHD_Daemon *d;

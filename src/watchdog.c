@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "sched.h"
+#include "scheduler.h"
 
 static pthread_t watchdog_thread;
 static pthread_t watchdog_loop; /* the thread that runs the loop, and Lua */

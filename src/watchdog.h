@@ -1,7 +1,7 @@
 /* watchdog.h - the last line of defence against a loop that does not come
  * back.
  *
- * Budgets stop runaway Lua code from inside (sched.c). The watchdog is a
+ * Budgets stop runaway Lua code from inside (scheduler_budget.c). The watchdog is a
  * thread outside the loop, for what they cannot see: it notices when one
  * resume of a task has run for WATCHDOG_INTERRUPT seconds without waiting
  * and interrupts it (the next count hook in that task raises: a breach of

@@ -11,7 +11,7 @@
 #include "lbind.h"
 #include "luaembed.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "tap.h"
 
 typedef struct one {

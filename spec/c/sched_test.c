@@ -1,4 +1,4 @@
-/* sched_test.c - task threads belong to the scheduler (sched.h), through its
+/* sched_test.c - task threads belong to the scheduler (scheduler.h), through its
  * C API: a wake-up that is not the wait a task is in now is dropped (the
  * task ended, was woken already, its index reused), a resume of a waiting
  * task's thread by anything but the scheduler leaves it waiting, a task that
@@ -15,7 +15,7 @@
 #include <lualib.h>
 
 #include "counters.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "tap.h"
 
 static sched *S;

@@ -44,7 +44,7 @@ describe("Lua 5.4.4's known bugs", function()
   end
 
   it("survives Lua 5.4.4 bug 2db966fc: luaL_traceback needs more than 5 stack slots", function()
-    -- a task that dies with its Lua stack full to the last slot: sched.c
+    -- a task that dies with its Lua stack full to the last slot: scheduler.c
     -- makes the message and traceback of its error on that stack. (Debian's
     -- liblua is not instrumented, so the writes past the stack's end go
     -- unseen here; what is seen is that the error's text is lost.)

@@ -15,7 +15,7 @@ local M = {}
 -- reach the one metatable every error of every script shares).
 local Error = {}
 -- "Reason (code): message", as luaop's core writes an error raised as a
--- value (src/sched.c), without the code when no answer came.
+-- value (src/scheduler.c), without the code when no answer came.
 local function describe(e)
   local reason, message, code = rawget(e, "reason"), rawget(e, "message"), rawget(e, "code")
   reason = type(reason) == "string" and reason or "Error"

@@ -1,4 +1,4 @@
-/* sched.h - Lua coroutines as tasks on the event loop.
+/* scheduler.h - Lua coroutines as tasks on the event loop (its names: sched_).
  *
  * A task is a Lua function run in its own coroutine. A C function that has
  * to wait (for the network, a timer) begins a wait (sched_wait_begin),
@@ -14,8 +14,8 @@
  * task's thread by anything but sched_wake (coroutine.resume in Lua code)
  * finds it still waiting and it yields again at once; a task that yields
  * without a wait (coroutine.yield at its own top level) fails. */
-#ifndef LUAOP_SCHED_H
-#define LUAOP_SCHED_H
+#ifndef LUAOP_SCHEDULER_H
+#define LUAOP_SCHEDULER_H
 
 #include <stddef.h>
 #include <stdint.h>
