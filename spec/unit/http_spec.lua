@@ -4,6 +4,7 @@
 -- reason.
 local luaop = require "support.luaop"
 local fake = require "support.fake"
+local proc = require "support.proc"
 
 describe("the HTTP layer", function()
   local plain, tls, dir, kubeconfig, log
@@ -51,16 +52,8 @@ describe("the HTTP layer", function()
     -- client-go's cached token source re-reads the file every minute: the
     -- kubelet rotates a projected token long before the old one expires,
     -- so both are good and nothing but the clock makes luaop read it again
-    local token, kc = dir .. "/token", dir .. "/token-kubeconfig"
-    local function write(path, text)
-      local f = assert(io.open(path, "w"))
-      f:write(text)
-      f:close()
-    end
-    write(token, "good-token\n")
-    local f = assert(io.open(plain.kubeconfig))
-    write(kc, (f:read("a"):gsub("{token: good%-token}", "{tokenFile: token}")))
-    f:close()
+    local token = proc.write(dir, "token", "good-token\n")
+    local kc = proc.write(dir, "token-kubeconfig", (proc.read(plain.kubeconfig):gsub("{token: good%-token}", "{tokenFile: token}")))
     local code, out = run(([[
       local t0 = require("luaop").time.monotonic()
       assert(c:get("ConfigMap", "ok", "default"))
@@ -159,19 +152,11 @@ describe("the HTTP layer", function()
     assert.matches("waited under 2s\ttrue", out)
   end)
 
-  local function config(name, text)
-    local path = dir .. "/" .. name
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-    return path
-  end
-
   it("sends basic credentials, and never logs the password", function()
     local port = io.open(dir .. "/port"):read("l")
     local code, out, err = luaop.run([[
       print("status", require("luaop.core").api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
-    ]], { kubeconfig = config("basic", ([[
+    ]], { kubeconfig = proc.write(dir, "basic", ([[
 current-context: x
 clusters: [{name: x, cluster: {server: "http://127.0.0.1:%s"}}]
 contexts: [{name: x, context: {cluster: x, user: alice}}]
@@ -187,7 +172,7 @@ users: [{name: alice, user: {username: alice, password: s3cr3t-pw}}]
     local port = io.open(dir .. "/port"):read("l")
     local code, out, err = luaop.run([[
       print("status", require("luaop.core").api.request { path = "/api/v1/namespaces/default/configmaps/ok" })
-    ]], { kubeconfig = config("proxy", ([[
+    ]], { kubeconfig = proc.write(dir, "proxy", ([[
 current-context: x
 clusters: [{name: x, cluster: {server: "http://api.example.invalid", proxy-url: "http://127.0.0.1:%s"}}]
 contexts: [{name: x, context: {cluster: x, user: u}}]

@@ -1,10 +1,14 @@
--- luaop.informer - list, then watch, one kind (in one namespace, with one
--- selector), keeping a cache of its objects and telling handlers what
--- changed, as client-go's reflector and informer do:
+-- luaop.informer - stream (or list) then watch one kind (in one namespace,
+-- with one selector), keeping a cache of its objects (luaop.informer.cache)
+-- and telling handlers what changed, as client-go's reflector and informer do:
 --
---   - a paged LIST, then a WATCH from its resourceVersion with bookmarks and
---     a random 5-10 minute timeout, resumed from the last resourceVersion
---     seen when it ends;
+--   - a streamed sync by default (a WATCH with sendInitialEvents: the state
+--     as ADDED events, then the initial-events-end bookmark, the stream
+--     going on as the watch: KEP-3157, client-go's WatchListClient); a
+--     server that refuses it (422, 400) is listed in pages from then on,
+--     then watched from the LIST's resourceVersion;
+--   - a watch with bookmarks and a random 5-10 minute timeout, resumed from
+--     the last resourceVersion seen when it ends;
 --   - one backoff for every relist and rewatch, whatever ended the one
 --     before (client-go's: 0.8 s doubling to 30 s, jittered, back to 0.8 s
 --     once 2 minutes passed since the last wait began);
