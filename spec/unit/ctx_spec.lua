@@ -3,24 +3,17 @@
 -- this session's API), with the test kit: several scripts side by side.
 local testing = require "luaop.testing"
 local proc = require "support.proc"
+local kit = require "support.kit"
 
 local write = proc.write
 
-local function cm(name, data)
-  return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" }, data = data }
-end
+local cm = kit.cm
 
 describe("a reconcile context", function()
-  local dir, env
-  before_each(function() dir = proc.tempdir() end)
-  after_each(function()
-    if env then env:stop() end
-    env = nil
-    proc.sh("rm -rf " .. dir)
-  end)
+  local t = kit.per_test(before_each, after_each)
 
   it("hands a script nothing of the runtime's: no manager, shared client or controller to reach others through", function()
-    env = testing.env { script = write(dir, "peek.lua", [[
+    t.env = testing.env { script = write(t.dir, "peek.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "peek", resource = "v1/ConfigMap",
   reconcile = function(ctx, req)
@@ -31,22 +24,22 @@ return luaop.controller { name = "peek", resource = "v1/ConfigMap",
       client = ctx.client == nil, controller = ctx.controller == nil })
   end }
 ]]) }
-    env:create(cm("a"))
-    local line = env:logs { msg = "^fields$" }[1]
+    t.env:create(cm("a"))
+    local line = t.env:logs { msg = "^fields$" }[1]
     assert.are.same({ "log", true, true, true },
       { line.fields.fields, line.fields.manager, line.fields.client, line.fields.controller })
   end)
 
   it("deletes nothing from the caches when the API server never answered for that object (an apiVersion it does not serve)", function()
-    env = testing.env { scripts = {
-      write(dir, "watch.lua", [[
+    t.env = testing.env { scripts = {
+      write(t.dir, "watch.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "watch", resource = "v1/ConfigMap",
   reconcile = function(ctx, req)
     ctx.log:info("present", { name = req.name, here = ctx:get("ConfigMap", req) ~= nil })
   end }
 ]]),
-      write(dir, "typo.lua", [[
+      write(t.dir, "typo.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "typo", resource = "v1/Secret",
   reconcile = function(ctx, req)
@@ -55,20 +48,20 @@ return luaop.controller { name = "typo", resource = "v1/Secret",
     ctx.log:info("typo delete", { ok = ok ~= nil, reason = err and err.reason })
   end }
 ]]) } }
-    env:create(cm("victim"))
-    assert(env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
-    local d = env:logs { msg = "^typo delete$" }[1]
+    t.env:create(cm("victim"))
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
+    local d = t.env:logs { msg = "^typo delete$" }[1]
     assert.are.same({ false, "NotFound" }, { d.fields.ok, d.fields.reason })
-    local cmv = env:get("ConfigMap", "default", "victim")
+    local cmv = t.env:get("ConfigMap", "default", "victim")
     cmv.data = { touched = "yes" }
-    assert(env:update(cmv)) -- its event still reaches the cache: no tombstone
-    local present = env:logs { msg = "^present$" }
+    assert(t.env:update(cmv)) -- its event still reaches the cache: no tombstone
+    local present = t.env:logs { msg = "^present$" }
     assert.is_true(present[#present].fields.here)
     assert.are.equal(2, #present)
   end)
 
   it("puts nothing in the caches for a dry-run create", function()
-    env = testing.env { script = write(dir, "dry.lua", [[
+    t.env = testing.env { script = write(t.dir, "dry.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "dry", resource = "v1/ConfigMap",
   reconcile = function(ctx, req)
@@ -78,15 +71,15 @@ return luaop.controller { name = "dry", resource = "v1/ConfigMap",
     ctx.log:info("phantom cached", { cached = ctx:get("ConfigMap", "phantom", "default") ~= nil })
   end }
 ]]) }
-    env:create(cm("go"))
-    assert.is_false(env:logs { msg = "^phantom cached$" }[1].fields.cached)
-    assert.are.same({}, env:logs { msg = "^seen$" })
-    assert.is_nil(env:get("ConfigMap", "default", "phantom"))
+    t.env:create(cm("go"))
+    assert.is_false(t.env:logs { msg = "^phantom cached$" }[1].fields.cached)
+    assert.are.same({}, t.env:logs { msg = "^seen$" })
+    assert.is_nil(t.env:get("ConfigMap", "default", "phantom"))
   end)
 
   it("tells other scripts' handlers of its writes from their own task, not on the writer's budget", function()
-    env = testing.env { scripts = {
-      write(dir, "a_writer.lua", [[
+    t.env = testing.env { scripts = {
+      write(t.dir, "a_writer.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "writer", resource = "v1/ConfigMap", instructions = 1000000,
   reconcile = function(ctx, req)
@@ -95,21 +88,21 @@ return luaop.controller { name = "writer", resource = "v1/ConfigMap", instructio
     ctx.log:info("writer done", {})
   end }
 ]]),
-      write(dir, "b_loop.lua", [[
+      write(t.dir, "b_loop.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "loop", resource = "v1/Secret",
   on_add = function(ctx, s) while true do end end }
 ]]) } }
-    env:create(cm("go"))
-    assert.are.equal(1, #env:logs { msg = "^writer done$" })
-    assert.are.same({}, env:logs { msg = "^Reconciler error$" })
-    local failed = env:logs { msg = "^event handler failed$" }
+    t.env:create(cm("go"))
+    assert.are.equal(1, #t.env:logs { msg = "^writer done$" })
+    assert.are.same({}, t.env:logs { msg = "^Reconciler error$" })
+    local failed = t.env:logs { msg = "^event handler failed$" }
     assert.are.equal(1, #failed)
     assert.matches("on_add of loop: .*b_loop%.lua:3: instruction budget", failed[1].fields.error)
   end)
 
   it("fails a reconcile whose result is not one it can return, saying what it was, and reads it raw", function()
-    env = testing.env { script = write(dir, "ret.lua", [[
+    t.env = testing.env { script = write(t.dir, "ret.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "ret", resource = "v1/ConfigMap",
   reconcile = function(ctx, req)
@@ -122,15 +115,15 @@ return luaop.controller { name = "ret", resource = "v1/ConfigMap",
     ctx.log:info("fine", { name = req.name })
   end }
 ]]) }
-    for _, name in ipairs { "string", "nan", "meta", "forever", "after" } do env:create(cm(name)) end
-    env:advance(10)
+    for _, name in ipairs { "string", "nan", "meta", "forever", "after" } do t.env:create(cm(name)) end
+    t.env:advance(10)
     local errors = {}
-    for _, l in ipairs(env:logs { msg = "^Reconciler error$" }) do errors[l.fields.name] = l.fields.error end
+    for _, l in ipairs(t.env:logs { msg = "^Reconciler error$" }) do errors[l.fields.name] = l.fields.error end
     assert.matches("requeue_after = string: a number of seconds >= 0", errors.string)
     assert.matches("requeue_after = %-?nan", errors.nan)
     assert.is_nil(errors.meta) -- read raw: its __index never ran (else this spec would not end), an empty result
     assert.is_nil(errors.forever)
-    assert.are.equal(1, #env:logs { msg = "^fine$" })
+    assert.are.equal(1, #t.env:logs { msg = "^fine$" })
   end)
 end)
 

@@ -3,6 +3,7 @@
 -- without dropping the caches they still use. Through the test kit.
 local testing = require "luaop.testing"
 local proc = require "support.proc"
+local kit = require "support.kit"
 
 -- A script of one controller per {name, kind}, each logging "<version>
 -- <name> <key>" when it reconciles.
@@ -16,71 +17,64 @@ local function script(version, controllers)
   return "local luaop = require 'luaop'\nreturn {\n" .. table.concat(defs, ",\n") .. "\n}\n"
 end
 
-local function cm(name) return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" } } end
+local cm = kit.cm
 
 describe("luaop.manager", function()
-  local dir, env, path
-  before_each(function()
-    dir = proc.tempdir()
-    path = dir .. "/ops.lua"
-  end)
-  after_each(function()
-    if env then env:stop() end
-    env = nil
-    proc.sh("rm -rf " .. dir)
-  end)
+  local t = kit.per_test(before_each, after_each)
+  local path
+  before_each(function() path = t.dir .. "/ops.lua" end)
 
   -- How many informers were started on resource (a streamed list each).
   local function watches(resource)
-    return #env:actions { reads = true, verb = "watch", resource = resource }
+    return #t.env:actions { reads = true, verb = "watch", resource = resource }
   end
   local function reconciled(prefix)
-    return #env:logs { msg = "^" .. prefix:gsub("%p", "%%%0") }
+    return #t.env:logs { msg = "^" .. prefix:gsub("%p", "%%%0") }
   end
 
   it("feeds controllers of one kind, namespace and selectors from one informer", function()
-    proc.write(dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" }, { "b", "v1/ConfigMap" } }))
-    env = testing.env { script = path, objects = { cm("x") } }
+    proc.write(t.dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" }, { "b", "v1/ConfigMap" } }))
+    t.env = testing.env { script = path, objects = { cm("x") } }
     assert.are.equal(1, watches("configmaps"))
     assert.are.equal(1, reconciled("v1 a default/x"))
     assert.are.equal(1, reconciled("v1 b default/x"))
-    assert.are.equal(1, #env.manager:caches_of("ConfigMap", "default"))
+    assert.are.equal(1, #t.env.manager:caches_of("ConfigMap", "default"))
   end)
 
   it("keeps an informer a reload still uses (no new list), starts a new one, and stops one no longer used", function()
-    proc.write(dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" } }))
-    env = testing.env { script = path, objects = { cm("x") } }
-    env:load(path, script("v2", { { "a", "v1/ConfigMap" }, { "s", "v1/Secret" } }))
-    env:run()
+    proc.write(t.dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" } }))
+    t.env = testing.env { script = path, objects = { cm("x") } }
+    t.env:load(path, script("v2", { { "a", "v1/ConfigMap" }, { "s", "v1/Secret" } }))
+    t.env:run()
     assert.are.equal(1, watches("configmaps"))
     assert.are.equal(1, watches("secrets"))
-    env:load(path, script("v3", { { "s", "v1/Secret" } }))
-    env:run()
-    assert.are.same({}, env.manager:caches_of("ConfigMap", "default"))
-    assert.are.equal(1, #env.manager:caches_of("Secret", "default"))
+    t.env:load(path, script("v3", { { "s", "v1/Secret" } }))
+    t.env:run()
+    assert.are.same({}, t.env.manager:caches_of("ConfigMap", "default"))
+    assert.are.equal(1, #t.env.manager:caches_of("Secret", "default"))
   end)
 
   it("requeues every object of a reloaded controller once, and runs the new code from then on", function()
-    proc.write(dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" } }))
-    env = testing.env { script = path, objects = { cm("x"), cm("y") } }
+    proc.write(t.dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" } }))
+    t.env = testing.env { script = path, objects = { cm("x"), cm("y") } }
     assert.are.equal(2, reconciled("v1 a"))
-    env:load(path, script("v2", { { "a", "v1/ConfigMap" } }))
-    env:advance(1)
+    t.env:load(path, script("v2", { { "a", "v1/ConfigMap" } }))
+    t.env:advance(1)
     assert.are.equal(1, reconciled("v2 a default/x"))
     assert.are.equal(1, reconciled("v2 a default/y"))
-    env:create(cm("z"))
+    t.env:create(cm("z"))
     assert.are.equal(1, reconciled("v2 a default/z"))
     assert.are.equal(2, reconciled("v1 a"))
   end)
 
   it("stops the controllers a reload no longer defines", function()
-    proc.write(dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" }, { "b", "v1/ConfigMap" } }))
-    env = testing.env { script = path }
-    env:load(path, script("v2", { { "a", "v1/ConfigMap" } }))
-    env:create(cm("x"))
+    proc.write(t.dir, "ops.lua", script("v1", { { "a", "v1/ConfigMap" }, { "b", "v1/ConfigMap" } }))
+    t.env = testing.env { script = path }
+    t.env:load(path, script("v2", { { "a", "v1/ConfigMap" } }))
+    t.env:create(cm("x"))
     assert.are.equal(1, reconciled("v2 a default/x"))
     assert.are.equal(0, reconciled("v2 b"))
     assert.are.equal(0, reconciled("v1 b"))
-    assert.is_nil(env.manager.controllers.b)
+    assert.is_nil(t.env.manager.controllers.b)
   end)
 end)

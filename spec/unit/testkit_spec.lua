@@ -4,6 +4,7 @@
 -- spec/unit/operators/, use the kit; here, what the kit itself promises.)
 local testing = require "luaop.testing"
 local proc = require "support.proc"
+local kit = require "support.kit"
 local luaop_bin = require("support.luaop").bin
 
 local write = proc.write
@@ -31,91 +32,82 @@ return luaop.controller {
 ]]
 
 describe("the test kit", function()
-  local dir, env
-  before_each(function() dir = proc.tempdir() end)
-  after_each(function()
-    if env then env:stop() end
-    env = nil
-    proc.sh("rm -rf " .. dir)
-  end)
+  local t = kit.per_test(before_each, after_each)
 
-  local function cm(name, what)
-    return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" },
-      data = { ["do"] = what } }
-  end
+  local function cm(name, what) return kit.cm(name, { ["do"] = what }) end
 
   local function reconciled(name)
     local out = {}
-    for _, l in ipairs(env:logs { msg = "^reconciled$" }) do
+    for _, l in ipairs(t.env:logs { msg = "^reconciled$" }) do
       if l.fields.name == name then out[#out + 1] = l.fields.at end
     end
     return out
   end
 
   it("runs a script's controller until idle after each step, on a clock that stands still until advanced", function()
-    env = testing.env { script = write(dir, "kit.lua", SCRIPT), time = "2026-01-01T00:00:00Z" }
-    env:create(cm("a", "requeue-hour"))
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), time = "2026-01-01T00:00:00Z" }
+    t.env:create(cm("a", "requeue-hour"))
     assert.are.same({ "2026-01-01T00:00:00Z" }, reconciled("a"))
-    env:run()
-    assert.are.equal("2026-01-01T00:00:00Z", env:time())
-    env:advance(3599)
+    t.env:run()
+    assert.are.equal("2026-01-01T00:00:00Z", t.env:time())
+    t.env:advance(3599)
     assert.are.same({ "2026-01-01T00:00:00Z" }, reconciled("a"))
-    env:advance(1) -- requeue_after(3600): at that time exactly, once
+    t.env:advance(1) -- requeue_after(3600): at that time exactly, once
     assert.are.same({ "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z" }, reconciled("a"))
-    env:advance(7200)
+    t.env:advance(7200)
     assert.are.same({ "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z",
       "2026-01-01T03:00:00Z" }, reconciled("a"))
-    assert.are.equal("2026-01-01T03:00:00Z", env:time())
+    assert.are.equal("2026-01-01T03:00:00Z", t.env:time())
   end)
 
   it("retries a reconcile that raises with backoff on its clock, logging the error with its file and line", function()
-    local path = write(dir, "kit.lua", SCRIPT)
-    env = testing.env { script = path }
-    env:create(cm("r", "raise"))
-    env:advance(0.1) -- 5, 10, 20, 40 ms: four more tries
+    local path = write(t.dir, "kit.lua", SCRIPT)
+    t.env = testing.env { script = path }
+    t.env:create(cm("r", "raise"))
+    t.env:advance(0.1) -- 5, 10, 20, 40 ms: four more tries
     assert.are.equal(5, #reconciled("r"))
-    local errors = env:logs { level = "error", msg = "^Reconciler error$" }
+    local errors = t.env:logs { level = "error", msg = "^Reconciler error$" }
     assert.are.equal(5, #errors)
     assert.matches(path:gsub("%p", "%%%0") .. ":10: asked to fail", errors[1].fields.error)
   end)
 
   it("contains a reconcile that runs away under its instruction budget", function()
-    env = testing.env { script = write(dir, "kit.lua", SCRIPT) }
-    env:create(cm("s", "spin"))
-    env:create(cm("ok", "child"))
-    assert.is_not_nil(env:get("ConfigMap", "default", "ok-child"))
-    assert.matches("instruction budget", env:logs { level = "error" }[1].fields.error)
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    t.env:create(cm("s", "spin"))
+    t.env:create(cm("ok", "child"))
+    assert.is_not_nil(t.env:get("ConfigMap", "default", "ok-child"))
+    assert.matches("instruction budget", t.env:logs { level = "error" }[1].fields.error)
   end)
 
   it("keeps an action log of the operator's requests, as client-go's fake does, without the test's own", function()
-    env = testing.env { script = write(dir, "kit.lua", SCRIPT) }
-    env:create(cm("p", "child"))
-    local acts = env:actions()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    t.env:create(cm("p", "child"))
+    local acts = t.env:actions()
     assert.are.equal(1, #acts)
     assert.are.same({ "create", "ConfigMap", "default", "p-child" }, { acts[1].verb, acts[1].kind, acts[1].namespace,
       acts[1].object.metadata.name })
-    assert.is_true(#env:actions { reads = true } > 1) -- its LIST and WATCH
-    env:clear_actions()
-    assert.are.same({}, env:actions())
+    assert.is_true(#t.env:actions { reads = true } > 1) -- its LIST and WATCH
+    t.env:clear_actions()
+    assert.are.same({}, t.env:actions())
   end)
 
   it("makes the next matching requests fail as told, and the controller retries them", function()
-    env = testing.env { script = write(dir, "kit.lua", SCRIPT) }
-    env:fail { verb = "create", kind = "ConfigMap", name = "f-child", reason = "Forbidden", times = 2 }
-    local made, err = env:create(cm("f", "child"))
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    t.env:fail { verb = "create", kind = "ConfigMap", name = "f-child", reason = "Forbidden", times = 2 }
+    local made, err = t.env:create(cm("f", "child"))
     assert.is_not_nil(made, err and tostring(err))
-    assert.is_nil(env:get("ConfigMap", "default", "f-child"))
-    env:advance(1) -- the backoff: 5 ms, 10 ms
-    assert.is_not_nil(env:get("ConfigMap", "default", "f-child"))
-    local failed = env:actions { verb = "create", injected = true }
+    assert.is_nil(t.env:get("ConfigMap", "default", "f-child"))
+    t.env:advance(1) -- the backoff: 5 ms, 10 ms
+    assert.is_not_nil(t.env:get("ConfigMap", "default", "f-child"))
+    local failed = t.env:actions { verb = "create", injected = true }
     assert.are.equal(2, #failed)
-    local errors = env:logs { level = "error", msg = "^Reconciler error$" }
+    local errors = t.env:logs { level = "error", msg = "^Reconciler error$" }
     assert.are.equal(2, #errors)
     assert.matches("kit%.lua:%d+: Forbidden %(403%): ", errors[1].fields.error)
   end)
 
   it("seeds CRDs and objects from YAML manifests, as kubectl apply -f would read them", function()
-    local manifest = write(dir, "m.yaml", [[
+    local manifest = write(t.dir, "m.yaml", [[
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: from-yaml, namespace: default}
@@ -127,15 +119,15 @@ kind: Namespace
 metadata:
   name: team
 ]])
-    env = testing.env { script = write(dir, "kit.lua", SCRIPT), manifests = { manifest, "manifests/crds" } }
-    assert.is_not_nil(env:get("Namespace", "team"))
-    assert.is_not_nil(env:get("ConfigMap", "default", "from-yaml-child"))
-    assert(env:create { apiVersion = "useless.container.training/v1alpha1", kind = "Machine",
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), manifests = { manifest, "manifests/crds" } }
+    assert.is_not_nil(t.env:get("Namespace", "team"))
+    assert.is_not_nil(t.env:get("ConfigMap", "default", "from-yaml-child"))
+    assert(t.env:create { apiVersion = "useless.container.training/v1alpha1", kind = "Machine",
       metadata = { name = "m", namespace = "default" }, spec = { switches = 1 } })
   end)
 
   it("names the file and line of a script that does not load", function()
-    local path = write(dir, "broken.lua", "local luaop = require 'luaop'\nreturn luaop.controller {\n")
+    local path = write(t.dir, "broken.lua", "local luaop = require 'luaop'\nreturn luaop.controller {\n")
     local ok, err = pcall(testing.env, { script = path })
     assert.is_false(ok)
     assert.matches(path:gsub("%p", "%%%0") .. ":3:", err)

@@ -6,23 +6,15 @@
 local testing = require "luaop.testing"
 local worker = require "luaop.worker"
 local proc = require "support.proc"
+local kit = require "support.kit"
 
-local function cm(name, what)
-  return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name, namespace = "default" },
-    data = { ["do"] = what } }
-end
+local function cm(name, what) return kit.cm(name, { ["do"] = what }) end
 
 describe("luaop.worker", function()
-  local dir, env
-  before_each(function() dir = proc.tempdir() end)
-  after_each(function()
-    if env then env:stop() end
-    env = nil
-    proc.sh("rm -rf " .. dir)
-  end)
+  local t = kit.per_test(before_each, after_each)
 
   it("runs at most `concurrency` reconciles at once, never one key twice at once", function()
-    env = testing.env { script = proc.write(dir, "w.lua", [[
+    t.env = testing.env { script = proc.write(t.dir, "w.lua", [[
 local luaop = require "luaop"
 local running, most, by_key = 0, 0, {}
 return luaop.controller {
@@ -39,24 +31,24 @@ return luaop.controller {
   end,
 }
 ]]) }
-    for i = 1, 8 do env:create(cm("c" .. i)) end
-    local c1 = env:get("ConfigMap", "default", "c1")
+    for i = 1, 8 do t.env:create(cm("c" .. i)) end
+    local c1 = t.env:get("ConfigMap", "default", "c1")
     c1.data = { ["do"] = "again" }
-    env:update(c1) -- an update while c1 runs: queued, not run beside it
-    env:advance(10)
-    local done = env:logs { msg = "^done$" }
+    t.env:update(c1) -- an update while c1 runs: queued, not run beside it
+    t.env:advance(10)
+    local done = t.env:logs { msg = "^done$" }
     assert.are.equal(9, #done)
     assert.are.equal(3, done[#done].fields.most)
-    assert.are.same({}, env:logs { level = "error" })
+    assert.are.same({}, t.env:logs { level = "error" })
   end)
 
   it("fails a reconcile that returns anything but nothing, requeue_after or requeue, saying what it returned", function()
-    env = testing.env { script = proc.write(dir, "w.lua", [[
+    t.env = testing.env { script = proc.write(t.dir, "w.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "default",
   reconcile = function(ctx, req) return "done" end }
 ]]), objects = { cm("x") } }
-    local errors = env:logs { level = "error", msg = "^Reconciler error$" }
+    local errors = t.env:logs { level = "error", msg = "^Reconciler error$" }
     assert.is_true(#errors >= 1)
     assert.matches("reconcile returned a string: return nothing, luaop.requeue_after%(seconds%) or luaop.requeue%(%)",
       errors[1].fields.error)
@@ -74,17 +66,17 @@ return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "de
   end)
 
   it("reconciles every object again each resync period, with nothing changed", function()
-    env = testing.env { script = proc.write(dir, "w.lua", [[
+    t.env = testing.env { script = proc.write(t.dir, "w.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "default", resync = 60,
   reconcile = function(ctx, req) ctx.log:info("reconciled " .. req.name) end }
 ]]), objects = { cm("x"), cm("y") } }
-    assert.are.equal(2, #env:logs { msg = "^reconciled" })
-    env:advance(59)
-    assert.are.equal(2, #env:logs { msg = "^reconciled" })
-    env:advance(1)
-    assert.are.equal(4, #env:logs { msg = "^reconciled" })
-    env:advance(120)
-    assert.are.equal(8, #env:logs { msg = "^reconciled" })
+    assert.are.equal(2, #t.env:logs { msg = "^reconciled" })
+    t.env:advance(59)
+    assert.are.equal(2, #t.env:logs { msg = "^reconciled" })
+    t.env:advance(1)
+    assert.are.equal(4, #t.env:logs { msg = "^reconciled" })
+    t.env:advance(120)
+    assert.are.equal(8, #t.env:logs { msg = "^reconciled" })
   end)
 end)

@@ -77,15 +77,18 @@ local function index_value(name, obj)
   return type(v) == "string" and v or nil
 end
 
-local function index_add(self, k, obj)
-  for name, map in pairs(self.indexes) do
-    local v = index_value(name, obj)
-    if v ~= nil then
-      local set = map[v]
-      if not set then set = {}; map[v] = set end
-      set[k] = obj
-    end
+-- Put obj (key k) into index `name`'s map.
+local function index_put(map, name, k, obj)
+  local v = index_value(name, obj)
+  if v ~= nil then
+    local set = map[v]
+    if not set then set = {}; map[v] = set end
+    set[k] = obj
   end
+end
+
+local function index_add(self, k, obj)
+  for name, map in pairs(self.indexes) do index_put(map, name, k, obj) end
 end
 
 local function index_remove(self, k, obj)
@@ -104,14 +107,7 @@ function Informer:index(name)
   local map = self.indexes[name]
   if map then return map end
   map = {}
-  for k, obj in pairs(self.store) do
-    local v = index_value(name, obj)
-    if v ~= nil then
-      local set = map[v]
-      if not set then set = {}; map[v] = set end
-      set[k] = obj
-    end
-  end
+  for k, obj in pairs(self.store) do index_put(map, name, k, obj) end
   self.indexes[name] = map
   return map
 end
