@@ -104,12 +104,7 @@ spec: {schedule: "%s", command: "echo %d"}
 ]]):format(i, utc(-60), i))
   end
   local source = "chaos-" .. ns
-  kube.must { "create", "secret", "generic", source, "-n", "secretsync", "--type=k8s.ziwon.dev/secretsync",
-    "--from-literal=password=one" }
-  finally(function()
-    kube.kubectl { "delete", "secret", source, "-n", "secretsync", "--ignore-not-found", "--wait=false" }
-    kube.kubectl { "patch", "secret", source, "-n", "secretsync", "--type=merge", "-p", '{"metadata":{"finalizers":null}}' }
-  end)
+  finally(kube.sync_source(source))
   local function positions()
     local m = kube.get("machine", "m", ns)
     return m and m.status and m.status.positions

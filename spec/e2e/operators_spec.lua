@@ -303,13 +303,7 @@ spec: {position: sideways}
         kube.must { "create", "namespace", "secretsync" }
         finally(function() kube.kubectl { "delete", "namespace", "secretsync", "--wait=false" } end)
       end
-      kube.must { "create", "secret", "generic", source, "-n", "secretsync", "--type=k8s.ziwon.dev/secretsync",
-        "--from-literal=password=one" }
-      finally(function()
-        kube.kubectl { "delete", "secret", source, "-n", "secretsync", "--ignore-not-found", "--wait=false" }
-        -- if the operator is gone before removing its finalizer, so it is
-        kube.kubectl { "patch", "secret", source, "-n", "secretsync", "--type=merge", "-p", '{"metadata":{"finalizers":null}}' }
-      end)
+      finally(kube.sync_source(source)) -- (its finalizer taken off, if the operator is gone first)
       kube.wait_for("a copy in the spec's namespace and default", 30, function()
         local c = copies()
         return c[ns] and c.default

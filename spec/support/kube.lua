@@ -135,6 +135,19 @@ function kube.delete_namespace(name)
   kube.kubectl({ "delete", "namespace", name, "--wait=false" })
 end
 
+-- A source Secret of the secret copier (operators/secret-copy.lua), name,
+-- in namespace secretsync (which must exist), with data password=one.
+-- Returns the function that removes it (hand it to finally): with its
+-- finalizer taken off, should the operator be gone before it could.
+function kube.sync_source(name)
+  kube.must { "create", "secret", "generic", name, "-n", "secretsync", "--type=k8s.ziwon.dev/secretsync",
+    "--from-literal=password=one" }
+  return function()
+    kube.kubectl { "delete", "secret", name, "-n", "secretsync", "--ignore-not-found", "--wait=false" }
+    kube.kubectl { "patch", "secret", name, "-n", "secretsync", "--type=merge", "-p", '{"metadata":{"finalizers":null}}' }
+  end
+end
+
 kube.json = json
 
 return kube
