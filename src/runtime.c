@@ -120,12 +120,16 @@ void runtime_timer_start(runtime *rt, uv_timer_t *t, uv_timer_cb cb, uint64_t du
             uv_timer_stop(t);
         return;
     }
-    /* rounded up to the loop's milliseconds, at least one: never due in
-     * the pass over timers that starts it (libuv runs, in the same pass, a
-     * timer started there that is due by the loop's time: a task looping
-     * on a sleep held the loop in its timers for good), and the loop's time
-     * is left as it is, at the iteration's start (so a timer may fire early
-     * by the time the iteration took: each callback checks its due time and
-     * starts again for the rest) */
-    uv_timer_start(t, cb, due_ns > now ? (due_ns - now + 999999) / 1000000 : 1, 0);
+    /* counted from the loop's time, as libuv counts a timeout (its
+     * milliseconds at the iteration's start, on the same monotonic clock),
+     * rounded up, at least one: never early, however long the iteration
+     * that starts it has run (counted from now, a timer fired early by that
+     * much, and its callback, finding nothing due, woke the loop once more:
+     * under load, a delayed key took three wake-ups), and never due in the
+     * pass over timers that starts it (libuv runs, in the same pass, a
+     * timer started there that is due by the loop's time: a task looping on
+     * a sleep held the loop in its timers for good). Each callback still
+     * checks its due time and starts again for the rest. */
+    uint64_t loop_ns = uv_now(t->loop) * 1000000u;
+    uv_timer_start(t, cb, due_ns > loop_ns ? (due_ns - loop_ns + 999999) / 1000000 : 1, 0);
 }
