@@ -13,10 +13,8 @@
 -- return value is the exit status, unless it returns controller
 -- definitions, which then run until SIGTERM or SIGINT (not reloaded).
 local core = require "luaop.core"
-local check = require "luaop.check"
 local definition = require "luaop.definition"
 local events = require "luaop.events"
-local leader = require "luaop.leader"
 local manager_mod = require "luaop.manager"
 local script = require "luaop.script"
 local reload = require "luaop.script.reload"
@@ -45,12 +43,14 @@ end
 -- graceful_shutdown_timeout (seconds), and leader (leader election:
 -- namespace, name, identity, lease_duration, renew_deadline, retry_period).
 return function(options, ...)
-  if options.check then return check.run(options.scripts) end
+  -- (luaop.check and luaop.leader are loaded only for a run that asks for
+  -- them: every other run keeps their code and tables off its idle heap)
+  if options.check then return require("luaop.check").run(options.scripts) end
   definition.MAX_INSTRUCTIONS = options.max_instructions or definition.MAX_INSTRUCTIONS
   definition.MAX_MEMORY = options.max_memory or definition.MAX_MEMORY
   script.MAX_TASKS = options.max_tasks or script.MAX_TASKS
   local manager = manager_mod.new()
-  if options.leader then manager.elector = leader.new(options.leader) end
+  if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
   events.set_identity(options.identity)
   local reloader
   if options.program then

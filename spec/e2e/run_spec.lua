@@ -26,6 +26,7 @@ describe("make run", function()
       .. "make --no-print-directory run"):format(proc.quote(out), proc.quote(go), proc.quote(status)), dir .. "/driver.log", 600)
     -- make run's exit status once it ended, or nil
     local function ended() local s = proc.read(status) return s ~= "" and s or nil end
+    local pid -- luaop's, once make run's display names it
     finally(function()
       if not ended() then
         -- failed before its Ctrl-C: type one, so make run stops luaop as a user would
@@ -34,6 +35,11 @@ describe("make run", function()
         while not ended() and system.gettime() < deadline do system.sleep(0.2) end
       end
       stop()
+      -- a luaop that Ctrl-C did not stop (the spec failed there): by its
+      -- pid, while that is still a luaop
+      if pid and proc.read(("/proc/%d/comm"):format(pid)):match("^luaop") then
+        os.execute(("kill -KILL %d 2>/dev/null"):format(pid))
+      end
       remove_samples()
       proc.sh("rm -rf " .. proc.quote(dir))
     end)
@@ -41,7 +47,7 @@ describe("make run", function()
 
     -- luaop is started and the samples applied (the control plane is up
     -- already, and everything built: seconds)
-    local pid = tonumber(kube.wait_for("make run's display", 180, function()
+    pid = tonumber(kube.wait_for("make run's display", 180, function()
       return ended() and error("make run ended:\n" .. proc.tail(terminal(), 30))
         or terminal():match("luaop [%w.-]+, pid (%d+), running operators/%*%.lua against https://")
     end))

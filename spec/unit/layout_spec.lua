@@ -108,10 +108,6 @@ local function lua_layers()
   return layers
 end
 
--- Files not split yet (issue 30), at most as long as this; every other
--- file of lua/ at most 500 lines, of src/ 800.
-local LONG = {}
-
 describe("the source's layout", function()
   it("has no two files in src/ that use each other, directly or around a circle", function()
     local graph = uses()
@@ -177,11 +173,8 @@ describe("the source's layout", function()
     for path in find:lines() do
       local n = 0
       for _ in io.lines(path) do n = n + 1 end
-      local limit = LONG[path] or (path:match("%.lua$") and 500 or 800)
+      local limit = path:match("%.lua$") and 500 or 800
       assert.is_true(n <= limit, ("%s has %d lines (at most %d)"):format(path, n, limit))
-      if LONG[path] then
-        assert.is_true(n > (path:match("%.lua$") and 500 or 800), path .. " is short enough now: take it off LONG")
-      end
     end
     find:close()
   end)
