@@ -145,6 +145,144 @@ describe("luaop.apiserver", function()
     end)
   end)
 
+  describe("kinds", function()
+    local discovery = require "luaop.discovery"
+    local function stored(r)
+      for _, v in ipairs { "create", "get", "list", "watch" } do
+        local found = false
+        for _, w in ipairs(r.verbs) do found = found or w == v end
+        if not found then return false end
+      end
+      return true
+    end
+    local function gv_path(r) return r.group == "" and "/api/" .. r.version or "/apis/" .. r.group .. "/" .. r.version end
+
+    it("serves every stored resource of luaop.discovery with its scope, short names, verbs and status; leaves the virtual out",
+      function()
+      local s = new { crd = false }
+      local served, left = 0, {}
+      for _, r in ipairs(discovery.resources) do
+        local code, list = call(s, "GET", gv_path(r))
+        assert.are.equal(stored(r) and 200 or code, code, gv_path(r)) -- (a group version of virtual ones alone: 404)
+        local by = {}
+        for _, e in ipairs(list.resources or {}) do by[e.name] = e end
+        local e = by[r.resource]
+        if stored(r) then
+          served = served + 1
+          assert.is_not_nil(e, r.kind)
+          assert.are.same({ r.kind, r.namespaced, r.verbs }, { e.kind, e.namespaced, e.verbs })
+          assert.are.same(r.short_names, e.shortNames or {})
+          local has_status = false
+          for _, sub in ipairs(r.subresources) do has_status = has_status or sub == "status" end
+          assert.are.equal(has_status, by[r.resource .. "/status"] ~= nil, r.kind .. "/status")
+          -- and its objects can be made and read back at its scope
+          local base = gv_path(r) .. (r.namespaced and "/namespaces/default/" or "/") .. r.resource
+          local obj = { apiVersion = r.group == "" and r.version or r.group .. "/" .. r.version, kind = r.kind,
+            metadata = { name = "x" .. served } }
+          if r.kind ~= "CustomResourceDefinition" then -- (a CRD needs a valid spec: add_crd's specs)
+            assert.are.equal(201, (call(s, "POST", base, obj)), r.kind)
+            local got_code, got = call(s, "GET", base .. "/x" .. served)
+            assert.are.same({ 200, r.kind }, { got_code, got.kind })
+          end
+        else
+          assert.is_nil(e, r.kind .. " is virtual")
+          left[#left + 1] = r.kind
+        end
+      end
+      assert.is_true(served >= 50, served .. " served")
+      table.sort(left)
+      assert.are.same({ "Binding", "ComponentStatus", "LocalSubjectAccessReview", "SelfSubjectAccessReview",
+        "SelfSubjectReview", "SelfSubjectRulesReview", "SubjectAccessReview", "TokenReview" }, left)
+    end)
+
+    it("keeps the behaviours of the API server's strategies on the kinds from discovery, and refuses a verb not listed",
+      function()
+      local s = new { crd = false }
+      local _, ns = call(s, "POST", "/api/v1/namespaces", { apiVersion = "v1", kind = "Namespace", metadata = { name = "team" } })
+      assert.are.same({ "Active", "team" }, { ns.status.phase, ns.metadata.labels["kubernetes.io/metadata.name"] })
+      local _, secret = call(s, "POST", "/api/v1/namespaces/default/secrets", { apiVersion = "v1", kind = "Secret",
+        metadata = { name = "s" } })
+      assert.are.equal("Opaque", secret.type)
+      local code, quota = call(s, "POST", "/api/v1/namespaces/team/resourcequotas", { apiVersion = "v1",
+        kind = "ResourceQuota", metadata = { name = "q" }, spec = { hard = { pods = "10" } },
+        status = { used = { pods = "1" } } })
+      assert.are.same({ 201, nil }, { code, quota.status })  -- status only through /status
+      assert.are.equal(200, (call(s, "GET", "/api/v1/namespaces/team/resourcequotas/q/status")))
+      assert.are.equal(404, (call(s, "GET", "/api/v1/namespaces/team/limitranges/q/status"))) -- none listed
+      -- Namespaces have no deletecollection in discovery: 405 as the API server answers
+      local del_code, status = call(s, "DELETE", "/api/v1/namespaces")
+      assert.are.same({ 405, "MethodNotAllowed" }, { del_code, status.reason })
+      assert.are.equal(200, (call(s, "DELETE", "/api/v1/namespaces/team/resourcequotas")))
+      -- a non-preferred version serves the preferred one's objects
+      assert.are.equal(201, (call(s, "POST", "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+        { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = "h" } })))
+      local _, v1 = call(s, "GET", "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/h")
+      assert.are.same({ "autoscaling/v1", "h" }, { v1.apiVersion, v1.metadata.name })
+    end)
+
+    it("keeps each server's kinds its own: a CRD served by one is not by another", function()
+      local a, b = new(), new { crd = false }
+      assert.is_not_nil((a:resolve_kind("At")))
+      assert.is_nil((b:resolve_kind("At")))
+      assert.are.equal(404, (call(b, "GET", "/apis/cnat.programming-kubernetes.info/v1alpha1")))
+      local _, groups = call(b, "GET", "/apis")
+      for _, g in ipairs(groups.groups) do assert.are_not.equal("cnat.programming-kubernetes.info", g.name) end
+    end)
+
+    it("resolve_kind finds Kind, version/Kind and group/version/Kind as luaop's client does, CRDs' kinds too", function()
+      local s = new()
+      local function gvk(spec)
+        local k, err = s:resolve_kind(spec)
+        assert.is_nil(err)
+        return k.gv .. "/" .. k.kind .. " " .. k.resource .. " " .. tostring(k.namespaced)
+      end
+      assert.are.equal("v1/ConfigMap configmaps true", gvk("ConfigMap"))
+      assert.are.equal("v1/ConfigMap configmaps true", gvk("v1/ConfigMap"))
+      assert.are.equal("apps/v1/Deployment deployments true", gvk("Deployment"))
+      assert.are.equal("v1/ResourceQuota resourcequotas true", gvk("ResourceQuota"))
+      assert.are.equal("v1/Event events true", gvk("Event")) -- the core group first
+      assert.are.equal("events.k8s.io/v1/Event events true", gvk("events.k8s.io/v1/Event"))
+      assert.are.equal("autoscaling/v2/HorizontalPodAutoscaler horizontalpodautoscalers true",
+        gvk("HorizontalPodAutoscaler")) -- the group's preferred version
+      assert.are.equal("autoscaling/v1/HorizontalPodAutoscaler horizontalpodautoscalers true",
+        gvk("autoscaling/v1/HorizontalPodAutoscaler"))
+      assert.are.equal("cnat.programming-kubernetes.info/v1alpha1/At ats true", gvk("At"))
+      assert.are.equal("cnat.programming-kubernetes.info/v1alpha1/At ats true",
+        gvk("cnat.programming-kubernetes.info/v1alpha1/At"))
+    end)
+
+    it("resolve_kind names a kind it does not serve, offers the closest served one, and points at the list", function()
+      local s = new()
+      local function miss(spec)
+        local k, err = s:resolve_kind(spec)
+        assert.is_nil(k, spec)
+        assert.is_truthy(err:find(('does not serve kind "%s"'):format(spec), 1, true), err)
+        assert.is_truthy(err:find("docs/testing.md#kinds-the-kit-serves", 1, true), err)
+        return err:match('Did you mean "([^"]*)"%?') or false
+      end
+      assert.are.equal("apps/v1/Deployment", miss("apps/v1/Deployments"))  -- a plural
+      assert.are.equal("Deployment", miss("deployment"))                   -- the case
+      assert.are.equal("Deployment", miss("deployments"))                  -- the resource
+      assert.are.equal("apps/v1/Deployment", miss("v1/Deployment"))        -- the wrong group
+      assert.are.equal("apps/v1/Deployment", miss("apps/v1beta1/Deployment")) -- the wrong version
+      assert.are.equal("Secret", miss("Secrte"))                           -- a typo
+      assert.are.equal("NetworkPolicy", miss("NetworkPolicys"))
+      assert.are.equal("ConfigMap", miss("cm"))                            -- a short name
+      assert.are.equal("At", miss("Ats"))                                  -- a CRD's kind
+      assert.is_false(miss("Widget"))                                      -- nothing close
+      local _, err = s:resolve_kind("TokenReview")
+      assert.matches("virtual", err)
+      _, err = s:resolve_kind("a/b/c/d")
+      assert.matches('bad kind "a/b/c/d"', err)
+      assert.is_nil((s:resolve_kind("")))
+      assert.is_nil((s:resolve_kind(nil)))
+      -- the test's own reads say the same
+      local ok, raised = pcall(s.objects, s, "ResourceQuotas")
+      assert.is_false(ok)
+      assert.matches('Did you mean "ResourceQuota"%?', raised)
+    end)
+  end)
+
   describe("create", function()
     it("fills uid, resourceVersion (one increasing counter), creationTimestamp, generation, and answers 201", function()
       local s = new()

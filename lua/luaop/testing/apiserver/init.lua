@@ -62,8 +62,7 @@ local MODIFIED, already_exists, conflict, expired, failure, field_error, forbidd
   status_part.method_not_allowed, status_part.not_found, status_part.quote, status_part.resource_details,
   status_part.status_text
 local kinds_part = require "luaop.testing.apiserver.kinds"
-local BUILTIN, DEFAULT_NAMESPACES, split_path =
-  kinds_part.BUILTIN, kinds_part.DEFAULT_NAMESPACES, kinds_part.split_path
+local DEFAULT_NAMESPACES, split_path = kinds_part.DEFAULT_NAMESPACES, kinds_part.split_path
 local store_part = require "luaop.testing.apiserver.store"
 local crd_kinds, okey = store_part.crd_kinds, store_part.okey
 
@@ -213,7 +212,7 @@ function Server:request(method, path, body, content_type)
   end
   r.query, r.body, r.ctype = query, body, content_type
   r.verb = verb_of(method, r)
-  if not r.verb then return 405, status_text(method_not_allowed()) end
+  if not r.verb or not (r.sub or r.k.verb_set[r.verb]) then return 405, status_text(method_not_allowed()) end
   if body ~= nil and body ~= "" then
     r.decoded, r.decode_err = decode(body)
     if r.decoded == nil and not r.decode_err then r.decode_err = "empty body" end
@@ -247,7 +246,8 @@ function Server:_kind(spec)
       if names_kind(spec, gv.kinds[res]) then return gv.kinds[res] end
     end
   end
-  error(("the server serves no kind or resource %q"):format(spec), 3)
+  local _, message = self:resolve_kind(spec)
+  error(message, 3)
 end
 
 -- Group versions, core first, then each group's in preference order.
@@ -405,7 +405,7 @@ function M.new(opts)
     rv = 0, oldest = 0, events = {}, watches = {}, holds = {}, log = {}, seq = 0, rules = {},
     gvs = {}, groups = {}, group_order = {}, stores = {}, store_kind = {}, uids = {},
   }, Server)
-  for _, spec in ipairs(BUILTIN) do s:add_kind(spec) end
+  s:_add_builtin()
   s.ns_kind = s.gvs.v1.kinds.namespaces
   s.crd_kind = s.gvs["apiextensions.k8s.io/v1"].kinds.customresourcedefinitions
   for _, name in ipairs(DEFAULT_NAMESPACES) do

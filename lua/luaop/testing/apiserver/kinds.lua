@@ -4,8 +4,8 @@ local core = require "luaop.core"
 local json = core.json
 local array = json.array
 local values_part = require "luaop.testing.apiserver.values"
-local copy, is_object, nonempty, without =
-  values_part.copy, values_part.is_object, values_part.nonempty, values_part.without
+local copy, has, nonempty, without = values_part.copy, values_part.has, values_part.nonempty, values_part.without
+local builtin_part = require "luaop.testing.apiserver.builtin"
 local status_part = require "luaop.testing.apiserver.status"
 local path_not_found = status_part.path_not_found
 
@@ -33,95 +33,6 @@ local function version_before(a, b)
   return a < b
 end
 
-local POD_FIELDS = {
-  "metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-  "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs",
-  "status.nominatedNodeName",
-}
-local EVENT_FIELDS = {
-  "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-  "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-  "reportingComponent", "source", "type", "metadata.namespace", "metadata.name",
-}
-
--- What the API server's strategies do to a new object beyond metadata.
-local function prepare_namespace(obj)
-  local md = obj.metadata
-  md.labels = md.labels or {}
-  md.labels["kubernetes.io/metadata.name"] = md.name
-  obj.spec = is_object(obj.spec) and obj.spec or {}
-  obj.spec.finalizers = array { "kubernetes" }
-end
-
-local function prepare_secret(obj)
-  if not nonempty(obj.type) then obj.type = "Opaque" end
-end
-
--- A namespace's spec.finalizers are the namespace controller's alone.
-local function keep_namespace(new, old)
-  new.spec = is_object(new.spec) and new.spec or {}
-  new.spec.finalizers = copy(old.spec and old.spec.finalizers)
-end
-
-local BUILTIN = {
-  { version = "v1", kind = "Namespace", resource = "namespaces", namespaced = false, status = true,
-    status_on_create = { phase = "Active" }, name_rule = "label", field_labels = { "status.phase", "metadata.name" },
-    prepare = prepare_namespace, keep_on_update = keep_namespace, short_names = { "ns" },
-    return_deleted = true },
-  { version = "v1", kind = "ConfigMap", resource = "configmaps", short_names = { "cm" } },
-  { version = "v1", kind = "Secret", resource = "secrets", prepare = prepare_secret,
-    field_labels = { "metadata.name", "metadata.namespace", "type" } },
-  { version = "v1", kind = "Pod", resource = "pods", status = true,
-    status_on_create = { phase = "Pending" }, field_labels = POD_FIELDS, short_names = { "po" },
-    return_deleted = true },
-  { version = "v1", kind = "Service", resource = "services", status = true, name_rule = "dns1035",
-    field_labels = { "metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type" }, short_names = { "svc" },
-    return_deleted = true },
-  { version = "v1", kind = "ServiceAccount", resource = "serviceaccounts", short_names = { "sa" },
-    return_deleted = true },
-  { version = "v1", kind = "Event", resource = "events", field_labels = EVENT_FIELDS,
-    field_paths = { source = "source.component" }, short_names = { "ev" } },
-  { version = "v1", kind = "Node", resource = "nodes", namespaced = false, status = true, status_on_create = "keep",
-    field_labels = { "metadata.name", "spec.unschedulable" }, short_names = { "no" }, return_deleted = true },
-  { group = "events.k8s.io", version = "v1", kind = "Event", resource = "events", short_names = { "ev" } },
-  { group = "coordination.k8s.io", version = "v1", kind = "Lease", resource = "leases" },
-  { group = "apps", version = "v1", kind = "Deployment", resource = "deployments", status = true,
-    short_names = { "deploy" } },
-  { group = "apiextensions.k8s.io", version = "v1", kind = "CustomResourceDefinition",
-    resource = "customresourcedefinitions", namespaced = false, status = true, short_names = { "crd", "crds" } },
-  -- more of what operators own or manifests hold
-  { version = "v1", kind = "PersistentVolumeClaim", resource = "persistentvolumeclaims", status = true,
-    short_names = { "pvc" } },
-  { version = "v1", kind = "PersistentVolume", resource = "persistentvolumes", namespaced = false, status = true,
-    short_names = { "pv" } },
-  { version = "v1", kind = "Endpoints", resource = "endpoints", short_names = { "ep" } },
-  { group = "apps", version = "v1", kind = "ReplicaSet", resource = "replicasets", status = true,
-    short_names = { "rs" } },
-  { group = "apps", version = "v1", kind = "StatefulSet", resource = "statefulsets", status = true,
-    short_names = { "sts" } },
-  { group = "apps", version = "v1", kind = "DaemonSet", resource = "daemonsets", status = true,
-    short_names = { "ds" } },
-  { group = "batch", version = "v1", kind = "Job", resource = "jobs", status = true },
-  { group = "batch", version = "v1", kind = "CronJob", resource = "cronjobs", status = true, short_names = { "cj" } },
-  { group = "rbac.authorization.k8s.io", version = "v1", kind = "Role", resource = "roles" },
-  { group = "rbac.authorization.k8s.io", version = "v1", kind = "RoleBinding", resource = "rolebindings" },
-  { group = "rbac.authorization.k8s.io", version = "v1", kind = "ClusterRole", resource = "clusterroles",
-    namespaced = false },
-  { group = "rbac.authorization.k8s.io", version = "v1", kind = "ClusterRoleBinding", resource = "clusterrolebindings",
-    namespaced = false },
-  { group = "networking.k8s.io", version = "v1", kind = "Ingress", resource = "ingresses", status = true,
-    short_names = { "ing" } },
-  { group = "networking.k8s.io", version = "v1", kind = "NetworkPolicy", resource = "networkpolicies",
-    short_names = { "netpol" } },
-  { group = "policy", version = "v1", kind = "PodDisruptionBudget", resource = "poddisruptionbudgets", status = true,
-    short_names = { "pdb" } },
-  { group = "discovery.k8s.io", version = "v1", kind = "EndpointSlice", resource = "endpointslices" },
-  { group = "autoscaling", version = "v2", kind = "HorizontalPodAutoscaler", resource = "horizontalpodautoscalers",
-    status = true, short_names = { "hpa" } },
-  { group = "storage.k8s.io", version = "v1", kind = "StorageClass", resource = "storageclasses", namespaced = false,
-    short_names = { "sc" } },
-}
-
 local DEFAULT_NAMESPACES = { "default", "kube-system", "kube-public", "kube-node-lease" }
 -- NamespaceLifecycle refuses to delete these.
 local IMMORTAL = { default = true, ["kube-system"] = true, ["kube-public"] = true }
@@ -134,7 +45,9 @@ local CRD_STORE = "apiextensions.k8s.io/customresourcedefinitions"
 -- custom (a custom resource: no strategic merge patch, no unconditional
 -- update), status_on_create ("keep", or the status a create starts with;
 -- default: none), name_rule ("subdomain", "label", "dns1035"), return_deleted
--- (a DELETE answers with the object rather than a Status, as for Pods).
+-- (a DELETE answers with the object rather than a Status, as for Pods),
+-- verbs (those discovery lists; default all eight; a request for another
+-- is 405 MethodNotAllowed).
 function Server:add_kind(spec)
   if type(spec) ~= "table" then error("add_kind needs a table", 2) end
   for _, f in ipairs { "version", "kind", "resource" } do
@@ -147,8 +60,9 @@ function Server:add_kind(spec)
     short_names = spec.short_names, custom = spec.custom and true or false,
     status_on_create = spec.status_on_create, prepare = spec.prepare, keep_on_update = spec.keep_on_update,
     name_rule = spec.name_rule or "subdomain", field_paths = spec.field_paths or {}, crd = spec.crd,
-    return_deleted = spec.return_deleted and true or false,
+    return_deleted = spec.return_deleted and true or false, verbs = spec.verbs or VERBS, verb_set = {},
   }
+  for _, v in ipairs(k.verbs) do k.verb_set[v] = true end
   k.gv = k.group == "" and k.version or k.group .. "/" .. k.version
   k.store = k.group .. "/" .. k.resource
   k.unconditional = spec.unconditional_update
@@ -157,7 +71,11 @@ function Server:add_kind(spec)
   if k.strategic == nil then k.strategic = not k.custom end
   k.field_labels, k.field_style = {}, spec.field_labels and "custom" or "default"
   for _, f in ipairs(spec.field_labels or { "metadata.name", "metadata.namespace" }) do k.field_labels[f] = true end
+  self:_install_kind(k)
+end
 
+-- Serve kind record k (add_kind's), in its group version.
+function Server:_install_kind(k)
   local gv = self.gvs[k.gv]
   if not gv then
     gv = { group = k.group, version = k.version, gv = k.gv, kinds = {}, order = {} }
@@ -177,6 +95,31 @@ function Server:add_kind(spec)
   gv.kinds[k.resource] = k
   self.stores[k.store] = self.stores[k.store] or {}
   self.store_kind[k.store] = self.store_kind[k.store] or k
+end
+
+-- The built-in kinds (luaop.testing.apiserver.builtin), made once per
+-- process: records nothing changes, shared by every server, which copies
+-- the tables that list them.
+local builtin
+function Server:_add_builtin()
+  if not builtin then
+    builtin = setmetatable({ gvs = {}, groups = {}, group_order = {}, stores = {}, store_kind = {} },
+      { __index = Server })
+    for _, spec in ipairs(builtin_part.SPECS) do builtin:add_kind(spec) end
+  end
+  for name, gv in pairs(builtin.gvs) do
+    local kinds = {}
+    for res, k in pairs(gv.kinds) do kinds[res] = k end
+    self.gvs[name] = { group = gv.group, version = gv.version, gv = gv.gv, kinds = kinds,
+      order = table.move(gv.order, 1, #gv.order, 1, {}) }
+  end
+  for name, g in pairs(builtin.groups) do
+    self.groups[name] = { name = g.name, versions = table.move(g.versions, 1, #g.versions, 1, {}) }
+  end
+  table.move(builtin.group_order, 1, #builtin.group_order, #self.group_order + 1, self.group_order)
+  for store, k in pairs(builtin.store_kind) do
+    self.stores[store], self.store_kind[store] = {}, k
+  end
 end
 
 -- Take a group version's kind away (its CRD went).
@@ -202,7 +145,7 @@ local function resource_list(gv)
   for _, name in ipairs(gv.order) do
     local k = gv.kinds[name]
     resources[#resources + 1] = { name = k.resource, singularName = k.singular, namespaced = k.namespaced,
-      kind = k.kind, verbs = array(copy(VERBS)), shortNames = k.short_names and array(copy(k.short_names)) }
+      kind = k.kind, verbs = array(copy(k.verbs)), shortNames = k.short_names and array(copy(k.short_names)) }
     if k.status then
       resources[#resources + 1] = { name = k.resource .. "/status", singularName = "", namespaced = k.namespaced,
         kind = k.kind, verbs = array { "get", "patch", "update" } }
@@ -237,6 +180,128 @@ function Server:_discovery(segs)
   if segs[1] == "api" and #segs == 2 then gv = segs[2] end
   if segs[1] == "apis" and #segs == 3 then gv = segs[2] .. "/" .. segs[3] end
   return gv and self.gvs[gv] and resource_list(self.gvs[gv])
+end
+
+-- ---- a kind by its name, as scripts and tests give it --------------------------------
+
+local KINDS_DOC = "docs/testing.md#kinds-the-kit-serves"
+
+-- Levenshtein's distance between two short strings.
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur, ca = { [0] = i }, a:byte(i)
+    for j = 1, #b do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca == b:byte(j) and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- The group versions a bare Kind is looked for in, in order, as luaop's
+-- client does: the core group, then each group's preferred version.
+function Server:_bare_order()
+  local out = { "v1" }
+  for _, name in ipairs(self.group_order) do out[#out + 1] = name .. "/" .. self.groups[name].versions[1] end
+  return out
+end
+
+local function find(gv, kind)
+  for _, res in ipairs(gv and gv.order or {}) do
+    if gv.kinds[res].kind == kind then return gv.kinds[res] end
+  end
+end
+
+-- How close kind k is to what was asked for (lower is closer) | nil: too far.
+local function closeness(k, gv, kind, preferred)
+  local lkind, lk = kind:lower(), k.kind:lower()
+  local score
+  if k.kind == kind then
+    score = 0 -- the right kind in another group version
+  elseif lkind == lk or lkind == k.resource or lkind == k.singular or has(k.short_names, lkind)
+    or lkind == k.resource .. "." .. k.group then
+    score = 1 -- another case, the plural, a short name
+  elseif math.abs(#lkind - #lk) <= 2 then
+    local d = distance(lkind, lk)
+    if d <= (#lk >= 6 and 2 or 1) then score = 1 + d end
+  end
+  if not score then return nil end
+  if gv and k.gv ~= gv then score = score + 0.5 end
+  if not preferred then score = score + 0.25 end
+  return score
+end
+
+-- The served kind closest to gv (or nil) and kind, as it would be spelt | nil.
+function Server:_closest_kind(gv, kind)
+  local best, best_score
+  for _, gvname in ipairs(self:_gv_order()) do
+    local g = self.gvs[gvname]
+    local group = g.group ~= "" and self.groups[g.group]
+    local preferred = not group or group.versions[1] == g.version
+    for _, res in ipairs(g.order) do
+      local k = g.kinds[res]
+      local score = closeness(k, gv, kind, preferred)
+      if score and (not best or score < best_score) then best, best_score = k, score end
+    end
+  end
+  if not best then return nil end
+  if not gv then
+    for _, name in ipairs(self:_bare_order()) do
+      local k = find(self.gvs[name], best.kind)
+      if k then
+        if k == best then return best.kind end
+        break
+      end
+    end
+  end
+  return best.gv .. "/" .. best.kind
+end
+
+-- The kind a script or a test names: "Kind" (the core group, then each
+-- group's preferred version, as luaop's client looks), "v1/Kind" or
+-- "group/version/Kind". Returns its record (add_kind's; read it, never
+-- change it), or nil and a message that names it, says the kit does not
+-- serve it, offers the closest served kind and points at the list of those
+-- served. Custom resources count once their CRD is in.
+function Server:resolve_kind(spec)
+  if type(spec) ~= "string" or spec == "" then
+    return nil, ("a kind is required (Kind, version/Kind or group/version/Kind), got %s"):format(
+      type(spec) == "string" and '""' or tostring(spec))
+  end
+  local parts = {}
+  for p in spec:gmatch("[^/]+") do parts[#parts + 1] = p end
+  local gv, kind
+  if #parts == 1 then
+    kind = parts[1]
+  elseif #parts == 2 then
+    gv, kind = parts[1], parts[2]
+  elseif #parts == 3 then
+    gv, kind = parts[1] .. "/" .. parts[2], parts[3]
+  else
+    return nil, ("bad kind %q: want Kind, version/Kind or group/version/Kind"):format(spec)
+  end
+  if gv then
+    local k = find(self.gvs[gv], kind)
+    if k then return k end
+  else
+    for _, name in ipairs(self:_bare_order()) do
+      local k = find(self.gvs[name], kind)
+      if k then return k end
+    end
+  end
+  local why = ""
+  for _, r in ipairs(builtin_part.LEFT_OUT) do
+    if r.kind == kind and (not gv or gv == (r.group == "" and r.version or r.group .. "/" .. r.version)) then
+      why = (" (%s is virtual: the API server answers it and stores nothing, verbs %s)"):format(kind,
+        table.concat(r.verbs, ", "))
+    end
+  end
+  local close = self:_closest_kind(gv, kind)
+  return nil, ('the test kit\'s API server does not serve kind "%s"%s.%s The kinds it serves are listed in %s '
+    .. "(and a CRD's kinds once a test installs it)."):format(spec, why,
+    close and (' Did you mean "%s"?'):format(close) or "", KINDS_DOC)
 end
 
 -- ---- paths ---------------------------------------------------------------------------
@@ -290,6 +355,6 @@ function Server:_route(segs)
 end
 
 return {
-  BUILTIN = BUILTIN, CRD_STORE = CRD_STORE, DEFAULT_NAMESPACES = DEFAULT_NAMESPACES, IMMORTAL = IMMORTAL,
+  BUILTIN = builtin_part.SPECS, CRD_STORE = CRD_STORE, DEFAULT_NAMESPACES = DEFAULT_NAMESPACES, IMMORTAL = IMMORTAL,
   split_path = split_path, methods = Server,
 }
