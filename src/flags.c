@@ -38,6 +38,9 @@ static const char *flags_usage =
     "                           directories), with no cluster: syntax, unknown\n"
     "                           globals, controller definitions; prints\n"
     "                           file:line: message and exits 1 on any finding\n"
+    "      --crds PATH          with --check: CustomResourceDefinitions (a YAML file\n"
+    "                           or a directory of them) whose kinds the scripts may\n"
+    "                           name; repeatable (default: manifests/ beside them)\n"
     "      --test               run the spec files the arguments name (files, or\n"
     "                           directories of *_spec.lua and *_test.lua) with the\n"
     "                           test kit (luaop.testing), no cluster; prints TAP and\n"
@@ -131,13 +134,14 @@ int flags_parse(int argc, char **argv, flags *o)
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
            OPT_MAX_TASKS, OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
-           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST };
+           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST, OPT_CRDS };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"script", required_argument, NULL, OPT_SCRIPT},
         {"program", required_argument, NULL, OPT_PROGRAM},
         {"check", no_argument, NULL, OPT_CHECK},
+        {"crds", required_argument, NULL, OPT_CRDS},
         {"test", no_argument, NULL, OPT_TEST},
         {"watchdog", no_argument, NULL, OPT_WATCHDOG},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
@@ -197,6 +201,13 @@ int flags_parse(int argc, char **argv, flags *o)
             break;
         case OPT_TEST:
             o->test = 1;
+            break;
+        case OPT_CRDS:
+            if (o->ncrds == FLAGS_MAX_SCRIPTS) {
+                fprintf(stderr, "luaop: at most %d --crds flags (name a directory instead)\n", FLAGS_MAX_SCRIPTS);
+                return 3;
+            }
+            o->crds[o->ncrds++] = optarg;
             break;
         case OPT_WATCHDOG:
             o->watchdog = 1;
@@ -327,6 +338,10 @@ int flags_parse(int argc, char **argv, flags *o)
         return 3;
     if (o->program && o->nscripts > 0) {
         fprintf(stderr, "luaop: --program runs one trusted file: not with --script\n");
+        return 3;
+    }
+    if (o->ncrds > 0 && !o->check) {
+        fprintf(stderr, "luaop: --crds tells --check of CRDs: only with --check\n");
         return 3;
     }
     if (o->check && o->test) {

@@ -14,6 +14,8 @@ typedef struct flags {
     const char *program;
     int check; /* --check: the paths are the arguments (and --script's) */
     int test;  /* --test: the same, spec files run with the test kit */
+    const char *crds[FLAGS_MAX_SCRIPTS]; /* --crds: where --check finds CRDs */
+    int ncrds;
     int watchdog; /* --watchdog (scripts: always) */
     const char *kubeconfig, *context, *namespace;
     double qps;

@@ -229,6 +229,12 @@ static int main_start(lua_State *L, const flags *o, main_run *run)
     if (o->check) {
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "check");
+        lua_createtable(L, o->ncrds, 0);
+        for (int i = 0; i < o->ncrds; i++) {
+            lua_pushstring(L, o->crds[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "crds");
     }
     lua_pushnumber(L, o->grace);
     lua_setfield(L, -2, "graceful_shutdown_timeout");

@@ -78,64 +78,126 @@ local function where(def)
   return ""
 end
 
-local function check(def)
-  if type(def) ~= "table" then error("a controller definition is a table", 0) end
-  local function fail(fmt, ...) error(where(def) .. fmt:format(...), 0) end
-  if type(def.name) ~= "string" or def.name == "" then fail("a controller needs a name") end
+-- The fields a definition may have, and each watch.
+M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
+  "resync", "instructions", "memory", "reconcile", "on_add", "on_update", "on_delete" }
+M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector" }
+
+-- The candidate nearest to word (case aside first, then by edit distance
+-- with transpositions, at most a third of word's length), or nil.
+function M.nearest(word, candidates)
+  local lw, best, bestd = word:lower(), nil, math.max(1, math.min(3, #word // 3)) + 1
+  for _, c in ipairs(candidates) do
+    if c:lower() == lw then return c end
+  end
+  for _, c in ipairs(candidates) do
+    local a, b, d = lw, c:lower(), {}
+    if math.abs(#a - #b) < bestd then
+      for i = 0, #a do d[i] = { [0] = i } end
+      for j = 0, #b do d[0][j] = j end
+      for i = 1, #a do
+        for j = 1, #b do
+          local cost = a:byte(i) == b:byte(j) and 0 or 1
+          d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+          if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+            d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+          end
+        end
+      end
+      if d[#a][#b] < bestd then best, bestd = c, d[#a][#b] end
+    end
+  end
+  return best
+end
+
+local function unknown_fields(t, known, fixed, out, label, watch)
+  local set = {}
+  for _, f in ipairs(known) do set[f] = true end
+  local keys = {}
+  for k in pairs(t) do
+    if not set[k] and not (fixed and fixed[k]) then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local near = type(k) == "string" and M.nearest(k, known)
+    out[#out + 1] = { field = k, watch = watch, unknown = true,
+      message = ("controller %s: %sunknown field %s%s"):format(label, watch and ("watches[%d]: "):format(watch) or "",
+        type(k) == "string" and k or ("[" .. tostring(k) .. "]"), near and (" (did you mean %s?)"):format(near) or "") }
+  end
+end
+
+-- Everything wrong with def: { {field =, message =, watch = index (a
+-- watches entry's), unknown = true (a field luaop does not know)}, ... },
+-- in the order of the fields; empty when it validates.
+function M.problems(def)
+  if type(def) ~= "table" then return { { message = "a controller definition is a table" } } end
+  local out = {}
+  local function fail(field, fmt, ...) out[#out + 1] = { field = field, message = fmt:format(...) } end
+  local name = def.name
+  if type(def.name) ~= "string" or def.name == "" then
+    fail("name", "a controller needs a name")
+    name = "?"
   -- (it labels metrics, log lines and Events: kept short and printable;
   -- C sees a name up to its first NUL: "steady\0x" was another name to
   -- the check that names are unique, and the controller "steady" to the
   -- metrics it recorded into and to the log)
-  if #def.name > M.NAME_MAX or def.name:find("%c") then
+  elseif #def.name > M.NAME_MAX or def.name:find("%c") then
     local shown = def.name:sub(1, 40):gsub("%c", function(c) return ("\\%d"):format(c:byte()) end)
-    fail("controller \"%s%s\": name is 1 to %d characters, none of them a control character", shown,
-      #def.name > 40 and "..." or "", M.NAME_MAX)
+    name = ("\"%s%s\""):format(shown, #def.name > 40 and "..." or "")
+    fail("name", "controller %s: name is 1 to %d characters, none of them a control character", name, M.NAME_MAX)
   end
-  if type(def.resource) ~= "string" then fail("controller %s needs a resource (the kind it reconciles)", def.name) end
-  local bad = bad_kind(def.resource)
-  if bad then fail("controller %s: resource %q: %s", def.name, def.resource, bad) end
+  if type(def.resource) ~= "string" then
+    fail("resource", "controller %s needs a resource (the kind it reconciles)", name)
+  else
+    local bad = bad_kind(def.resource)
+    if bad then fail("resource", "controller %s: resource %q: %s", name, def.resource, bad) end
+  end
   local handlers = false
   for _, h in ipairs(M.HANDLERS) do
-    if def[h] ~= nil and type(def[h]) ~= "function" then fail("controller %s: %s must be a function", def.name, h) end
+    if def[h] ~= nil and type(def[h]) ~= "function" then fail(h, "controller %s: %s must be a function", name, h) end
     handlers = handlers or def[h] ~= nil
   end
   if def.reconcile ~= nil and type(def.reconcile) ~= "function" then
-    fail("controller %s: reconcile must be a function", def.name)
+    fail("reconcile", "controller %s: reconcile must be a function", name)
   end
   if def.reconcile == nil and not handlers then
-    fail("controller %s needs a reconcile function (or on_add, on_update, on_delete handlers)", def.name)
+    fail("reconcile", "controller %s needs a reconcile function (or on_add, on_update, on_delete handlers)", name)
   end
   if def.reconcile and handlers then
-    fail("controller %s: reconcile or on_add/on_update/on_delete handlers, not both", def.name)
+    fail("reconcile", "controller %s: reconcile or on_add/on_update/on_delete handlers, not both", name)
   end
-  if def.owns ~= nil and type(def.owns) ~= "table" then fail("controller %s: owns lists kinds", def.name) end
-  for _, k in ipairs(def.owns or {}) do
-    if type(k) ~= "string" then fail("controller %s: owns lists kinds", def.name) end
-    bad = bad_kind(k)
-    if bad then fail("controller %s: owns %q: %s", def.name, k, bad) end
+  if def.owns ~= nil and type(def.owns) ~= "table" then fail("owns", "controller %s: owns lists kinds", name) end
+  for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do
+    local bad = type(k) ~= "string" and "" or bad_kind(k)
+    if bad == "" then fail("owns", "controller %s: owns lists kinds", name)
+    elseif bad then fail("owns", "controller %s: owns %q: %s", name, k, bad) end
   end
   if def.watches ~= nil and type(def.watches) ~= "table" then
-    fail("controller %s: watches lists { kind, map = function(obj) return requests end }", def.name)
+    fail("watches", "controller %s: watches lists { kind, map = function(obj) return requests end }", name)
   end
-  for _, w in ipairs(def.watches or {}) do
+  for i, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
     if type(w) ~= "table" or type(w[1]) ~= "string" or type(w.map) ~= "function" then
-      fail("controller %s: watches: each is { kind, map = function(obj) return requests end }", def.name)
+      fail("watches", "controller %s: watches: each is { kind, map = function(obj) return requests end }", name)
+    else
+      local bad = bad_kind(w[1])
+      if bad then fail("watches", "controller %s: watches %q: %s", name, w[1], bad) end
     end
-    bad = bad_kind(w[1])
-    if bad then fail("controller %s: watches %q: %s", def.name, w[1], bad) end
+    if type(w) == "table" then unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i) end
   end
   if def.instructions ~= nil and (math.type(def.instructions) ~= "integer" or def.instructions < 1) then
-    fail("controller %s: instructions must be an integer >= 1", def.name)
+    fail("instructions", "controller %s: instructions must be an integer >= 1", name)
   end
   if def.concurrency ~= nil and (math.type(def.concurrency) ~= "integer" or def.concurrency < 1) then
-    fail("controller %s: concurrency must be an integer >= 1", def.name)
+    fail("concurrency", "controller %s: concurrency must be an integer >= 1", name)
   end
   if def.memory ~= nil and not bytes(def.memory) then
-    fail("controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\"", def.name)
+    fail("memory", "controller %s: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\"", name)
   end
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
-    fail("controller %s: resync must be a number of seconds > 0", def.name)
+    fail("resync", "controller %s: resync must be a number of seconds > 0", name)
   end
+  unknown_fields(def, M.FIELDS, nil, out, name)
+  return out
 end
 
 -- Validate and mark a definition. Errors name the script and the line of
@@ -153,8 +215,29 @@ local function capped(def, what, v, max, flag)
   return max
 end
 
+-- When set (luaop --check), define hands every definition and its
+-- problems to M.collect(def, problems) and returns it marked, problems and
+-- all, so that the script's top level runs on and each of its definitions
+-- is checked.
+M.collect = nil
+
 function M.define(def)
-  check(def)
+  local problems = M.problems(def)
+  if M.collect then
+    M.collect(def, problems)
+    if type(def) ~= "table" then return def end
+    if #problems > 0 then return setmetatable(def, Definition) end
+  end
+  -- an unknown field is logged, not refused: a reload that only adds one
+  -- (a field of a newer luaop, a typo) keeps the new version serving
+  for _, p in ipairs(problems) do
+    if not p.unknown then error(where(def) .. p.message, 0) end
+  end
+  for _, p in ipairs(problems) do
+    local at = where(def)
+    core.log.write("error", "controller", "a controller definition has a field luaop does not know: ignored", {
+      controller = def.name, problem = p.message, script = at ~= "" and at:sub(1, -3) or nil })
+  end
   budgets[def] = {
     instructions = capped(def, "instructions", def.instructions or M.DEFAULT_INSTRUCTIONS, M.MAX_INSTRUCTIONS,
       "--max-instructions"),

@@ -45,7 +45,7 @@ end
 return function(options, ...)
   -- (luaop.check and luaop.leader are loaded only for a run that asks for
   -- them: every other run keeps their code and tables off its idle heap)
-  if options.check then return require("luaop.check").run(options.scripts) end
+  if options.check then return require("luaop.check").run(options.scripts, options.crds) end
   definition.MAX_INSTRUCTIONS = options.max_instructions or definition.MAX_INSTRUCTIONS
   definition.MAX_MEMORY = options.max_memory or definition.MAX_MEMORY
   script.MAX_TASKS = options.max_tasks or script.MAX_TASKS

@@ -1,0 +1,131 @@
+-- luaop.check.uses - what `luaop --check` reads from a script's bytecode
+-- beside its globals (core.check): the luaop functions and ctx methods it
+-- uses, compared with what exists, and the lines where a definition's
+-- fields are written.
+--
+-- luaop is followed as `local luaop = require "luaop"` (or an upvalue of
+-- that name), ctx as a local, parameter or upvalue named ctx; other names
+-- for them (`local l = luaop`) are not followed.
+local context = require "luaop.context"
+local definition = require "luaop.definition"
+local logging = require "luaop.logging"
+local sandbox = require "luaop.script.sandbox"
+
+local M = {}
+
+-- The methods of ctx that take a kind as their first argument.
+M.KIND_METHODS = { get = true, list = true, patch = true, delete = true }
+
+-- The roots as a script gets them: the luaop module (as the sandbox's
+-- require gives it) and a reconcile context.
+local function roots()
+  return {
+    luaop = sandbox.env().require("luaop"),
+    ctx = context.new { log = logging.logger("check") },
+  }
+end
+
+-- The names a value offers: its keys (as pairs gives them: a sandbox view's
+-- __pairs) and those of its __index tables (read through
+-- debug.getmetatable: ctx's metatable is protected).
+local function names_of(v)
+  local out, seen = {}, {}
+  for _ = 1, 4 do
+    if type(v) ~= "table" then break end
+    for k in pairs(v) do
+      if type(k) == "string" and not seen[k] then
+        seen[k] = true
+        out[#out + 1] = k
+      end
+    end
+    local mt = debug.getmetatable(v)
+    v = type(mt) == "table" and mt.__index or nil
+  end
+  table.sort(out)
+  return out
+end
+
+-- The findings of uses (core.check.uses): { {line =, message =} }, and
+-- the kinds ctx's methods are given as constants: { {line =, kind =,
+-- method =} }.
+function M.check(uses)
+  local r = roots()
+  local out, kinds, deeper = {}, {}, {}
+  for _, u in ipairs(uses) do
+    deeper[u.root .. "." .. (u.path:match("^(.*)%.[^.]*$") or "")] = true
+  end
+  for _, u in ipairs(uses) do
+    local parts = {}
+    for part in u.path:gmatch("[^.]+") do parts[#parts + 1] = part end
+    -- only the last part of a use is its to report (each shorter path is a
+    -- use of its own), and only below tables
+    local v, known, parent = r[u.root], true, nil
+    for i, part in ipairs(parts) do
+      if type(v) ~= "table" then known = nil break end
+      parent = v
+      local ok, got = pcall(function() return v[part] end)
+      v = ok and got or nil
+      if v == nil then
+        if i == #parts then known = false else known = nil end
+        break
+      end
+    end
+    if known == false then
+      local last = u.path:match("([^.]+)$")
+      local near = definition.nearest(last, names_of(parent))
+      local shown = u.root .. "." .. u.path
+      local what
+      if u.root == "ctx" and not u.path:find(".", 1, true) then
+        what = ("unknown ctx %s %s%s"):format(u.method and "method" or "field", u.path,
+          near and (" (did you mean %s?)"):format(near) or "")
+      else
+        if u.method then shown = shown:gsub("%.([^.]+)$", ":%1") end
+        what = ("unknown %s %s%s"):format(u.method and "method" or deeper[shown] and "field" or "function", shown,
+          near and (" (did you mean %s?)"):format((shown:gsub("[^.:]+$", near))) or "")
+      end
+      out[#out + 1] = { line = u.line, message = what }
+    elseif known and u.root == "ctx" and u.method and M.KIND_METHODS[u.path] and u.arg then
+      kinds[#kinds + 1] = { line = u.line, kind = u.arg, method = u.path }
+    end
+  end
+  return out, kinds
+end
+
+-- The constructor whose fields are all keys of t, the most of them, among
+-- tables (core.check.fields grouped: id -> { name -> line }) not yet taken.
+local function constructor(tables, t, taken)
+  local best, most = nil, 0
+  for id, fields in pairs(tables) do
+    if not taken[id] then
+      local n, all = 0, true
+      for name in pairs(fields) do
+        if rawget(t, name) == nil then all = false break end
+        n = n + 1
+      end
+      if all and (n > most or (n == most and best and id < best)) then best, most = id, n end
+    end
+  end
+  if best then taken[best] = true end
+  return best and tables[best]
+end
+
+-- For each definition, the lines of its fields: { [def] = { def =
+-- {name -> line}, watches = { [i] = {name -> line} } } } from
+-- core.check.fields.
+function M.field_lines(fields, defs)
+  local tables, taken, out = {}, {}, {}
+  for _, f in ipairs(fields) do
+    tables[f.table] = tables[f.table] or {}
+    tables[f.table][f.name] = tables[f.table][f.name] or f.line
+  end
+  for _, d in ipairs(defs) do
+    local lines = { def = constructor(tables, d, taken) or {}, watches = {} }
+    for i, w in ipairs(type(d.watches) == "table" and d.watches or {}) do
+      lines.watches[i] = type(w) == "table" and constructor(tables, w, taken) or {}
+    end
+    out[d] = lines
+  end
+  return out
+end
+
+return M
