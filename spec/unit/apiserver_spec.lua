@@ -206,7 +206,7 @@ describe("luaop.apiserver", function()
       local code, quota = call(s, "POST", "/api/v1/namespaces/team/resourcequotas", { apiVersion = "v1",
         kind = "ResourceQuota", metadata = { name = "q" }, spec = { hard = { pods = "10" } },
         status = { used = { pods = "1" } } })
-      assert.are.same({ 201, nil }, { code, quota.status })  -- status only through /status
+      assert.are.same({ 201, {} }, { code, quota.status })  -- status only through /status (an empty struct)
       assert.are.equal(200, (call(s, "GET", "/api/v1/namespaces/team/resourcequotas/q/status")))
       assert.are.equal(404, (call(s, "GET", "/api/v1/namespaces/team/limitranges/q/status"))) -- none listed
       -- Namespaces have no deletecollection in discovery: 405 as the API server answers
@@ -218,6 +218,24 @@ describe("luaop.apiserver", function()
         { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = "h" } })))
       local _, v1 = call(s, "GET", "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/h")
       assert.are.same({ "autoscaling/v1", "h" }, { v1.apiVersion, v1.metadata.name })
+    end)
+
+    it("names RBAC's objects by path segment (system:...), the other kinds by DNS subdomain", function()
+      local s = new { crd = false }
+      local function create(path, kind, name)
+        local api = path:match("^/apis/([^/]+/[^/]+)") or "v1"
+        return call(s, "POST", path, { apiVersion = api, kind = kind, metadata = { name = name } })
+      end
+      local RBAC = "/apis/rbac.authorization.k8s.io/v1/"
+      assert.are.equal(201, (create(RBAC .. "clusterroles", "ClusterRole", "system:aggregate-to-luaop")))
+      assert.are.equal(201, (create(RBAC .. "namespaces/default/rolebindings", "RoleBinding", "a:b@C")))
+      local code, status = create(RBAC .. "clusterrolebindings", "ClusterRoleBinding", "50%")
+      assert.are.same({ 422, "metadata.name" }, { code, status.details.causes[1].field })
+      assert.matches("may not contain '%%'", status.message)
+      code, status = create(RBAC .. "namespaces/default/roles", "Role", "..")
+      assert.are.equal(422, code)
+      assert.matches("may not be '%.%.'", status.message)
+      assert.are.equal(422, (create(CMS, "ConfigMap", "system:x")))
     end)
 
     it("keeps each server's kinds its own: a CRD served by one is not by another", function()
@@ -383,7 +401,7 @@ describe("luaop.apiserver", function()
       assert.is_nil(a.status)
       local _, pod = call(s, "POST", "/api/v1/namespaces/default/pods",
         { apiVersion = "v1", kind = "Pod", metadata = { name = "p" }, spec = {}, status = { phase = "Running" } })
-      assert.are.same({ phase = "Pending" }, pod.status)
+      assert.are.same({ phase = "Pending", qosClass = "BestEffort" }, pod.status)
       local _, ns = call(s, "POST", "/api/v1/namespaces", { apiVersion = "v1", kind = "Namespace", metadata = { name = "n1" } })
       assert.are.same({ phase = "Active" }, ns.status)
       assert.are.same({ "kubernetes" }, ns.spec.finalizers)

@@ -54,6 +54,11 @@ local BEHAVIOURS = {
   Event = { field_labels = EVENT_FIELDS, field_paths = { source = "source.component" } },
   Node = { status_on_create = "keep", field_labels = { "metadata.name", "spec.unschedulable" },
     return_deleted = true },
+  -- RBAC's names are path segments ("system:aggregate-to-admin")
+  ["rbac.authorization.k8s.io/Role"] = { name_rule = "path" },
+  ["rbac.authorization.k8s.io/RoleBinding"] = { name_rule = "path" },
+  ["rbac.authorization.k8s.io/ClusterRole"] = { name_rule = "path" },
+  ["rbac.authorization.k8s.io/ClusterRoleBinding"] = { name_rule = "path" },
 }
 
 -- A resource the kit stores: one discovery lists with create, get, list and

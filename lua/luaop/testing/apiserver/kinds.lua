@@ -44,7 +44,7 @@ local CRD_STORE = "apiextensions.k8s.io/customresourcedefinitions"
 -- field selector it takes; default metadata.name and metadata.namespace),
 -- custom (a custom resource: no strategic merge patch, no unconditional
 -- update), status_on_create ("keep", or the status a create starts with;
--- default: none), name_rule ("subdomain", "label", "dns1035"), return_deleted
+-- default: none), name_rule ("subdomain", "label", "dns1035", "path"), return_deleted
 -- (a DELETE answers with the object rather than a Status, as for Pods),
 -- verbs (those discovery lists; default all eight; a request for another
 -- is 405 MethodNotAllowed).

@@ -30,9 +30,9 @@ local function is_subdomain(s)
 end
 
 -- The field errors of a name under rule "subdomain" (most kinds), "label"
--- (Namespace) or "dns1035" (Service).
+-- (Namespace), "dns1035" (Service) or "path" (RBAC's: a path segment).
 local function name_errors(rule, name)
-  local errs, max = {}, rule == "subdomain" and 253 or 63
+  local errs, max = {}, rule == "path" and math.huge or rule == "subdomain" and 253 or 63
   if #name > max then
     errs[1] = field_error("metadata.name", "Invalid", ("must be no more than %d characters"):format(max), quote(name))
   end
@@ -41,6 +41,10 @@ local function name_errors(rule, name)
     ok, msg = is_label(name), LABEL
   elseif rule == "dns1035" then
     ok, msg = name:match("^[a-z][-a-z0-9]*$") ~= nil and name:sub(-1) ~= "-", DNS1035
+  elseif rule == "path" then
+    msg = (name == "." or name == "..") and ("may not be '%s'"):format(name)
+      or name:find("/", 1, true) and "may not contain '/'" or name:find("%", 1, true) and "may not contain '%'"
+    ok = not msg
   else
     ok, msg = is_subdomain(name), SUBDOMAIN
   end
