@@ -223,6 +223,14 @@ function Ctx:event(obj, type_, reason, note, action)
   if not ok then error(err, 2) end
 end
 
+-- The names of ctx's methods, sorted (luaop --check's "did you mean").
+function M.method_names()
+  local out = {}
+  for k in pairs(Ctx) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
 -- A context: fields manager, client, controller, request (the key a
 -- reconcile runs for; kept private), log.
 function M.new(fields)

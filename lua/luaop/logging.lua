@@ -25,6 +25,14 @@ function Logger:error(msg, kv) core.log.write("error", self.name, msg, merge(sel
 function Logger:debug(msg, kv) core.log.write("debug", self.name, msg, merge(self.values, kv)) end
 function Logger:with(kv) return setmetatable({ name = self.name, values = merge(self.values, kv or {}) }, logger_mt) end
 
+-- The names of a logger's methods, sorted (luaop --check's "did you mean").
+function M.method_names()
+  local out = {}
+  for k in pairs(Logger) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
 function M.logger(name)
   return setmetatable({ name = name or "script", values = {} }, logger_mt)
 end

@@ -26,20 +26,23 @@ local function roots()
 end
 
 -- The names a value offers: its keys (as pairs gives them: a sandbox view's
--- __pairs) and those of its __index tables (read through
--- debug.getmetatable: ctx's metatable is protected).
-local function names_of(v)
+-- __pairs), and for ctx and its logger, their methods (their metatables
+-- are protected).
+local function names_of(v, r)
   local out, seen = {}, {}
-  for _ = 1, 4 do
-    if type(v) ~= "table" then break end
-    for k in pairs(v) do
-      if type(k) == "string" and not seen[k] then
-        seen[k] = true
-        out[#out + 1] = k
-      end
+  local function add(k)
+    if type(k) == "string" and not seen[k] then
+      seen[k] = true
+      out[#out + 1] = k
     end
-    local mt = debug.getmetatable(v)
-    v = type(mt) == "table" and mt.__index or nil
+  end
+  if type(v) == "table" then
+    for k in pairs(v) do add(k) end
+  end
+  if rawequal(v, r.ctx) then
+    for _, k in ipairs(context.method_names()) do add(k) end
+  elseif rawequal(v, r.ctx.log) then
+    for _, k in ipairs(logging.method_names()) do add(k) end
   end
   table.sort(out)
   return out
@@ -72,7 +75,7 @@ function M.check(uses)
     end
     if known == false then
       local last = u.path:match("([^.]+)$")
-      local near = definition.nearest(last, names_of(parent))
+      local near = definition.nearest(last, names_of(parent, r))
       local shown = u.root .. "." .. u.path
       local what
       if u.root == "ctx" and not u.path:find(".", 1, true) then
