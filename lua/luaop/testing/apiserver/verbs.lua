@@ -25,6 +25,7 @@ local kinds_part = require "luaop.testing.apiserver.kinds"
 local CRD_STORE = kinds_part.CRD_STORE
 local store_part = require "luaop.testing.apiserver.store"
 local crd_kinds = store_part.crd_kinds
+local defaults = require "luaop.testing.apiserver.defaults"
 
 local Server = {} -- methods of the server (luaop.testing.apiserver)
 
@@ -140,6 +141,9 @@ function Server:_create_object(k, ns, obj, dry, seeding)
     if not dry then self:_serve_crd(obj, kinds) end
   end
   md.uid = nonempty(md.uid) and md.uid or self:_uid()
+  -- defaults, canonical quantities, admission (seeding: as stored, no admission)
+  local derr = defaults.apply(self, k, obj, seeding and "update" or "create", ns)
+  if derr then return nil, derr end
   md.creationTimestamp = md.creationTimestamp or timestamp(self.now())
   md.generation = md.generation or 1
   if dry then return 201, obj end
@@ -230,6 +234,8 @@ function Server:_before_update(k, old, new, dry)
   if #errs > 0 then return invalid_object(k, omd.name, errs) end
   if k.status then new.status = copy(old.status) end
   if k.keep_on_update then k.keep_on_update(new, old) end
+  local derr = defaults.apply(self, k, new, "update", omd.namespace)
+  if derr then return derr end
   if k.store == CRD_STORE then
     local kinds, cerrs = crd_kinds(new)
     if not kinds then return invalid_object(k, omd.name, cerrs) end
@@ -250,6 +256,8 @@ function Server:_change(k, old, obj, sub, dry)
     -- the status subresource changes status alone
     new = copy(old)
     new.status = obj.status
+    local derr = defaults.apply(self, k, new, "update", old.metadata.namespace)
+    if derr then return nil, derr end
   else
     local err = self:_before_update(k, old, new, dry)
     if err then return nil, err end

@@ -1,0 +1,383 @@
+-- luaop.testing.apiserver.defaults - what kube-apiserver v1.34 fills in and rewrites in an
+-- object it stores, for the built-in kinds operators write most: the
+-- defaults of pkg/apis/*/v1/defaults.go, quantities in canonical form
+-- ("0.5" -> "500m"), the empty structs its encoding writes ("status": {}),
+-- what its strategies set on create (a Job's selector, a DaemonSet's
+-- template generation) and its default admission plugins add (a Pod's
+-- ServiceAccount token, tolerations, priority; a claim's protection
+-- finalizer); a part of luaop.testing.apiserver.
+--
+--   local failure = defaults.apply(server, k, obj, "create" | "update", namespace)
+--
+-- Changes obj in place; returns nil, or the failure the API server would
+-- answer (a quantity it cannot read: 400; a ServiceAccount or PriorityClass
+-- a new Pod names that does not exist: 403). Kinds it does not know pass
+-- untouched. What it leaves out is in docs/testing.md ("What the kit
+-- approximates").
+local core = require "luaop.core"
+local json = core.json
+local array, is_array, null = json.array, json.is_array, json.null
+local values_part = require "luaop.testing.apiserver.values"
+local is_object, nonempty = values_part.is_object, values_part.nonempty
+local status_part = require "luaop.testing.apiserver.status"
+local bad_request, forbidden = status_part.bad_request, status_part.forbidden
+local quantity = require "luaop.testing.apiserver.quantity"
+local podspec = require "luaop.testing.apiserver.podspec"
+local resource_list, requirements, template = podspec.resource_list, podspec.requirements, podspec.template
+
+local M = {}
+
+local function obj_at(t, key)
+  if not is_object(t[key]) then t[key] = {} end
+  return t[key]
+end
+
+local function each(list)
+  return ipairs(is_array(list) and list or {})
+end
+
+local function default(t, key, v)
+  if t[key] == nil then t[key] = v end
+end
+
+-- ---- base64, for a Secret's stringData ------------------------------------------------------
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+local function base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = (a << 16) | ((b or 0) << 8) | (c or 0)
+    local chunk = {}
+    for j = 1, 4 do
+      local x = (n >> (6 * (4 - j))) & 63
+      chunk[j] = B64:sub(x + 1, x + 1)
+    end
+    if not b then chunk[3] = "=" end
+    if not c then chunk[4] = "=" end
+    out[#out + 1] = table.concat(chunk)
+  end
+  return table.concat(out)
+end
+
+-- ---- the kinds ------------------------------------------------------------------------
+
+-- Each: function(server, obj, op, ns) -> nil | error message (a 400) | {forbidden = why}
+local KINDS = {}
+
+KINDS["/Pod"] = function(server, obj, op, ns)
+  local ok, err = podspec.pod(obj)
+  if not ok then return err end
+  if op == "create" then
+    local why = podspec.admit(server, obj, ns)
+    if why then return { forbidden = why } end
+  end
+end
+
+KINDS["/PodTemplate"] = function(_, obj)
+  local ok, err = template(obj_at(obj, "template"))
+  if not ok then return err end
+end
+
+KINDS["/Secret"] = function(_, obj)
+  if not nonempty(obj.type) then obj.type = "Opaque" end
+  -- stringData is write-only: merged into data, base64-encoded
+  if is_object(obj.stringData) then
+    local data = obj_at(obj, "data")
+    for key, v in pairs(obj.stringData) do
+      if type(v) == "string" then data[key] = base64(v) end
+    end
+    obj.stringData = nil
+  end
+end
+
+KINDS["/Service"] = function(server, obj, op)
+  local spec = obj_at(obj, "spec")
+  if not nonempty(spec.sessionAffinity) then spec.sessionAffinity = "None" end
+  if spec.sessionAffinity == "None" then spec.sessionAffinityConfig = nil end
+  if spec.sessionAffinity == "ClientIP" then
+    local cfg = obj_at(spec, "sessionAffinityConfig")
+    default(obj_at(cfg, "clientIP"), "timeoutSeconds", 10800)
+  end
+  if not nonempty(spec.type) then spec.type = "ClusterIP" end
+  local t = spec.type
+  for _, p in each(spec.ports) do
+    if is_object(p) then
+      if not nonempty(p.protocol) then p.protocol = "TCP" end
+      if p.targetPort == nil or p.targetPort == 0 or p.targetPort == "" then p.targetPort = p.port end
+      if (t == "NodePort" or t == "LoadBalancer") and (p.nodePort == nil or p.nodePort == 0) and op == "create" then
+        server._node_port = (server._node_port or 30000) + 1
+        p.nodePort = server._node_port
+      end
+    end
+  end
+  if (t == "NodePort" or t == "LoadBalancer") and not nonempty(spec.externalTrafficPolicy) then
+    spec.externalTrafficPolicy = "Cluster"
+  end
+  if t == "LoadBalancer" then default(spec, "allocateLoadBalancerNodePorts", true) end
+  if t ~= "ExternalName" then
+    default(spec, "internalTrafficPolicy", "Cluster")
+    if op == "create" and not nonempty(spec.clusterIP) then
+      -- an approximation of the allocator: 10.96.0.1 and on, in order
+      server._cluster_ip = (server._cluster_ip or 0) + 1
+      local n = server._cluster_ip
+      spec.clusterIP = ("10.96.%d.%d"):format(n // 254, n % 254 + 1)
+    end
+    if nonempty(spec.clusterIP) and not is_array(spec.clusterIPs) then spec.clusterIPs = array { spec.clusterIP } end
+    if not is_array(spec.ipFamilies) then spec.ipFamilies = array { "IPv4" } end
+    if not nonempty(spec.ipFamilyPolicy) then
+      spec.ipFamilyPolicy = spec.clusterIP == "None" and spec.selector == nil and "RequireDualStack" or "SingleStack"
+    end
+  end
+  obj_at(obj_at(obj, "status"), "loadBalancer")
+end
+
+KINDS["/ResourceQuota"] = function(_, obj)
+  local ok, err = resource_list(obj_at(obj, "spec").hard)
+  local status = obj_at(obj, "status")
+  if ok then ok, err = resource_list(status.hard) end
+  if ok then ok, err = resource_list(status.used) end
+  if not ok then return err end
+end
+
+KINDS["/LimitRange"] = function(_, obj)
+  for _, item in each(obj_at(obj, "spec").limits) do
+    if is_object(item) then
+      for _, f in ipairs { "max", "min", "default", "defaultRequest", "maxLimitRequestRatio" } do
+        local ok, err = resource_list(item[f])
+        if not ok then return err end
+      end
+      if item.type == "Container" then
+        local def, req = obj_at(item, "default"), obj_at(item, "defaultRequest")
+        for key, v in pairs(is_object(item.max) and item.max or {}) do default(def, key, v) end
+        for key, v in pairs(def) do default(req, key, v) end
+        for key, v in pairs(is_object(item.min) and item.min or {}) do default(req, key, v) end
+        if next(def) == nil then item.default = nil end
+        if next(req) == nil then item.defaultRequest = nil end
+      end
+    end
+  end
+end
+
+local function claim_spec(spec)
+  default(spec, "volumeMode", "Filesystem")
+  return requirements(spec.resources)
+end
+
+KINDS["/PersistentVolumeClaim"] = function(_, obj, op)
+  local ok, err = claim_spec(obj_at(obj, "spec"))
+  local status = obj_at(obj, "status")
+  if not nonempty(status.phase) then status.phase = "Pending" end
+  if ok then ok, err = resource_list(status.capacity) end
+  if not ok then return err end
+  if op == "create" then
+    -- StorageObjectInUseProtection admission
+    local md = obj.metadata
+    local fins = is_array(md.finalizers) and md.finalizers or array()
+    local has = false
+    for _, f in ipairs(fins) do has = has or f == "kubernetes.io/pvc-protection" end
+    if not has then fins[#fins + 1] = "kubernetes.io/pvc-protection" end
+    md.finalizers = fins
+  end
+end
+
+KINDS["/PersistentVolume"] = function(_, obj, op)
+  local spec = obj_at(obj, "spec")
+  local ok, err = resource_list(spec.capacity)
+  if not ok then return err end
+  if not nonempty(spec.persistentVolumeReclaimPolicy) then spec.persistentVolumeReclaimPolicy = "Retain" end
+  default(spec, "volumeMode", "Filesystem")
+  local status = obj_at(obj, "status")
+  if not nonempty(status.phase) then status.phase = "Pending" end
+  if op == "create" then
+    local md = obj.metadata
+    local fins = is_array(md.finalizers) and md.finalizers or array()
+    local has = false
+    for _, f in ipairs(fins) do has = has or f == "kubernetes.io/pv-protection" end
+    if not has then fins[#fins + 1] = "kubernetes.io/pv-protection" end
+    md.finalizers = fins
+  end
+end
+
+KINDS["/Node"] = function(_, obj)
+  local status = obj_at(obj, "status")
+  local ok, err = resource_list(status.capacity)
+  if ok then ok, err = resource_list(status.allocatable) end
+  if not ok then return err end
+  if status.allocatable == nil and is_object(status.capacity) then
+    status.allocatable = {}
+    for key, v in pairs(status.capacity) do status.allocatable[key] = v end
+  end
+end
+
+KINDS["/Event"] = function(_, obj)
+  for _, f in ipairs { "eventTime", "firstTimestamp", "lastTimestamp" } do default(obj, f, null) end
+  default(obj, "reportingComponent", "")
+  default(obj, "reportingInstance", "")
+  obj_at(obj, "source")
+  obj_at(obj, "involvedObject")
+end
+
+KINDS["events.k8s.io/Event"] = function(_, obj)
+  default(obj, "deprecatedFirstTimestamp", null)
+  default(obj, "deprecatedLastTimestamp", null)
+  obj_at(obj, "deprecatedSource")
+end
+
+KINDS["apps/Deployment"] = function(_, obj)
+  local spec = obj_at(obj, "spec")
+  default(spec, "replicas", 1)
+  local strategy = obj_at(spec, "strategy")
+  if not nonempty(strategy.type) then strategy.type = "RollingUpdate" end
+  if strategy.type == "RollingUpdate" then
+    local ru = obj_at(strategy, "rollingUpdate")
+    default(ru, "maxUnavailable", "25%")
+    default(ru, "maxSurge", "25%")
+  end
+  default(spec, "revisionHistoryLimit", 10)
+  default(spec, "progressDeadlineSeconds", 600)
+  obj_at(obj, "status")
+  local ok, err = template(obj_at(spec, "template"))
+  if not ok then return err end
+end
+
+KINDS["apps/ReplicaSet"] = function(_, obj)
+  local spec = obj_at(obj, "spec")
+  default(spec, "replicas", 1)
+  default(obj_at(obj, "status"), "replicas", 0)
+  local ok, err = template(obj_at(spec, "template"))
+  if not ok then return err end
+end
+
+KINDS["apps/StatefulSet"] = function(_, obj)
+  local spec = obj_at(obj, "spec")
+  default(spec, "replicas", 1)
+  if not nonempty(spec.podManagementPolicy) then spec.podManagementPolicy = "OrderedReady" end
+  local us = obj_at(spec, "updateStrategy")
+  if not nonempty(us.type) then us.type = "RollingUpdate" end
+  if us.type == "RollingUpdate" then default(obj_at(us, "rollingUpdate"), "partition", 0) end
+  local retention = obj_at(spec, "persistentVolumeClaimRetentionPolicy")
+  default(retention, "whenDeleted", "Retain")
+  default(retention, "whenScaled", "Retain")
+  default(spec, "revisionHistoryLimit", 10)
+  local status = obj_at(obj, "status")
+  default(status, "replicas", 0)
+  default(status, "availableReplicas", 0)
+  for _, claim in each(spec.volumeClaimTemplates) do
+    if is_object(claim) then
+      local ok, err = claim_spec(obj_at(claim, "spec"))
+      if not ok then return err end
+      local cs = obj_at(claim, "status")
+      if not nonempty(cs.phase) then cs.phase = "Pending" end
+    end
+  end
+  local ok, err = template(obj_at(spec, "template"))
+  if not ok then return err end
+end
+
+KINDS["apps/DaemonSet"] = function(_, obj, op)
+  local spec = obj_at(obj, "spec")
+  local us = obj_at(spec, "updateStrategy")
+  if not nonempty(us.type) then us.type = "RollingUpdate" end
+  if us.type == "RollingUpdate" then
+    local ru = obj_at(us, "rollingUpdate")
+    default(ru, "maxUnavailable", 1)
+    default(ru, "maxSurge", 0)
+  end
+  default(spec, "revisionHistoryLimit", 10)
+  local status = obj_at(obj, "status")
+  for _, f in ipairs { "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady" } do
+    default(status, f, 0)
+  end
+  if op == "create" then
+    obj_at(obj.metadata, "annotations")["deprecated.daemonset.template.generation"] = "1"
+  end
+  local ok, err = template(obj_at(spec, "template"))
+  if not ok then return err end
+end
+
+local function job_labels(obj)
+  local t = obj_at(obj_at(obj, "spec"), "template")
+  local labels = is_object(t.metadata) and t.metadata.labels
+  if is_object(labels) and next(labels) ~= nil and not (is_object(obj.metadata.labels)
+      and next(obj.metadata.labels) ~= nil) then
+    obj.metadata.labels = {}
+    for key, v in pairs(labels) do obj.metadata.labels[key] = v end
+  end
+end
+
+KINDS["batch/Job"] = function(_, obj, op)
+  local spec = obj_at(obj, "spec")
+  if spec.completions == nil and spec.parallelism == nil then spec.completions = 1 end
+  default(spec, "parallelism", 1)
+  default(spec, "backoffLimit", spec.backoffLimitPerIndex ~= nil and 2147483647 or 6)
+  job_labels(obj)
+  default(spec, "completionMode", "NonIndexed")
+  default(spec, "suspend", false)
+  default(spec, "podReplacementPolicy", spec.podFailurePolicy ~= nil and "Failed" or "TerminatingOrFailed")
+  default(spec, "manualSelector", false)
+  if op == "create" and spec.manualSelector ~= true then
+    -- the strategy's generateSelector
+    local uid, name = obj.metadata.uid, obj.metadata.name
+    local labels = obj_at(obj_at(obj_at(spec, "template"), "metadata"), "labels")
+    labels["batch.kubernetes.io/controller-uid"], labels["batch.kubernetes.io/job-name"] = uid, name
+    labels["controller-uid"], labels["job-name"] = uid, name
+    spec.selector = { matchLabels = { ["batch.kubernetes.io/controller-uid"] = uid } }
+    job_labels(obj)
+  end
+  obj_at(obj, "status")
+  local ok, err = template(obj_at(spec, "template"))
+  if not ok then return err end
+end
+
+KINDS["batch/CronJob"] = function(_, obj)
+  local spec = obj_at(obj, "spec")
+  if not nonempty(spec.concurrencyPolicy) then spec.concurrencyPolicy = "Allow" end
+  default(spec, "suspend", false)
+  default(spec, "successfulJobsHistoryLimit", 3)
+  default(spec, "failedJobsHistoryLimit", 1)
+  local jt = obj_at(spec, "jobTemplate")
+  obj_at(jt, "metadata")
+  obj_at(obj, "status")
+  local ok, err = template(obj_at(obj_at(jt, "spec"), "template"))
+  if not ok then return err end
+end
+
+local function policy_ports(rules)
+  for _, rule in each(rules) do
+    for _, p in each(is_object(rule) and rule.ports) do
+      if is_object(p) and not nonempty(p.protocol) then p.protocol = "TCP" end
+    end
+  end
+end
+
+KINDS["networking.k8s.io/NetworkPolicy"] = function(_, obj)
+  local spec = obj_at(obj, "spec")
+  obj_at(spec, "podSelector")
+  policy_ports(spec.ingress)
+  policy_ports(spec.egress)
+  if not is_array(spec.policyTypes) or #spec.policyTypes == 0 then
+    spec.policyTypes = array { "Ingress" }
+    if is_array(spec.egress) and #spec.egress > 0 then spec.policyTypes[2] = "Egress" end
+  end
+end
+
+-- Apply what the API server does to obj of kind k (see the header).
+function M.apply(server, k, obj, op, ns)
+  local f = KINDS[k.group .. "/" .. k.kind]
+  if not f or k.custom then return nil end
+  local err = f(server, obj, op, ns or obj.metadata.namespace)
+  if err == nil then return nil end
+  local name = obj.metadata.name or ""
+  if type(err) == "table" then return forbidden(k, name, err.forbidden) end
+  return bad_request(('%s in version "%s" cannot be handled as a %s: %s'):format(k.kind, k.version, k.kind, err))
+end
+
+-- Whether the kit knows kind k's defaults.
+function M.knows(k)
+  return KINDS[k.group .. "/" .. k.kind] ~= nil and not k.custom
+end
+
+M.canonical_quantity = quantity.canonical
+return M
