@@ -45,6 +45,8 @@ static const char *flags_usage =
     "                           directories of *_spec.lua and *_test.lua) with the\n"
     "                           test kit (luaop.testing), no cluster; prints TAP and\n"
     "                           N passed, N failed; exits 1 on any failure\n"
+    "      --test-timeout DUR   with --test: each test's wall deadline, such as 30s\n"
+    "                           or 2m (default 30s, or $LUAOP_TEST_TIMEOUT seconds)\n"
     "      --watchdog           watch a program's loop as scripts' always is: a\n"
     "                           task that runs 5 s without waiting is interrupted\n"
     "      --kubeconfig FILE    kubeconfig to use (default: $KUBECONFIG, in-cluster,\n"
@@ -134,7 +136,8 @@ int flags_parse(int argc, char **argv, flags *o)
     enum { OPT_VERSION = 0x100, OPT_SCRIPT, OPT_KUBECONFIG, OPT_CONTEXT, OPT_QPS, OPT_BURST,
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
            OPT_MAX_TASKS, OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
-           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST, OPT_CRDS };
+           OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST, OPT_CRDS,
+           OPT_TEST_TIMEOUT };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -143,6 +146,7 @@ int flags_parse(int argc, char **argv, flags *o)
         {"check", no_argument, NULL, OPT_CHECK},
         {"crds", required_argument, NULL, OPT_CRDS},
         {"test", no_argument, NULL, OPT_TEST},
+        {"test-timeout", required_argument, NULL, OPT_TEST_TIMEOUT},
         {"watchdog", no_argument, NULL, OPT_WATCHDOG},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"context", required_argument, NULL, OPT_CONTEXT},
@@ -201,6 +205,12 @@ int flags_parse(int argc, char **argv, flags *o)
             break;
         case OPT_TEST:
             o->test = 1;
+            break;
+        case OPT_TEST_TIMEOUT:
+            if (str_parse_duration(optarg, &o->test_timeout) != 0 || o->test_timeout <= 0) {
+                fprintf(stderr, "luaop: --test-timeout wants a duration above 0 such as 30s or 2m, not %s\n", optarg);
+                return 3;
+            }
             break;
         case OPT_CRDS:
             if (o->ncrds == FLAGS_MAX_SCRIPTS) {
@@ -346,6 +356,10 @@ int flags_parse(int argc, char **argv, flags *o)
     }
     if (o->check && o->test) {
         fprintf(stderr, "luaop: --check or --test, not both\n");
+        return 3;
+    }
+    if (o->test_timeout > 0 && !o->test) {
+        fprintf(stderr, "luaop: --test-timeout is for --test\n");
         return 3;
     }
     if (o->check || o->test) {

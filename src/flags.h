@@ -14,6 +14,7 @@ typedef struct flags {
     const char *program;
     int check; /* --check: the paths are the arguments (and --script's) */
     int test;  /* --test: the same, spec files run with the test kit */
+    double test_timeout; /* --test-timeout: each test's wall deadline in seconds (0: the default) */
     const char *crds[FLAGS_MAX_SCRIPTS]; /* --crds: where --check finds CRDs */
     int ncrds;
     int watchdog; /* --watchdog (scripts: always) */

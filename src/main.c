@@ -347,7 +347,12 @@ static int main_test(const flags *o)
             lua_pushstring(L, o->scripts[i]);
             lua_rawseti(L, -2, i + 1);
         }
-        if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+        lua_createtable(L, 0, 1); /* opts: {timeout = --test-timeout} */
+        if (o->test_timeout > 0) {
+            lua_pushnumber(L, o->test_timeout);
+            lua_setfield(L, -2, "timeout");
+        }
+        if (lua_pcall(L, 2, 1, 0) == LUA_OK)
             status = (int)lua_tointeger(L, -1);
     }
     if (status != 0 && lua_type(L, -1) == LUA_TSTRING) {

@@ -73,8 +73,13 @@ function M.reconcile(reconcile, ctx, req)
   error(("reconcile returned a %s: return nothing, luaop.requeue_after(seconds) or luaop.requeue()"):format(type(r)), 0)
 end
 
+-- The test kit's count of reconciles (luaop.testing: a livelock is many of
+-- one key while its clock stands still): on_reconcile(controller, key).
+M.on_reconcile = nil
+
 local function reconcile_one(self, c, key)
   local def = c.def -- this reconcile runs the code it started with
+  if M.on_reconcile then M.on_reconcile(c.name, key) end
   local ns, name = split_key(key)
   local req = { namespace = ns, name = name }
   local ctx = context.new {
@@ -178,6 +183,8 @@ end
 -- As many workers as the definition's concurrency (extra ones end when
 -- they next look for work); the resyncer once.
 function M.start_workers(self, c)
+  -- (stopping: a worker would end at once, and this loop start it again)
+  if self.stopping or c.stopped then return end
   local n = c.def.concurrency or 1
   if not c.running then
     -- a controller of the same name that was stopped may still finish a

@@ -52,7 +52,7 @@ return luaop.controller { name = "typo", resource = "v1/Secret",
     assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
     local d = t.env:logs { msg = "^typo delete$" }[1]
     assert.are.same({ false, "NotFound" }, { d.fields.ok, d.fields.reason })
-    local cmv = t.env:get("ConfigMap", "default", "victim")
+    local cmv = t.env:get("ConfigMap", "victim")
     cmv.data = { touched = "yes" }
     assert(t.env:update(cmv)) -- its event still reaches the cache: no tombstone
     local present = t.env:logs { msg = "^present$" }
@@ -74,7 +74,7 @@ return luaop.controller { name = "dry", resource = "v1/ConfigMap",
     t.env:create(cm("go"))
     assert.is_false(t.env:logs { msg = "^phantom cached$" }[1].fields.cached)
     assert.are.same({}, t.env:logs { msg = "^seen$" })
-    assert.is_nil(t.env:get("ConfigMap", "default", "phantom"))
+    assert.is_nil(t.env:get("ConfigMap", "phantom"))
   end)
 
   it("tells other scripts' handlers of its writes from their own task, not on the writer's budget", function()
@@ -275,7 +275,7 @@ return luaop.controller { name = "parents", resource = "v1/ConfigMap", namespace
     assert(env:create(p))
     assert.is_true(last_read("p"))
     env:release_watches()
-    assert.is_not_nil(env:get("ConfigMap", "default", "p-child"))
+    assert.is_not_nil(env:get("ConfigMap", "p-child"))
     -- and deleted: gone from its selector's cache, still in the other
     env:hold_watches(unselected)
     assert(env:delete("ConfigMap", { namespace = "default", name = "p" }))
@@ -324,7 +324,7 @@ return luaop.controller { name = "steps", resource = "v1/ConfigMap", namespace =
     env:advance(2)
     assert.are.same({ 0, 0, 1, 2, "gone" }, steps())
     env:release_watches()
-    assert.is_nil(env:get("ConfigMap", "default", "t"))
+    assert.is_nil(env:get("ConfigMap", "t"))
     assert.are.equal("gone", steps()[#steps()])
   end)
 
@@ -355,12 +355,12 @@ return luaop.controller { name = "all", resource = "v1/ConfigMap", reconcile = f
     for _, name in ipairs { "a", "b" } do
       if name == "b" then caches[1], caches[2] = caches[2], caches[1] end
       assert(env:create { apiVersion = "v1", kind = "Secret", metadata = { name = name, namespace = "default" } })
-      assert.is_not_nil(env:get("ConfigMap", "default", name .. "-child"))
+      assert.is_not_nil(env:get("ConfigMap", name .. "-child"))
       -- its child deleted: the cache of its owns has seen it, the other not yet
       env:hold_watches("^/api/v1/configmaps%?")
       assert(env:delete("ConfigMap", { namespace = "default", name = name .. "-child" }))
       env:release_watches()
-      assert.is_not_nil(env:get("ConfigMap", "default", name .. "-child"), name .. "-child was not made again")
+      assert.is_not_nil(env:get("ConfigMap", name .. "-child"), name .. "-child was not made again")
     end
   end)
 end)

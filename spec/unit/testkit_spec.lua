@@ -75,7 +75,7 @@ describe("the test kit", function()
     t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
     t.env:create(cm("s", "spin"))
     t.env:create(cm("ok", "child"))
-    assert.is_not_nil(t.env:get("ConfigMap", "default", "ok-child"))
+    assert.is_not_nil(t.env:get("ConfigMap", "ok-child"))
     assert.matches("instruction budget", t.env:logs { level = "error" }[1].fields.error)
   end)
 
@@ -96,9 +96,9 @@ describe("the test kit", function()
     t.env:fail { verb = "create", kind = "ConfigMap", name = "f-child", reason = "Forbidden", times = 2 }
     local made, err = t.env:create(cm("f", "child"))
     assert.is_not_nil(made, err and tostring(err))
-    assert.is_nil(t.env:get("ConfigMap", "default", "f-child"))
+    assert.is_nil(t.env:get("ConfigMap", "f-child"))
     t.env:advance(1) -- the backoff: 5 ms, 10 ms
-    assert.is_not_nil(t.env:get("ConfigMap", "default", "f-child"))
+    assert.is_not_nil(t.env:get("ConfigMap", "f-child"))
     local failed = t.env:actions { verb = "create", injected = true }
     assert.are.equal(2, #failed)
     local errors = t.env:logs { level = "error", msg = "^Reconciler error$" }
@@ -121,7 +121,7 @@ metadata:
 ]])
     t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), manifests = { manifest, "manifests/crds" } }
     assert.is_not_nil(t.env:get("Namespace", "team"))
-    assert.is_not_nil(t.env:get("ConfigMap", "default", "from-yaml-child"))
+    assert.is_not_nil(t.env:get("ConfigMap", "from-yaml-child"))
     assert(t.env:create { apiVersion = "useless.container.training/v1alpha1", kind = "Machine",
       metadata = { name = "m", namespace = "default" }, spec = { switches = 1 } })
   end)

@@ -32,7 +32,7 @@ return luaop.controller {
 }
 ]]) }
     for i = 1, 8 do t.env:create(cm("c" .. i)) end
-    local c1 = t.env:get("ConfigMap", "default", "c1")
+    local c1 = t.env:get("ConfigMap", "c1")
     c1.data = { ["do"] = "again" }
     t.env:update(c1) -- an update while c1 runs: queued, not run beside it
     t.env:advance(10)

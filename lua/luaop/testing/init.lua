@@ -28,31 +28,38 @@ local client = require "luaop.client"
 local manager = require "luaop.manager"
 local events = require "luaop.events"
 local script = require "luaop.script"
+local guard = require "luaop.testing.guard"
+local paths = require "luaop.testing.paths"
 
 local kit, api = core.kit, core.api
 
 local M = {}
 
+M.resolve = paths.resolve
+
 M.START = "2030-01-01T00:00:00Z"
--- How many times advance() moves to the next due time at most (a loop of
--- requeue_after(0) would otherwise never let time pass).
+-- How many times advance() moves to the next due time at most (a reconcile
+-- that requeues a microsecond later, for ever, would otherwise never end).
 M.MAX_STEPS = 100000
 M.EPSILON = 1e-6
 
 local Env = {}
 Env.__index = Env
 
+guard.subscribe_busted() -- under busted: each test's deadline, and what a failing test's env logged
+
 local current -- the environment that holds the transport
 
--- Run fn(...) in a task of its own and the loop until idle; its results,
--- or raises its error. Raises when it still waits once all is idle.
+-- Run fn(...) in a task of its own and the loop until idle (within
+-- luaop.testing.guard's bounds); its results, or raises its error. Raises
+-- when it still waits once all is idle.
 local function in_task(fn, ...)
   local res
   core.task.spawn(function(...) res = table.pack(xpcall(fn, function(e)
     if type(e) == "string" then return core.traceback(e, 2) end
     return e
   end, ...)) end, ...)
-  kit.run()
+  guard.run(current, current and current.stopping and { unguarded = true } or nil)
   if not res then error("still waiting once everything else was idle (for an event that will not come?)", 3) end
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
@@ -64,6 +71,29 @@ local function read_file(path)
   local text = f:read("a")
   f:close()
   return text
+end
+
+-- The kind server s serves for spec, or raises what it says.
+local function resolve_kind(s, spec, what)
+  local k, why
+  if s.resolve_kind then
+    k, why = s:resolve_kind(spec)
+  else
+    local ok, r = pcall(s._kind, s, spec)
+    k, why = ok and r or nil, not ok and tostring(r):gsub("^[^:]*:%d+: ", "") or nil
+  end
+  if not k then error(guard.where() .. (what and what .. ": " or "") .. tostring(why), 0) end
+  return k
+end
+
+-- The kinds a definition names: its resource, owns and watches.
+local function def_kinds(def)
+  local out = { { "resource", def.resource } }
+  for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do out[#out + 1] = { "owns", k } end
+  for _, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
+    out[#out + 1] = { "watches", type(w) == "table" and (w[1] or w.kind) or w }
+  end
+  return out
 end
 
 -- The YAML files a path names: itself, or a directory's *.yaml and *.yml
@@ -111,9 +141,26 @@ local function install(env)
   local saved = { request = api.request, start = api.start, watch = api.watch, info = api.info }
   env.saved = saved
   local function serve(spec)
-    local status, text = s:request(spec.method, spec.path, spec.body, spec.content_type)
-    -- the test's own request: made by the task as_test started
-    if env.test_task and coroutine.running() == env.test_task then env.test_actions[#s.log] = true end
+    -- the test's own request (made by the task as_test started) fails only
+    -- as env:fail{test = true} rules say
+    local mine = env.test_task and coroutine.running() == env.test_task
+    local rules = s.rules
+    if mine then
+      local own = {}
+      for _, r in ipairs(rules) do
+        if r.test then own[#own + 1] = r end
+      end
+      s.rules = own
+    end
+    local ok, status, text = pcall(s.request, s, spec.method, spec.path, spec.body, spec.content_type)
+    if mine then
+      s.rules = rules
+      for i = #rules, 1, -1 do
+        if rules[i].times <= 0 then table.remove(rules, i) end
+      end
+    end
+    if not ok then error(status, 0) end
+    if mine then env.test_actions[#s.log] = true end
     return status, text
   end
   api.request = function(spec)
@@ -153,11 +200,12 @@ function M.env(opts)
     if verbose then write(level, logger, msg, fields) end
   end
   current = env
+  guard.env_started(env, opts.deadline)
   env.manager = manager.new()
   env.manager.idle_gc = false -- (luaop.collector: wall-clock seconds, not the kit's)
   local ok, err = pcall(function()
     for _, path in ipairs(opts.manifests or {}) do
-      for _, file in ipairs(yaml_files(path)) do
+      for _, file in ipairs(yaml_files(paths.resolve(path))) do
         for _, doc in ipairs(documents(file)) do env:seed(doc) end
       end
     end
@@ -186,11 +234,27 @@ end
 -- budget; its controllers replace the ones it had. text: the script's
 -- source (default: the file's).
 function Env:load(path, text)
+  if not text then path = paths.resolve(path) end
   text = text or read_file(path)
-  local defs = in_task(function()
+  local defs, owner = in_task(function()
     local d, err = script.load(path, text)
     if not d then error(err, 0) end
-    local owner = err
+    return d, err
+  end)
+  -- a kind the API server does not serve is an error now, not a cache that
+  -- never syncs
+  for _, def in ipairs(defs) do
+    for _, nk in ipairs(def_kinds(def)) do
+      local ok, kerr = pcall(resolve_kind, self.server, nk[2], ("%s: controller %s: %s %q"):format(path,
+        tostring(def.name), nk[1], tostring(nk[2])))
+      if not ok then
+        in_task(function() owner:stop() end)
+        error(kerr, 0)
+      end
+    end
+  end
+  in_task(function()
+    local d = defs
     local ok, serr = self.manager:set(path, d, owner)
     if not ok then
       owner:stop()
@@ -204,7 +268,7 @@ end
 
 -- Run until idle, the clock standing still.
 function Env:run()
-  kit.run()
+  guard.run(self)
 end
 
 -- Let `secs` seconds pass: the clock moves to each time something is due
@@ -214,15 +278,17 @@ function Env:advance(secs)
   if type(secs) ~= "number" or not (secs >= 0 and secs <= 100 * 365 * 86400) then
     error("advance needs seconds from 0 to 100 years", 2)
   end
-  kit.run()
+  guard.run(self)
   local left = secs
+  self.advance_counts = {} -- the reconciles on the way, by controller and key
   for _ = 1, M.MAX_STEPS do
     local due = kit.next_due()
     -- (what comes due within a microsecond of the end is due at the end:
     -- seconds as doubles round differently on the way)
     if due == nil or due > left + M.EPSILON then
       kit.advance(left)
-      kit.run()
+      guard.run(self)
+      self.advance_counts = nil
       return
     end
     -- to the microsecond (up), so the wall clock a reconcile reads at its
@@ -230,10 +296,13 @@ function Env:advance(secs)
     local step = math.max(due, math.min(left, math.ceil(due * 1e6) / 1e6))
     kit.advance(step)
     left = math.max(left - step, 0)
-    kit.run()
+    guard.run(self)
   end
-  error(("still something due at every step after %d steps: a reconcile that requeues at once, forever?")
-    :format(M.MAX_STEPS), 2)
+  local top, n = guard.busiest(self.advance_counts)
+  self.advance_counts = nil
+  error(("%sstill something due at every step after %d steps, %g s short of the end%s"):format(guard.where(),
+    M.MAX_STEPS, left, top and (": %s reconciled %d times on the way (a reconcile that requeues at once, for ever?)")
+      :format(guard.named(top), n) or " (a task that sleeps a moment, for ever?)"), 0)
 end
 
 -- The clock: seconds since the epoch, and as Kubernetes writes it.
@@ -244,6 +313,12 @@ function Env:time() return time.format(core.task.wall()) end
 -- operators react until idle. Results as the client's (object | nil, err).
 local function as_test(self, verb, ...)
   local c = client.default()
+  -- a kind the API server does not serve: at once, as what it is
+  local kind = ...
+  if type(kind) == "table" and type(kind.kind) == "string" then
+    kind = type(kind.apiVersion) == "string" and kind.apiVersion .. "/" .. kind.kind or kind.kind
+  end
+  if type(kind) == "string" then resolve_kind(self.server, kind, "env:" .. verb) end
   return in_task(function(...)
     self.test_task = coroutine.running()
     return c[verb](c, ...)
@@ -255,13 +330,21 @@ for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "
 end
 
 -- Reads straight from the API server (no action logged): an object or nil,
--- and lists of objects, optionally only those whose labels match `labels`.
-function Env:get(kind, namespace, name)
-  if name == nil then namespace, name = nil, namespace end
-  return self.server:get(kind, namespace, name)
+-- in ctx:get's order (kind, name [, namespace]) or (kind, {namespace =, name
+-- =}); a namespaced kind's namespace defaults to the env's. Lists of
+-- objects, optionally only those whose labels match `labels`.
+function Env:get(kind, name, namespace)
+  local k = resolve_kind(self.server, kind, "env:get")
+  if type(name) == "table" then name, namespace = name.name, name.namespace end
+  if type(name) ~= "string" then error(guard.where() .. "env:get(kind, name [, namespace]): a name is required", 0) end
+  if k.namespaced then
+    return self.server:get(kind, namespace or self.namespace, name)
+  end
+  return self.server:get(kind, name)
 end
 
 function Env:list(kind, namespace, labels)
+  resolve_kind(self.server, kind, "env:list")
   local out = {}
   for _, o in ipairs(self.server:objects(kind)) do
     local md = o.metadata
@@ -303,11 +386,14 @@ function Env:clear_actions()
   self.test_actions = {}
 end
 
--- Make the next matching requests fail (luaop.testing.apiserver's fail): verb,
--- kind or resource, namespace, name, subresource, reason (Conflict, ...),
--- times (default 1).
+-- Make the next matching requests of the scripts fail (luaop.testing.apiserver's
+-- fail): verb, kind or resource, namespace, name, subresource, reason
+-- (Conflict, ...), times (default 1); test = true: the test's own requests
+-- too.
 function Env:fail(spec)
-  self.server:fail(spec)
+  if type(spec) ~= "table" then error(guard.where() .. "env:fail needs a table", 0) end
+  if spec.kind then resolve_kind(self.server, spec.kind, "env:fail") end
+  return self.server:fail(spec)
 end
 
 -- Hold back what the operators' watches whose path `match` picks (a Lua
@@ -321,7 +407,7 @@ end
 -- The held changes delivered, in order; then the operators react, until idle.
 function Env:release_watches()
   self.server:release_watches()
-  kit.run()
+  guard.run(self)
 end
 
 -- The Events recorded about an object (events.k8s.io/v1), oldest first:
@@ -360,6 +446,7 @@ end
 function Env:stop()
   if self.stopped then return end
   self.stopped = true
+  self.stopping = true
   pcall(in_task, function()
     self.manager:stop(0)
     -- and what the scripts started ends with them (not in a later test)

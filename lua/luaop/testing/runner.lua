@@ -34,19 +34,37 @@ local function same(a, b)
   return true
 end
 
--- name -> function(...) -> holds, what it says of the values
+-- name -> function(...) -> holds, what it says of the values when they
+-- fail it, and when they fail it negated
 local checks = {
-  equal = function(want, got) return want == got, ("expected %s, got %s"):format(show(want), show(got)) end,
-  same = function(want, got)
-    return same(want, got), ("expected the same as %s, got %s"):format(show(want), show(got))
+  equal = function(want, got)
+    return want == got, ("expected %s, got %s"):format(show(want), show(got)),
+      ("expected a value other than %s, got %s"):format(show(want), show(got))
   end,
-  ["true"] = function(v) return v == true, ("expected true, got %s"):format(show(v)) end,
-  ["false"] = function(v) return v == false, ("expected false, got %s"):format(show(v)) end,
-  ["nil"] = function(v) return v == nil, ("expected nil, got %s"):format(show(v)) end,
-  truthy = function(v) return not not v, ("expected a truthy value, got %s"):format(show(v)) end,
-  falsy = function(v) return not v, ("expected a falsy value, got %s"):format(show(v)) end,
+  same = function(want, got)
+    return same(want, got), ("expected the same as %s, got %s"):format(show(want), show(got)),
+      ("expected a value not the same as %s, got %s"):format(show(want), show(got))
+  end,
+  ["true"] = function(v)
+    return v == true, ("expected true, got %s"):format(show(v)), "expected a value other than true, got true"
+  end,
+  ["false"] = function(v)
+    return v == false, ("expected false, got %s"):format(show(v)), "expected a value other than false, got false"
+  end,
+  ["nil"] = function(v)
+    return v == nil, ("expected nil, got %s"):format(show(v)), "expected a non-nil value, got nil"
+  end,
+  truthy = function(v)
+    return not not v, ("expected a truthy value, got %s"):format(show(v)),
+      ("expected a falsy value, got %s"):format(show(v))
+  end,
+  falsy = function(v)
+    return not v, ("expected a falsy value, got %s"):format(show(v)),
+      ("expected a truthy value, got %s"):format(show(v))
+  end,
   matches = function(pattern, s)
-    return type(s) == "string" and s:find(pattern) ~= nil, ("expected %s to match %s"):format(show(s), show(pattern))
+    return type(s) == "string" and s:find(pattern) ~= nil, ("expected %s to match %s"):format(show(s), show(pattern)),
+      ("expected %s not to match %s"):format(show(s), show(pattern))
   end,
   error = function(fn, want)
     local ok, err = pcall(fn)
@@ -54,7 +72,7 @@ local checks = {
     if want ~= nil and not (type(err) == "string" and err:find(want, 1, true)) and not same(want, err) then
       return false, ("expected the error %s, got %s"):format(show(want), show(err))
     end
-    return true, ("expected no error, got %s"):format(show(err))
+    return true, nil, ("expected no error, got %s"):format(show(err))
   end,
 }
 checks.equals, checks.are_same = checks.equal, checks.same
@@ -81,9 +99,9 @@ local function chain(negate)
         local n = select("#", ...)
         local arity = debug.getinfo(check, "u").nparams
         local msg = n > arity and select(arity + 1, ...) or nil
-        local holds, says = check(...)
+        local holds, says, negated = check(...)
         if holds == neg then
-          error((msg and msg .. ": " or "") .. (neg and "not: " or "") .. says, 2)
+          error((msg and msg .. ": " or "") .. (neg and negated or says), 2)
         end
       end
     end,
@@ -128,8 +146,10 @@ local function spec_files(paths)
   return files
 end
 
--- Run the spec files the paths name; the exit status.
-function M.main(paths)
+-- Run the spec files the paths name; the exit status. opts.timeout: each
+-- test's wall deadline in seconds (--test-timeout).
+function M.main(paths, opts)
+  M.timeout = opts and opts.timeout or nil
   local files, err = spec_files(paths)
   if not files then
     io.stderr:write("luaop --test: ", tostring(err), "\n")
@@ -174,13 +194,59 @@ local function collect(path, env)
   return tests
 end
 
+-- What an error value says: a string as it is; a value with __tostring
+-- (an API error: "Reason (code): message") through it; anything else as
+-- show() writes it.
 local function message(e)
   if type(e) == "string" then return e end
+  local mt = getmetatable(e)
+  if type(mt) == "table" and mt.__tostring then
+    local ok, text = pcall(tostring, e)
+    if ok and type(text) == "string" then return text end
+  end
   return show(e)
+end
+
+-- An error handler for a test of `path`: a value that is not a string
+-- (assert(env:create(obj)) raises the API error itself) is told with the
+-- file and line of the spec where it was raised.
+local function located(path)
+  return function(e)
+    if type(e) == "string" then return e end
+    for level = 2, 64 do
+      local info = debug.getinfo(level, "Sl")
+      if not info then break end
+      if info.source == "@" .. path and info.currentline > 0 then
+        return ("%s:%d: %s"):format(info.short_src, info.currentline, message(e))
+      end
+    end
+    return message(e)
+  end
+end
+
+-- The wall deadline of each test (luaop --test --test-timeout), in seconds.
+M.timeout = nil
+
+-- Run fn under the test's deadline: a count hook raises once it passed,
+-- even in a loop of the test's own that never calls the kit.
+local function with_deadline(fn, handler)
+  local kit = core.kit
+  local deadline = kit.clock() + M.timeout
+  debug.sethook(function()
+    if kit.clock() > deadline then
+      debug.sethook()
+      error(("the test ran past its deadline of %g s (luaop --test --test-timeout SECONDS)"):format(M.timeout), 2)
+    end
+  end, "", 10000)
+  local ok = xpcall(fn, handler)
+  debug.sethook()
+  return ok
 end
 
 -- Run every test of the files; print TAP and the tally; the exit status.
 function M.run_files(files)
+  local guard = require "luaop.testing.guard"
+  M.timeout = M.timeout or guard.default_timeout()
   local n, passed, failed, skipped = 0, 0, 0, 0
   local t0 = os.clock()
   for _, path in ipairs(files) do
@@ -200,21 +266,28 @@ function M.run_files(files)
         io.stdout:write(("ok %d - %s # SKIP pending\n"):format(n, t.name))
       else
         local terr
-        local tok = xpcall(function()
+        local where = located(path)
+        guard.test_started(M.timeout, "runner")
+        local tok = with_deadline(function()
           for _, f in ipairs(t.befores) do f() end
           t.fn()
-        end, function(e) terr = e; return e end)
+        end, function(e) terr = where(e); return terr end)
+        -- (the env the test made, before after_each stops it)
+        local report = not tok and guard.report() or ""
         for _, f in ipairs(t.afters) do
-          local aok, aerr = pcall(f)
-          if not aok and tok then tok, terr = false, aerr end
+          local aok = with_deadline(f, function(e) if tok then terr = where(e) end end)
+          if not aok and tok then tok = false end
         end
         if tok then
           passed = passed + 1
           io.stdout:write(("ok %d - %s\n"):format(n, t.name))
         else
           failed = failed + 1
+          if report == "" then report = guard.report() end
           io.stdout:write(("not ok %d - %s\n# %s\n"):format(n, t.name, (message(terr):gsub("\n", "\n# "))))
+          if report ~= "" then io.stdout:write("# ", (report:gsub("\n", "\n# ")), "\n") end
         end
+        guard.env, guard.owner = nil, nil
       end
     end
   end

@@ -23,7 +23,7 @@ describe("operators/at.lua", function()
   end
 
   local function phase(name)
-    local at = env:get("At", "default", name)
+    local at = env:get("At", name)
     return at and at.status and at.status.phase
   end
 
@@ -38,15 +38,15 @@ describe("operators/at.lua", function()
     assert.are.equal("PENDING", phase("a"))
     env:advance(3599)
     assert.are.equal("PENDING", phase("a"))
-    assert.is_nil(env:get("Pod", "default", "a-pod"))
+    assert.is_nil(env:get("Pod", "a-pod"))
     env:advance(1) -- the schedule: at once, not at the next resync
     assert.are.equal("RUNNING", phase("a"))
-    local pod = env:get("Pod", "default", "a-pod")
+    local pod = env:get("Pod", "a-pod")
     local c = pod.spec.containers[1]
     assert.are.same({ "echo", "hello", "world" }, c.command)
     assert.are.equal("busybox", c.image)
     assert.are.equal("OnFailure", pod.spec.restartPolicy)
-    local at = env:get("At", "default", "a")
+    local at = env:get("At", "a")
     local ref = pod.metadata.ownerReferences[1]
     assert.are.same({ GROUP, "At", "a", at.metadata.uid, true, true },
       { ref.apiVersion, ref.kind, ref.name, ref.uid, ref.controller, ref.blockOwnerDeletion })
@@ -59,7 +59,7 @@ describe("operators/at.lua", function()
 
   it("writes exactly what the contract needs: three status writes and one Pod", function()
     env:create(new_at("w", "2026-11-25T09:00:00Z")) -- past: runs at once
-    local pod = env:get("Pod", "default", "w-pod")
+    local pod = env:get("Pod", "w-pod")
     pod.status = { phase = "Failed" }
     assert(env:update_status(pod))
     assert.are.equal("DONE", phase("w"))
@@ -72,7 +72,7 @@ describe("operators/at.lua", function()
 
   it("fails an At whose schedule is no real time, once, with status.message and a Warning, and does not retry it", function()
     env:create(new_at("bad", "2026-02-30T10:00:00Z"))
-    local at = env:get("At", "default", "bad")
+    local at = env:get("At", "bad")
     assert.are.equal("FAILED", at.status.phase)
     assert.matches("spec.schedule: .*day 30 is out of range", at.status.message)
     assert.are.same({ "Normal Scheduled", "Warning InvalidSchedule" }, reasons(at))
@@ -86,7 +86,7 @@ describe("operators/at.lua", function()
     env:create(new_at("c", "2026-11-25T09:00:00Z"))
     env:advance(1) -- the backoff: 5 ms, then 10 ms
     assert.are.equal("RUNNING", phase("c"))
-    assert.is_not_nil(env:get("Pod", "default", "c-pod"))
+    assert.is_not_nil(env:get("Pod", "c-pod"))
     local injected = 0
     for _, a in ipairs(env:actions { verb = "update" }) do
       if a.injected then injected = injected + 1 end
@@ -109,18 +109,18 @@ describe("operators/at.lua", function()
     env:create(new_at("x", "2026-11-25T09:00:00Z"))
     env:advance(60)
     assert.are.equal("RUNNING", phase("x"))
-    assert.are.equal(other.metadata.uid, env:get("Pod", "default", "x-pod").metadata.ownerReferences[1].uid)
+    assert.are.equal(other.metadata.uid, env:get("Pod", "x-pod").metadata.ownerReferences[1].uid)
     assert(env:delete("Pod", { namespace = "default", name = "x-pod" }))
     env:advance(120) -- the next retry, with backoff
-    local at = env:get("At", "default", "x")
-    assert.are.equal(at.metadata.uid, env:get("Pod", "default", "x-pod").metadata.ownerReferences[1].uid)
+    local at = env:get("At", "x")
+    assert.are.equal(at.metadata.uid, env:get("Pod", "x-pod").metadata.ownerReferences[1].uid)
   end)
 
   it("takes its Pod with it when deleted (the garbage collector, through the controller reference)", function()
     env:create(new_at("d", "2026-11-25T09:00:00Z"))
-    assert.is_not_nil(env:get("Pod", "default", "d-pod"))
+    assert.is_not_nil(env:get("Pod", "d-pod"))
     assert(env:delete("At", { namespace = "default", name = "d" }))
-    assert.is_nil(env:get("Pod", "default", "d-pod"))
+    assert.is_nil(env:get("Pod", "d-pod"))
     assert.are.same({}, env:actions { verb = "create", kind = "At" })
   end)
 end)

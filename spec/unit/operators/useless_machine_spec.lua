@@ -23,7 +23,7 @@ describe("operators/useless-machine.lua", function()
   end
 
   local function positions(name)
-    local m = env:get("Machine", "default", name)
+    local m = env:get("Machine", name)
     return m.status and m.status.positions
   end
 
@@ -55,11 +55,11 @@ describe("operators/useless-machine.lua", function()
     env:create(machine("s", 2))
     local first = switches("s")
     env:advance(1)
-    local m = env:get("Machine", "default", "s")
+    local m = env:get("Machine", "s")
     m.spec.switches = 4
     assert(env:update(m))
     assert.are.equal(4, #switches("s"))
-    m = env:get("Machine", "default", "s")
+    m = env:get("Machine", "s")
     m.spec.switches = 2
     assert(env:update(m))
     local left = {}
@@ -75,12 +75,12 @@ describe("operators/useless-machine.lua", function()
     env:create(machine("f", 3))
     local sw = set(switches("f")[2], "up")
     assert.are.equal("dud", positions("f"))
-    local seen = env:get("Switch", "default", sw.metadata.name)
+    local seen = env:get("Switch", sw.metadata.name)
     assert.are.equal("2026-11-25T10:00:00Z", seen.status.seenAt)
     env:advance(4.9)
-    assert.are.equal("up", env:get("Switch", "default", sw.metadata.name).spec.position)
+    assert.are.equal("up", env:get("Switch", sw.metadata.name).spec.position)
     env:advance(0.2)
-    local flipped = env:get("Switch", "default", sw.metadata.name)
+    local flipped = env:get("Switch", sw.metadata.name)
     assert.are.equal("down", flipped.spec.position)
     assert.is_nil(flipped.status.seenAt)
     assert.are.equal("ddd", positions("f"))
@@ -105,7 +105,7 @@ describe("operators/useless-machine.lua", function()
     assert(env:create { apiVersion = GROUP, kind = "Switch",
       metadata = { name = "by-hand", namespace = "default", labels = { machine = "l" } }, spec = { position = "up" } })
     -- two switches for one wanted: the newest (the hand-made one) goes
-    assert.is_nil(env:get("Switch", "default", "by-hand"))
+    assert.is_nil(env:get("Switch", "by-hand"))
     assert.are.equal(1, #switches("l"))
   end)
 
