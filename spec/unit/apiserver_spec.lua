@@ -1352,3 +1352,193 @@ describe("luaop.apiserver", function()
     end)
   end)
 end)
+
+-- The defaults and canonical quantities of luaop.testing.apiserver.defaults,
+-- .podspec and .quantity: each case below was read back from kube-apiserver
+-- v1.34.4 (spec/e2e/parity_spec.lua compares the whole objects).
+describe("luaop.apiserver's defaults", function()
+  local quantity = require "luaop.testing.apiserver.quantity"
+  local NS = "/api/v1/namespaces/default/"
+
+  local function post(s, path, obj)
+    local code, got = call(s, "POST", path, obj)
+    assert(code == 201, ("%s answered %s: %s"):format(path, tostring(code), json.encode(got)))
+    return got
+  end
+
+  it("writes a quantity as resource.Quantity does: canonical form, kept as given when already canonical", function()
+    -- in a ResourceList (rounded up to the milli, as SetDefaults_ResourceList does)
+    local cases = {
+      ["0.5"] = "500m", ["1000m"] = "1", ["1.5Gi"] = "1536Mi", ["1e3"] = "1e3", ["+2"] = "+2", ["01"] = "01",
+      ["2.0"] = "2", ["2048Mi"] = "2Gi", ["100Mi"] = "100Mi", ["16Mi"] = "16Mi", ["0.5Gi"] = "512Mi",
+      ["0.1Ki"] = "102400m", ["0.1m"] = "1m", ["0.1n"] = "1m", ["1.50"] = "1500m", ["1e4"] = "10e3",
+      ["1.5e3"] = "1500", ["1000E"] = "1", ["8Ei"] = "9223372036854775807", ["1Ki"] = "1Ki", ["1023"] = "1023",
+      ["0.0000000001"] = "1m", ["123456789012345678901234"] = "123456789012345678901234", ["1."] = "1.",
+      [".5"] = "500m", ["1024Ki"] = "1Mi", ["12e6"] = "12e6", ["1E"] = "1E", ["1E3"] = "1E3", ["1e-3"] = "1e-3",
+      [" 3 "] = "3", ["1.5Ki"] = "1536", ["1Ei"] = "1Ei", ["0.001Ki"] = "1024m", ["1.0001Ki"] = "1024103m",
+      ["1500u"] = "2m", ["1u"] = "1m", ["1e-4"] = "1e-3", ["0.0001Ki"] = "103m", ["1.5m"] = "2m",
+      ["9999999999999999999"] = "9999999999999999999", ["10Ei"] = "9223372036854775807", ["0.5e1"] = "5",
+    }
+    local got, want = {}, {}
+    for input, canonical in pairs(cases) do
+      got[input], want[input] = quantity.canonical(input, true), canonical
+    end
+    assert.are.same(want, got)
+    -- a JSON number reads as its text does
+    assert.are.same({ "500m", "2" }, { quantity.canonical(0.5, true), quantity.canonical(2, true) })
+    -- outside a ResourceList (emptyDir's sizeLimit) nothing rounds to the milli
+    assert.are.same({ "100u", "1n", "512Mi" },
+      { quantity.canonical("0.1m"), quantity.canonical("0.1n"), quantity.canonical("0.5Gi") })
+    for _, bad in ipairs { "1x", "1.5.5", "1Qi", "", "abc" } do
+      local q, err = quantity.canonical(bad, true)
+      assert.is_nil(q, bad)
+      assert.matches("quantities must match the regular expression", err, 1, true)
+    end
+  end)
+
+  it("stores a ResourceQuota's \"0.5\" as \"500m\" on create and on update, so a check of what is current holds", function()
+    local s = new { crd = false }
+    local q = post(s, NS .. "resourcequotas", { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "q" },
+      spec = { hard = { ["requests.cpu"] = "0.5", ["requests.memory"] = "1.5Gi", pods = "10" } } })
+    assert.are.same({ ["requests.cpu"] = "500m", ["requests.memory"] = "1536Mi", pods = "10" }, q.spec.hard)
+    assert.are.same({}, q.status)
+    -- a PUT of the manifest as first written stores nothing new
+    local again = { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "q" },
+      spec = { hard = { ["requests.cpu"] = "0.5", ["requests.memory"] = "1.5Gi", pods = "10" } } }
+    local code, same = call(s, "PUT", NS .. "resourcequotas/q", again)
+    assert.are.same({ 200, q.metadata.resourceVersion }, { code, same.metadata.resourceVersion })
+    again.spec.hard["limits.cpu"] = "1000m"
+    local _, changed = call(s, "PUT", NS .. "resourcequotas/q", again)
+    assert.are.same({ "1", "500m" }, { changed.spec.hard["limits.cpu"], changed.spec.hard["requests.cpu"] })
+    -- and a merge patch
+    local _, patched = call(s, "PATCH", NS .. "resourcequotas/q", { spec = { hard = { pods = "2.0" } } },
+      "application/merge-patch+json")
+    assert.are.equal("2", patched.spec.hard.pods)
+    -- a quantity the API server cannot read is refused as it words it
+    local bad_code, st = call(s, "POST", NS .. "resourcequotas", { apiVersion = "v1", kind = "ResourceQuota",
+      metadata = { name = "bad" }, spec = { hard = { cpu = "1x" } } })
+    assert.are.same({ 400, "BadRequest",
+      "ResourceQuota in version \"v1\" cannot be handled as a ResourceQuota: quantities must match the regular "
+        .. "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'" }, { bad_code, st.reason, st.message })
+  end)
+
+  it("defaults a LimitRange's Container item: default from max, defaultRequest from default then min", function()
+    local s = new { crd = false }
+    local lr = post(s, NS .. "limitranges", { apiVersion = "v1", kind = "LimitRange", metadata = { name = "l" },
+      spec = { limits = { { type = "Container", max = { cpu = "+2", memory = "1Gi" }, default = { cpu = "0.5" },
+        min = { memory = "0.5Gi" }, maxLimitRequestRatio = { cpu = "2.0" } } } } })
+    assert.are.same({ type = "Container", max = { cpu = "+2", memory = "1Gi" }, default = { cpu = "500m", memory = "1Gi" },
+      defaultRequest = { cpu = "500m", memory = "1Gi" }, min = { memory = "512Mi" }, maxLimitRequestRatio = { cpu = "2" } },
+      lr.spec.limits[1])
+  end)
+
+  it("defaults a Pod and admits it as kube-apiserver's default plugins do: ServiceAccount token, tolerations, priority", function()
+    local s = new { crd = false }
+    local pod = post(s, NS .. "pods", { apiVersion = "v1", kind = "Pod", metadata = { name = "p" },
+      spec = { containers = { { name = "c", image = "nginx", ports = { { containerPort = 80 } },
+        resources = { requests = { cpu = "0.5", memory = "1.5Gi" }, limits = { cpu = "1000m", memory = "2048Mi" } } } } } })
+    local spec, c = pod.spec, pod.spec.containers[1]
+    local vol = spec.volumes[1].name
+    assert.matches("^kube%-api%-access%-[bcdfghjklmnpqrstvwxz2456789]+$", vol)
+    assert.are.same({ image = "nginx", imagePullPolicy = "Always", name = "c",
+      ports = { { containerPort = 80, protocol = "TCP" } },
+      resources = { limits = { cpu = "1", memory = "2Gi" }, requests = { cpu = "500m", memory = "1536Mi" } },
+      terminationMessagePath = "/dev/termination-log", terminationMessagePolicy = "File",
+      volumeMounts = { { mountPath = "/var/run/secrets/kubernetes.io/serviceaccount", name = vol, readOnly = true } } }, c)
+    spec.containers, spec.volumes[1].name = nil, "V"
+    assert.are.same({
+      dnsPolicy = "ClusterFirst", enableServiceLinks = true, preemptionPolicy = "PreemptLowerPriority", priority = 0,
+      restartPolicy = "Always", schedulerName = "default-scheduler", securityContext = {}, serviceAccount = "default",
+      serviceAccountName = "default", terminationGracePeriodSeconds = 30,
+      tolerations = {
+        { effect = "NoExecute", key = "node.kubernetes.io/not-ready", operator = "Exists", tolerationSeconds = 300 },
+        { effect = "NoExecute", key = "node.kubernetes.io/unreachable", operator = "Exists", tolerationSeconds = 300 } },
+      volumes = { { name = "V", projected = { defaultMode = 420, sources = {
+        { serviceAccountToken = { expirationSeconds = 3607, path = "token" } },
+        { configMap = { items = { { key = "ca.crt", path = "ca.crt" } }, name = "kube-root-ca.crt" } },
+        { downwardAPI = { items = { { fieldRef = { apiVersion = "v1", fieldPath = "metadata.namespace" },
+          path = "namespace" } } } } } } } },
+    }, spec)
+    assert.are.same({ phase = "Pending", qosClass = "Burstable" }, pod.status)
+  end)
+
+  it("mounts no token when automount is off, takes requests from limits in a Pod (not in a template), Guaranteed", function()
+    local s = new { crd = false }
+    local pod = post(s, NS .. "pods", { apiVersion = "v1", kind = "Pod", metadata = { name = "p" },
+      spec = { automountServiceAccountToken = false,
+        initContainers = { { name = "i", image = "busybox@sha256:00", resources = { limits = { cpu = 1, memory = "1Gi" } } } },
+        containers = { { name = "c", image = "reg:5000/app", resources = { limits = { cpu = "2", memory = "1Gi" } } } },
+        volumes = { { name = "v", emptyDir = { sizeLimit = "0.5Gi" } } } } })
+    assert.are.same({ { name = "v", emptyDir = { sizeLimit = "512Mi" } } }, pod.spec.volumes)
+    assert.is_nil(pod.spec.containers[1].volumeMounts)
+    assert.are.same({ "Always", "IfNotPresent" }, { pod.spec.containers[1].imagePullPolicy,
+      pod.spec.initContainers[1].imagePullPolicy })
+    assert.are.same({ cpu = "1", memory = "1Gi" }, pod.spec.initContainers[1].resources.requests)
+    assert.are.equal("Guaranteed", pod.status.qosClass)
+    local d = post(s, "/apis/apps/v1/namespaces/default/deployments", { apiVersion = "apps/v1", kind = "Deployment",
+      metadata = { name = "d" }, spec = { selector = { matchLabels = { app = "d" } }, template = {
+        metadata = { labels = { app = "d" } },
+        spec = { containers = { { name = "c", image = "nginx:1.27", resources = { limits = { cpu = "0.25" } } } } } } } })
+    assert.are.same({ limits = { cpu = "250m" } }, d.spec.template.spec.containers[1].resources)
+    assert.are.same({ 1, 10, 600, { type = "RollingUpdate", rollingUpdate = { maxSurge = "25%", maxUnavailable = "25%" } } },
+      { d.spec.replicas, d.spec.revisionHistoryLimit, d.spec.progressDeadlineSeconds, d.spec.strategy })
+    assert.are.same({}, d.status)
+    -- a ServiceAccount named that does not exist is refused, as the admission plugin refuses it
+    local code, st = call(s, "POST", NS .. "pods", { apiVersion = "v1", kind = "Pod", metadata = { name = "q" },
+      spec = { serviceAccountName = "ghost", containers = { { name = "c", image = "i" } } } })
+    assert.are.same({ 403, 'pods "q" is forbidden: error looking up service account default/ghost: serviceaccount "ghost" not found' },
+      { code, st.message })
+  end)
+
+  it("keeps a Deployment current: its manifest PUT again, or patched with what it has, writes nothing", function()
+    local s = new { crd = false }
+    local manifest = { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = "d" },
+      spec = { selector = { matchLabels = { app = "d" } }, template = { metadata = { labels = { app = "d" } },
+        spec = { containers = { { name = "c", image = "nginx", resources = { requests = { cpu = "0.5" } } } } } } } }
+    local d = post(s, "/apis/apps/v1/namespaces/default/deployments", manifest)
+    local code, again = call(s, "PUT", "/apis/apps/v1/namespaces/default/deployments/d", manifest)
+    assert.are.same({ 200, d.metadata.resourceVersion, 1 }, { code, again.metadata.resourceVersion, again.metadata.generation })
+    local _, patched = call(s, "PATCH", "/apis/apps/v1/namespaces/default/deployments/d",
+      { spec = { replicas = json.null, template = { spec = { containers = { { name = "c", resources = {
+        requests = { cpu = "500m" } } } } } } } }, "application/strategic-merge-patch+json")
+    assert.are.same({ d.metadata.resourceVersion, 1 }, { patched.metadata.resourceVersion, patched.spec.replicas })
+  end)
+
+  it("defaults a Service, a NetworkPolicy, a Job (its selector from its uid), a CronJob, a Secret's stringData", function()
+    local s = new { crd = false }
+    local svc = post(s, NS .. "services", { apiVersion = "v1", kind = "Service", metadata = { name = "s" },
+      spec = { selector = { app = "d" }, ports = { { port = 80 } } } })
+    assert.matches("^%d+%.%d+%.%d+%.%d+$", svc.spec.clusterIP)
+    assert.are.same({ svc.spec.clusterIP }, svc.spec.clusterIPs)
+    svc.spec.clusterIP, svc.spec.clusterIPs = nil, nil
+    assert.are.same({ internalTrafficPolicy = "Cluster", ipFamilies = { "IPv4" }, ipFamilyPolicy = "SingleStack",
+      ports = { { port = 80, protocol = "TCP", targetPort = 80 } }, selector = { app = "d" }, sessionAffinity = "None",
+      type = "ClusterIP" }, svc.spec)
+    assert.are.same({ loadBalancer = {} }, svc.status)
+    local np = post(s, "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", { apiVersion = "networking.k8s.io/v1",
+      kind = "NetworkPolicy", metadata = { name = "n" },
+      spec = { podSelector = {}, ingress = { { ports = { { port = 80 } } } }, egress = { {} } } })
+    assert.are.same({ { "Ingress", "Egress" }, "TCP" }, { np.spec.policyTypes, np.spec.ingress[1].ports[1].protocol })
+    local job = post(s, "/apis/batch/v1/namespaces/default/jobs", { apiVersion = "batch/v1", kind = "Job",
+      metadata = { name = "j" }, spec = { template = { spec = { restartPolicy = "Never",
+        containers = { { name = "c", image = "busybox:latest" } } } } } })
+    local uid = job.metadata.uid
+    local labels = { ["batch.kubernetes.io/controller-uid"] = uid, ["batch.kubernetes.io/job-name"] = "j",
+      ["controller-uid"] = uid, ["job-name"] = "j" }
+    assert.are.same({ labels, labels, { matchLabels = { ["batch.kubernetes.io/controller-uid"] = uid } } },
+      { job.metadata.labels, job.spec.template.metadata.labels, job.spec.selector })
+    assert.are.same({ 6, "NonIndexed", 1, false, 1, "TerminatingOrFailed", false },
+      { job.spec.backoffLimit, job.spec.completionMode, job.spec.completions, job.spec.manualSelector,
+        job.spec.parallelism, job.spec.podReplacementPolicy, job.spec.suspend })
+    local cj = post(s, "/apis/batch/v1/namespaces/default/cronjobs", { apiVersion = "batch/v1", kind = "CronJob",
+      metadata = { name = "cj" }, spec = { schedule = "*/5 * * * *", jobTemplate = { spec = { template = { spec = {
+        restartPolicy = "OnFailure", containers = { { name = "c", image = "busybox" } } } } } } } })
+    assert.are.same({ "Allow", 1, 3, false, {}, {} }, { cj.spec.concurrencyPolicy, cj.spec.failedJobsHistoryLimit,
+      cj.spec.successfulJobsHistoryLimit, cj.spec.suspend, cj.spec.jobTemplate.metadata,
+      cj.spec.jobTemplate.spec.template.metadata })
+    local secret = post(s, NS .. "secrets", { apiVersion = "v1", kind = "Secret", metadata = { name = "x" },
+      stringData = { username = "demo", a = "ab" }, data = { x = "eHg=" } })
+    assert.are.same({ { username = "ZGVtbw==", a = "YWI=", x = "eHg=" }, "Opaque" }, { secret.data, secret.type })
+    assert.is_nil(secret.stringData)
+  end)
+end)
