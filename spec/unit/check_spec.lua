@@ -115,6 +115,196 @@ return luaop.controller {
       end
     end)
 
+    it("reports every class of finding in one run, each at the line of the field or call at fault", function()
+      local path = write("all.lua", [[
+local luaop = require "luaop"
+local function encode(x) return luaop.json.encdoe(x) end
+return luaop.controller {
+  name = "d",
+  resource = "apps/v1/Deployments",
+  owns = { "v1/Configmap" },
+  watchs = { { "v1/Secret", map = function(o, ctx) return ctx:lst("v1/Secret") end } },
+  watches = { { "v1/Secret", lable_selector = "a=b", map = function() end } },
+  concurency = 2,
+  memory = "lots",
+  reconcille = 1,
+  reconcile = function(ctx, req)
+    local cm = ctx:get("Deploymnet", req)
+    ctx.log:infoo("x", { cm = encode(cm) })
+    lauop.requeue()
+    local later = function() return ctx:udpate(cm) end
+    return luaop.requeue_afterr(1), later
+  end,
+}
+]])
+      local code, out, err = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(table.concat({
+        path .. ":2: unknown function luaop.json.encdoe (did you mean luaop.json.encode?)",
+        path .. ":5: controller d: resource: kind apps/v1/Deployments is not served by Kubernetes v1.34.4 "
+          .. "(did you mean apps/v1/Deployment?)",
+        path .. ":6: controller d: owns: kind v1/Configmap is not served by Kubernetes v1.34.4 (did you mean v1/ConfigMap?)",
+        path .. ":7: unknown ctx method lst (did you mean list?)",
+        path .. ":7: controller d: unknown field watchs (did you mean watches?)",
+        path .. ":8: controller d: watches[1]: unknown field lable_selector (did you mean label_selector?)",
+        path .. ":9: controller d: unknown field concurency (did you mean concurrency?)",
+        path .. ":10: controller d: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\"",
+        path .. ":11: controller d: unknown field reconcille (did you mean reconcile?)",
+        path .. ":13: ctx:get: kind Deploymnet is not served by Kubernetes v1.34.4 (did you mean Deployment?)",
+        path .. ":14: unknown method ctx.log:infoo (did you mean ctx.log:info?)",
+        path .. ":15: unknown global lauop",
+        path .. ":16: unknown ctx method udpate (did you mean update?)",
+        path .. ":17: unknown function luaop.requeue_afterr (did you mean luaop.requeue_after?)",
+      }, "\n") .. "\n", out)
+      assert.matches("1 script, 14 findings\n$", err)
+    end)
+
+    it("follows luaop and ctx as locals, parameters and upvalues of those names only, and checks constant kinds only", function()
+      local path = write("names.lua", [[
+local luaop = require "luaop"
+local l = luaop
+local function later(ctx)
+  return function()
+    ctx:patchh("v1/Secret")
+    return luaop.jsn.encode({}), l.nothing, luaop.json.decode("{}")
+  end
+end
+return luaop.controller {
+  name = "n", resource = "v1/ConfigMap",
+  reconcile = function(ctx, req)
+    local kind = "v1/Secrt"
+    local log = ctx.log
+    log:nothing()
+    ctx:list(kind)
+    ctx:delete("v1/Secrt", req)
+    return later(ctx)
+  end,
+}
+]])
+      local code, out = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(table.concat({
+        path .. ":5: unknown ctx method patchh (did you mean patch?)",
+        path .. ":6: unknown field luaop.jsn (did you mean luaop.json?)",
+        path .. ":16: ctx:delete: kind v1/Secrt is not served by Kubernetes v1.34.4 (did you mean v1/Secret?)",
+      }, "\n") .. "\n", out)
+    end)
+
+    it("runs the top level after the static findings, and says a fault it raises on once", function()
+      local path = write("top.lua", [[
+local luaop = require "luaop"
+local x = lauop.version
+luaop.controllr { name = "a" }
+return luaop.controller { name = "t", resource = "v1/ConfigMap", reconcile = function() end }
+]])
+      local code, out = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(path .. ":2: unknown global lauop\n" .. path .. ":3: unknown function luaop.controllr "
+        .. "(did you mean luaop.controller?)\n", out)
+      -- a raise the static reading does not foresee is reported beside what it found
+      path = write("raises.lua", [[
+local luaop = require "luaop"
+local function f() return lauop end
+local d = luaop.controller { name = "r", resource = "v1/ConfigMap", concurrency = 0, reconcile = f }
+error("boom")
+]])
+      code, out = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(path .. ":2: unknown global lauop\n" .. path .. ":3: controller r: concurrency must be an "
+        .. "integer >= 1\n" .. path .. ":4: boom\n", out)
+    end)
+
+    it("reports every problem of every definition of a script", function()
+      local path = write("defs.lua", [[
+local luaop = require "luaop"
+return {
+  luaop.controller {
+    name = "one", resource = "v1/configmap",
+    concurrency = 1.5,
+    reconcile = function() end,
+  },
+  luaop.controller {
+    name = "two", resource = "v1/Secret",
+    resync = -1,
+    on_add = function() end,
+    reconcile = function() end,
+  },
+}
+]])
+      local code, out = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(table.concat({
+        path .. ":4: controller one: resource \"v1/configmap\": the kind \"configmap\" is not an UpperCamelCase name",
+        path .. ":5: controller one: concurrency must be an integer >= 1",
+        path .. ":10: controller two: resync must be a number of seconds > 0",
+        path .. ":12: controller two: reconcile or on_add/on_update/on_delete handlers, not both",
+      }, "\n") .. "\n", out)
+    end)
+
+    it("knows the kinds of the CRDs in manifests/ beside the scripts or given with --crds; an unknown group warns", function()
+      proc.sh("mkdir -p " .. dir .. "/ops " .. dir .. "/manifests/crds " .. dir .. "/vendor")
+      local crd = [[
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: %ss.%s }
+spec:
+  group: %s
+  names: { kind: %s, plural: %ss }
+  scope: Namespaced
+  versions:
+    - { name: v1, served: true, storage: true }
+    - { name: v1alpha1, served: false, storage: false }
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: not-a-crd }
+]]
+      write("manifests/crds/widget.yaml", crd:format("widget", "example.com", "example.com", "Widget", "widget"))
+      write("manifests/kustomization.yaml", "{{ not yaml, and not a CRD: left alone\n")
+      write("vendor/cert.yaml", crd:format("certificate", "cert-manager.io", "cert-manager.io", "Certificate",
+        "certificate"))
+      local path = write("ops/w.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "w",
+  resource = "example.com/v1/Widget",
+  owns = { "cert-manager.io/v1/Certificate" },
+  watches = { { "example.com/v1alpha1/Widget", map = function() end } },
+  reconcile = function(ctx, req) return ctx:get("example.com/v1/Widgets", req) end,
+}
+]])
+      local code, out, err = check(dir .. "/ops")
+      assert.are.equal(1, code)
+      local group = " is not served by the CRDs found of the group example.com (" .. dir .. "/manifests/crds/widget.yaml)"
+      assert.are.equal(table.concat({
+        path .. ":5: warning: controller w: owns: kind cert-manager.io/v1/Certificate: no CRD found defines the group "
+          .. "cert-manager.io, so it is not checked (give luaop --check the vendor's CRDs with --crds DIR)",
+        path .. ":6: controller w: watches: kind example.com/v1alpha1/Widget" .. group
+          .. " (did you mean example.com/v1/Widget?)",
+        path .. ":7: ctx:get: kind example.com/v1/Widgets" .. group .. " (did you mean example.com/v1/Widget?)",
+      }, "\n") .. "\n", out)
+      assert.matches("1 script, 2 findings, 1 warning\n$", err)
+      -- a warning alone exits 0; the vendor's CRDs given, not even that
+      write("ops/w.lua", (proc.read(path):gsub("example%.com/v1alpha1/Widget", "example.com/v1/Widget")
+        :gsub("Widgets", "Widget")))
+      code, out, err = check(dir .. "/ops")
+      assert.are.equal(0, code, out)
+      assert.matches(":5: warning: ", out)
+      assert.matches("1 script, 0 findings, 1 warning\n$", err)
+      code, out, err = check("--crds", dir .. "/vendor/cert.yaml", path)
+      assert.are.equal(0, code, out)
+      assert.are.equal("", out)
+      assert.matches("1 script, 0 findings\n$", err)
+      -- a --crds path that cannot be read, or does not parse, is a finding
+      code, out = check("--crds", dir .. "/missing", "--crds", dir .. "/manifests", path)
+      assert.are.equal(1, code)
+      local lines = {}
+      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+      assert.are.equal(3, #lines, out) -- (and the warning)
+      assert.are.equal("--crds " .. dir .. "/missing: cannot read it", lines[1])
+      assert.matches("^" .. dir:gsub("%p", "%%%0") .. "/manifests/kustomization%.yaml: line %d+: ", lines[2])
+    end)
+
     it("finds two controllers of one name across scripts, a script that returns none, and no scripts at all", function()
       write("a.lua", OK:format("same"))
       write("b.lua", OK:format("same"))

@@ -21,7 +21,7 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         assert.are.equal(0, code)
         assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
         for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst", "--program",
-                             "--graceful-shutdown-timeout", "--log-format", "--log-level", "--max-tasks" } do
+                             "--graceful-shutdown-timeout", "--log-format", "--log-level", "--max-tasks", "--crds" } do
           assert.is_truthy(out:find(f, 1, true), f)
         end
       end
@@ -51,6 +51,16 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       code, _, err = proc.run { bin, "--program", "x.lua", "--program", "y.lua" }
       assert.are.equal(2, code)
       assert.matches("one %-%-program at a time", err)
+    end)
+
+    it("takes --crds only with --check, and needs a value", function()
+      local code, out, err = proc.run { bin, "--crds", "manifests", "--script", "operators/" }
+      assert.are.equal(2, code)
+      assert.are.equal("", out)
+      assert.matches("%-%-crds tells %-%-check of CRDs: only with %-%-check", err)
+      code, _, err = proc.run { bin, "--check", "operators/", "--crds" }
+      assert.are.equal(2, code)
+      assert.matches("flag %-%-crds needs a value", err)
     end)
 
     it("names a bad flag value and exits 2", function()
