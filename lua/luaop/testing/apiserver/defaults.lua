@@ -266,6 +266,7 @@ KINDS["apps/StatefulSet"] = function(_, obj)
   default(status, "availableReplicas", 0)
   for _, claim in each(spec.volumeClaimTemplates) do
     if is_object(claim) then
+      claim.apiVersion, claim.kind = "v1", "PersistentVolumeClaim"
       local ok, err = claim_spec(obj_at(claim, "spec"))
       if not ok then return err end
       local cs = obj_at(claim, "status")

@@ -148,6 +148,11 @@ function M.spec(spec)
   obj_at(spec, "securityContext")
   if spec.terminationGracePeriodSeconds == nil then spec.terminationGracePeriodSeconds = 30 end
   if not nonempty(spec.schedulerName) then spec.schedulerName = "default-scheduler" end
+  -- serviceAccount, deprecated, is written as serviceAccountName is (read when that is empty)
+  if not nonempty(spec.serviceAccountName) and nonempty(spec.serviceAccount) then
+    spec.serviceAccountName = spec.serviceAccount
+  end
+  if nonempty(spec.serviceAccountName) then spec.serviceAccount = spec.serviceAccountName end
   for _, list in ipairs { "initContainers", "containers", "ephemeralContainers" } do
     for _, c in each(spec[list]) do
       local ok, err = container(c, false)
