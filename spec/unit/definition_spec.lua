@@ -76,6 +76,76 @@ describe("luaop.definition", function()
     assert.matches("^ops/x%.lua:1: controller x: resource", err)
   end)
 
+  it("lists every problem of a definition, each with the field it is about", function()
+    local got = {}
+    for _, p in ipairs(definition.problems(def {
+      resource = "v1/configmap", concurrency = 0, memory = "lots", owns = { "v1/Secret", 7 },
+      watches = { { "v1/Secret" }, { "v1/Pod", map = reconcile, lable_selector = "a" } }, on_add = reconcile,
+    })) do
+      got[#got + 1] = ("%s %s %s"):format(tostring(p.field), tostring(p.watch), p.message)
+    end
+    assert.are.same({
+      "resource nil controller c: resource \"v1/configmap\": the kind \"configmap\" is not an UpperCamelCase name",
+      "reconcile nil controller c: reconcile or on_add/on_update/on_delete handlers, not both",
+      "owns nil controller c: owns lists kinds",
+      "watches nil controller c: watches: each is { kind, map = function(obj) return requests end }",
+      "lable_selector 2 controller c: watches[2]: unknown field lable_selector (did you mean label_selector?)",
+      "concurrency nil controller c: concurrency must be an integer >= 1",
+      "memory nil controller c: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\"",
+    }, got)
+    assert.are.same({}, definition.problems(def { namespace = "x", label_selector = "a=b", field_selector = "c=d",
+      resync = 5, watches = { { "v1/Pod", map = reconcile, namespace = "y", label_selector = "e", field_selector = "f" } } }))
+  end)
+
+  it("names each unknown field with the nearest known one", function()
+    local got = {}
+    for _, p in ipairs(definition.problems(def { watchs = {}, concurency = 2, reconcille = 1, lable_selector = "a",
+      [1] = "x", zzz = 1 })) do
+      assert.is_true(p.unknown)
+      got[#got + 1] = p.message
+    end
+    assert.are.same({
+      "controller c: unknown field [1]",
+      "controller c: unknown field concurency (did you mean concurrency?)",
+      "controller c: unknown field lable_selector (did you mean label_selector?)",
+      "controller c: unknown field reconcille (did you mean reconcile?)",
+      "controller c: unknown field watchs (did you mean watches?)",
+      "controller c: unknown field zzz",
+    }, got)
+    assert.are.equal("ConfigMap", definition.nearest("Configmap", { "Config", "ConfigMap" }))
+    assert.are.equal("Deployment", definition.nearest("Deployments", { "DaemonSet", "Deployment" }))
+    assert.is_nil(definition.nearest("xyz", { "name", "resource" }))
+  end)
+
+  it("takes a definition with an unknown field at run time, and logs it", function()
+    local core = require "luaop.core"
+    local real, logged = core.log.write, {}
+    core.log.write = function(level, name, msg, kv) logged[#logged + 1] = { level, name, msg, kv } end
+    local ok, d = pcall(definition.define, def { concurency = 4 })
+    core.log.write = real
+    assert.is_true(ok, d)
+    assert.is_true(definition.is_definition(d))
+    assert.are.equal(1, #logged)
+    assert.are.equal("a controller definition has a field luaop does not know: ignored", logged[1][3])
+    assert.are.equal("controller c: unknown field concurency (did you mean concurrency?)", logged[1][4].problem)
+    -- any other problem is still refused, with the first of them
+    ok, d = pcall(definition.define, def { concurency = 4, concurrency = 0, resync = 0 })
+    assert.is_false(ok)
+    assert.matches("concurrency must be an integer >= 1$", d)
+  end)
+
+  it("hands every definition and its problems to collect (luaop --check) instead of raising", function()
+    local got = {}
+    definition.collect = function(d, problems) got[#got + 1] = { d, #problems } end
+    local ok, a = pcall(definition.define, def { concurrency = 0, resync = 0 })
+    local ok2, b = pcall(definition.define, def())
+    definition.collect = nil
+    assert.is_true(ok and ok2)
+    assert.is_true(definition.is_definition(a) and definition.is_definition(b))
+    assert.are.same({ { a, 2 }, { b, 0 } }, got)
+    assert.has_error(function() definition.define(def { concurrency = 0 }) end)
+  end)
+
   it("makes the markers reconcile returns: requeue_after(seconds >= 0) and requeue()", function()
     assert.are.same({ requeue_after = 2.5 }, definition.requeue_after(2.5))
     assert.are.same({ requeue = true }, definition.requeue())
