@@ -41,8 +41,9 @@
 --     synchronously inside the request that lets an object go (the real
 --     ones are controllers that act a moment later);
 --   - Pods are deleted at once (no kubelet: no graceful deletion);
---   - no schema validation, defaulting or pruning beyond names,
---     metadata and a few defaults (Secret type, Namespace phase);
+--   - no schema validation or pruning; defaults, canonical quantities and
+--     a new Pod's admission for the common built-in kinds only (defaults.lua;
+--     docs/testing.md, "What the kit approximates");
 --   - core v1 Events and events.k8s.io/v1 Events are stored apart;
 --   - a dependent whose owner never existed is not collected (the real
 --     collector deletes it once it has looked the owner up);
