@@ -188,6 +188,31 @@ describe("scripts", function()
     assert.matches("b%.lua:2: unexpected symbol near <eof>", err)
   end)
 
+  it("refuse a definition at the line its constructor sets the field, and take one with an unknown field, logged", function()
+    local v = volume.new { ["a.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller {
+  concurrency = 0,
+  name = "a", resource = "v1/ConfigMap", namespace = "x",
+  reconcile = function()
+    -- concurrency = 4 here would not be a field: the line is the constructor's
+  end,
+}
+]] }
+    finally(function() v:remove() end)
+    local code, _, err = luaop.run(nil, { offline = true, flags = { "--script", v.dir } })
+    assert.are.equal(1, code)
+    assert.matches("a%.lua:3: controller a: concurrency must be an integer >= 1", err)
+    local w = volume.new { ["w.lua"] = script("w", 1):gsub("namespace = \"x\",", "namespace = \"x\", concurency = 2,") }
+    finally(function() w:remove() end)
+    local run = start { w.dir }
+    logged(run, "the unknown field", "a controller definition has a field luaop does not know: ignored.-"
+      .. "unknown field concurency %(did you mean concurrency%?%)")
+    -- and its controller runs: its informer lists ConfigMaps (offline, it fails)
+    logged(run, "w's informer", 'informer\t[^\n]*"kind": "v1/ConfigMap"')
+    assert.is_nil(run.stderr():find("cannot load scripts", 1, true))
+  end)
+
   it("refuse to start when two scripts define one controller name, naming both files", function()
     local v = volume.new { ["a.lua"] = script("dup", 1), ["b.lua"] = script("dup", 1) }
     finally(function() v:remove() end)

@@ -92,18 +92,21 @@ end
 
 -- An error of a definition names the line of its reconcile
 -- (luaop.definition) and the field it is about ("controller x: concurrency
--- must be ..."): name the field's line instead, the nearest line of text
--- that sets it.
-local function field_line(err, path, text)
+-- must be ..."): name the field's line instead, the nearest line where a
+-- table constructor of the chunk sets it (core.check.fields), else the
+-- nearest line of text that sets it.
+local function field_line(err, path, text, chunk)
   local line, field = err:match("^" .. path:gsub("%p", "%%%0") .. ":(%d+): controller [^:]*: (%l+)")
   if not line then return err end
   line = tonumber(line)
   local best, n = nil, 0
-  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+  local function near(l) return not best or math.abs(l - line) < math.abs(best - line) end
+  for _, f in ipairs(core.check.fields(chunk)) do
+    if f.name == field and near(f.line) then best = f.line end
+  end
+  for l in (best and "" or text .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    if l:find("%f[%w_]" .. field .. "%s*=") and (not best or math.abs(n - line) < math.abs(best - line)) then
-      best = n
-    end
+    if l:find("%f[%w_]" .. field .. "%s*=") and near(n) then best = n end
   end
   if not best then return err end
   return ("%s:%d:%s"):format(path, best, err:sub(#path + #tostring(line) + 3))
@@ -143,7 +146,7 @@ function M.load(path, text, owner)
   local ok, res = out[1], out[2]
   if not ok then
     owner:stop()
-    return nil, field_line(M.located(path, res), path, text)
+    return nil, field_line(M.located(path, res), path, text, chunk)
   end
   local defs = M.definitions(res)
   if not defs then
