@@ -21,7 +21,8 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         assert.are.equal(0, code)
         assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
         for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst", "--program",
-                             "--graceful-shutdown-timeout", "--log-format", "--log-level", "--max-tasks", "--crds" } do
+                             "--graceful-shutdown-timeout", "--log-format", "--log-level", "--max-tasks", "--crds",
+                             "--test-timeout" } do
           assert.is_truthy(out:find(f, 1, true), f)
         end
       end
@@ -61,6 +62,18 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       code, _, err = proc.run { bin, "--check", "operators/", "--crds" }
       assert.are.equal(2, code)
       assert.matches("flag %-%-crds needs a value", err)
+    end)
+
+    it("takes --test-timeout only with --test, as a duration above 0", function()
+      local code, out, err = proc.run { bin, "--test-timeout", "30s", "--script", "operators/" }
+      assert.are.equal(2, code)
+      assert.are.equal("", out)
+      assert.matches("%-%-test%-timeout is for %-%-test", err)
+      for _, bad in ipairs { "0", "-1s", "soon" } do
+        code, _, err = proc.run { bin, "--test", "spec/unit/operators", "--test-timeout", bad }
+        assert.are.equal(2, code, bad)
+        assert.matches("%-%-test%-timeout wants a duration above 0 such as 30s or 2m, not " .. bad:gsub("%p", "%%%0"), err)
+      end
     end)
 
     it("names a bad flag value and exits 2", function()

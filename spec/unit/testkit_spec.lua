@@ -23,6 +23,13 @@ return luaop.controller {
     if what == "requeue-hour" then return luaop.requeue_after(3600) end
     if what == "raise" then error("asked to fail") end
     if what == "spin" then while true do end end
+    if what == "write" then -- a changed value every time: a write loop
+      cm.data.n = tostring(tonumber(cm.data.n or "0") + 1)
+      assert(ctx:update(cm))
+    end
+    if what == "now" then return luaop.requeue_after(0) end
+    if what == "micro" then return luaop.requeue_after(1e-6) end
+    if what == "yield" then luaop.spawn(function() while true do luaop.sleep(0) end end) end
     if what == "child" and not ctx:get("ConfigMap", req.name .. "-child", req.namespace) then
       assert(ctx:create(luaop.set_controller({ apiVersion = "v1", kind = "ConfigMap",
         metadata = { name = req.name .. "-child", namespace = req.namespace } }, cm)))
@@ -134,6 +141,109 @@ metadata:
   end)
 end)
 
+describe("the test kit never hangs", function()
+  local t = kit.per_test(before_each, after_each)
+  local guard = require "luaop.testing.guard"
+  local core = require "luaop.core"
+
+  local function cm(name, what) return kit.cm(name, { ["do"] = what }) end
+
+  -- raises what fn raised, and the wall seconds it took
+  local function failure(fn, ...)
+    local t0 = core.kit.clock()
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "no error")
+    return tostring(err), core.kit.clock() - t0
+  end
+
+  it("fails at once on a kind the kit does not serve, naming it and the controller, and on the test's own calls", function()
+    local path = write(t.dir, "kinds.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "typo", resource = "v1/ConfigMap", owns = { "apps/v1/Deployments" },
+  reconcile = function() end }
+]])
+    local err, took = failure(testing.env, { script = path })
+    assert.is_truthy((err):find('controller typo: owns "apps/v1/Deployments"', 1, true), err)
+    assert.is_truthy((err):find('Did you mean "apps/v1/Deployment"', 1, true), err)
+    assert.matches("testkit_spec%.lua:%d+: ", err) -- the spec's line, where testing.env was called
+    assert.is_true(took < 5, took)
+    err = failure(testing.env, { script = write(t.dir, "unknown.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "gizmos", resource = "example.com/v1/Gizmo", reconcile = function() end }
+]]) })
+    assert.is_truthy((err):find('controller gizmos: resource "example.com/v1/Gizmo"', 1, true), err)
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    err = failure(t.env.create, t.env, { apiVersion = "example.com/v1", kind = "Gizmo", metadata = { name = "g" } })
+    assert.matches('^[^\n]*testkit_spec%.lua:%d+: env:create: [^\n]*"example.com/v1/Gizmo"', err)
+    assert.matches('env:get: [^\n]*"Gizmo"', (failure(t.env.get, t.env, "Gizmo", "g")))
+  end)
+
+  it("fails a write loop and a requeue_after(0), naming the controller and the key, well within the deadline", function()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    local err, took = failure(t.env.create, t.env, cm("w", "write"))
+    assert.matches("livelock: controller kit, key default/w reconciled %d+ times in one run while the clock stood", err)
+    assert.matches("testkit_spec%.lua:%d+: ", err)
+    assert.is_true(took < 5, took)
+    t.env:stop()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    err, took = failure(t.env.create, t.env, cm("n", "now"))
+    assert.is_truthy((err):find("livelock: controller kit, key default/n", 1, true), err)
+    assert.is_true(took < 5, took)
+  end)
+
+  it("names the controller and key when advance is still busy after MAX_STEPS steps", function()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    t.env:create(cm("m", "micro"))
+    local steps = testing.MAX_STEPS
+    testing.MAX_STEPS = 50
+    local err = failure(t.env.advance, t.env, 1)
+    testing.MAX_STEPS = steps
+    assert.matches("after 50 steps[^\n]*: controller kit, key default/m reconciled %d+ times on the way", err)
+  end)
+
+  it("bounds a run that never idles with no reconcile to blame, and ends a busy run at the test's deadline", function()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    local err, took = failure(t.env.create, t.env, cm("y", "yield"))
+    assert.is_truthy((err):find("the loop still had work after 100000 iterations while the clock stood still", 1, true), err)
+    assert.is_true(took < 5, took)
+    t.env:stop()
+    local max = guard.MAX_ITERATIONS
+    guard.MAX_ITERATIONS = math.huge
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), deadline = 0.5 }
+    err, took = failure(t.env.create, t.env, cm("y", "yield"))
+    guard.MAX_ITERATIONS = max
+    assert.is_truthy((err):find("the test ran past its deadline of 0.5 s with the loop still busy", 1, true), err)
+    assert.is_true(took < 5, took)
+  end)
+
+  it("reads in ctx:get's order, a namespaced kind in the env's namespace unless told", function()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), namespace = "team",
+      objects = { { apiVersion = "v1", kind = "Namespace", metadata = { name = "team" } } } }
+    t.env:create(kit.cm("a", { x = "default" }))
+    local other = kit.cm("a", { x = "team" })
+    other.metadata.namespace = "team"
+    t.env:create(other)
+    assert.are.equal("team", t.env:get("ConfigMap", "a").data.x)
+    assert.are.equal("default", t.env:get("ConfigMap", "a", "default").data.x)
+    assert.are.equal("default", t.env:get("ConfigMap", { namespace = "default", name = "a" }).data.x)
+    assert.is_nil(t.env:get("ConfigMap", "default", "a")) -- the old order: a ConfigMap "default" in namespace a
+    assert.are.equal("team", t.env:get("Namespace", "team").metadata.name)
+  end)
+
+  it("fails only the scripts' requests as env:fail says, and the test's own with test = true", function()
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
+    t.env:fail { verb = "create", kind = "ConfigMap", reason = "Forbidden" }
+    assert(t.env:create(cm("f", "child"))) -- the test's own: not failed
+    assert.is_nil(t.env:get("ConfigMap", "f-child")) -- the script's: failed once
+    assert.are.equal(1, #t.env:actions { verb = "create", injected = true })
+    t.env:fail { verb = "create", kind = "ConfigMap", reason = "Forbidden", test = true }
+    local made, err = t.env:create(kit.cm("g"))
+    assert.is_nil(made)
+    assert.are.equal("Forbidden", err.reason)
+    assert(t.env:create(kit.cm("h"))) -- once only
+  end)
+end)
+
 describe("luaop.core.yaml", function()
   local yaml, json = require("luaop.core").yaml, require("luaop.core").json
 
@@ -198,6 +308,127 @@ end)
     assert.matches("ok 6 %- deep runs\n", out) -- a spec in a directory below, as busted finds them
     assert.matches("\n3 passed, 2 failed, 1 skipped\n$", out)
     assert.not_matches("never run", out)
+  end)
+
+  -- the path of a file beside this spec's temporary directory, as a
+  -- pattern
+  local function lit(str) return (str:gsub("%p", "%%%0")) end
+  local bin = luaop_bin:sub(1, 1) == "/" and luaop_bin or os.getenv("PWD") .. "/" .. luaop_bin
+
+  it("shows a failing test's reconcile errors and last log lines, what a negated check expected, an API error", function()
+    write(dir, "op.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "op", resource = "v1/ConfigMap",
+  reconcile = function(ctx, req)
+    ctx.log:info("looking", { name = req.name })
+    error("the reconcile broke")
+  end }
+]])
+    write(dir, "f_spec.lua", [[
+local testing = require "luaop.testing"
+describe("f", function()
+  local env
+  before_each(function() env = testing.env { script = "op.lua" } end)
+  after_each(function() env:stop() end)
+  it("fails after a reconcile error", function()
+    env:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "a" } }
+    assert.are.equal(1, 2)
+  end)
+  it("negates nil", function() assert.is_not_nil(nil) end)
+  it("negates equal", function() assert.are_not.equal(1, 1) end)
+  it("raises an API error", function()
+    assert(env:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "BAD_" } })
+  end)
+end)
+]])
+    local ok, out = proc.sh(("cd / && %s --test %s"):format(proc.quote(bin), proc.quote(dir .. "/f_spec.lua")))
+    assert.is_false(ok, out)
+    assert.matches("not ok 1 %- f fails after a reconcile error\n# [^\n]*f_spec%.lua:8: expected 1, got 2\n"
+      .. "# the env's errors %(1%):\n#   ERROR controller%.op Reconciler error {[^\n]*op%.lua:5: the reconcile broke", out)
+    assert.matches("# the env's last %d+ log lines[^\n]*\n.-#   INFO controller%.op looking {name=a, namespace=default}", out)
+    assert.matches("not ok 2 %- f negates nil\n# [^\n]*f_spec%.lua:10: expected a non%-nil value, got nil\n", out)
+    assert.matches("not ok 3 %- f negates equal\n# [^\n]*f_spec%.lua:11: expected a value other than 1, got 1\n", out)
+    assert.matches('not ok 4 %- f raises an API error\n# [^\n]*f_spec%.lua:13: Invalid %(422%): ConfigMap "BAD_" is invalid', out)
+    assert.not_matches('{"code"', out)
+  end)
+
+  it("ends a test past its deadline, even a loop of its own, with --test-timeout", function()
+    write(dir, "loop_spec.lua", [[
+describe("l", function()
+  it("loops", function() while true do end end)
+  it("runs after", function() end)
+end)
+]])
+    local t0 = os.time()
+    local code, out = proc.run({ luaop_bin, "--test-timeout", "1s", "--test", dir .. "/loop_spec.lua" }, nil,
+      { deadline = 30 })
+    assert.are.equal(1, code)
+    assert.matches("not ok 1 %- l loops\n# [^\n]*loop_spec%.lua:2: the test ran past its deadline of 1 s", out)
+    assert.matches("ok 2 %- l runs after\n", out)
+    assert.is_true(os.time() - t0 < 10)
+    local _, _, err = proc.run { luaop_bin, "--test-timeout", "0", "--test", dir }
+    assert.matches("--test-timeout wants a duration above 0", err, 1, true)
+  end)
+
+  it("runs a spec from any directory: paths beside the spec first, then the working directory, else both named", function()
+    proc.sh("mkdir -p " .. proc.quote(dir .. "/specs"))
+    write(dir .. "/specs", "op.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "beside", resource = "v1/ConfigMap", reconcile = function() end }
+]])
+    write(dir, "cwd.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-cwd, namespace: default}\n")
+    write(dir .. "/specs", "p_spec.lua", [[
+local testing = require "luaop.testing"
+describe("p", function()
+  it("finds op.lua beside it and cwd.yaml in the working directory", function()
+    local env = testing.env { script = "op.lua", manifests = { "cwd.yaml" } }
+    assert.is_not_nil(env:get("ConfigMap", "from-cwd"))
+    env:stop()
+  end)
+  it("names both paths it tried", function()
+    testing.env { script = "missing.lua" }
+  end)
+end)
+]])
+    local ok, out = proc.sh(("cd %s && %s --test specs/p_spec.lua"):format(proc.quote(dir), proc.quote(bin)))
+    assert.is_false(ok, out)
+    assert.matches("ok 1 %- p finds op%.lua beside it and cwd%.yaml in the working directory\n", out)
+    assert.matches("not ok 2 %- p names both paths it tried\n# specs/p_spec%.lua:9: cannot find missing%.lua: tried "
+      .. "specs/missing%.lua %(beside the spec%) and missing%.lua %(the working directory%)", out)
+    -- from another directory: op.lua is still found beside the spec
+    ok, out = proc.sh(("cd / && %s --test %s"):format(proc.quote(bin), proc.quote(dir .. "/specs/p_spec.lua")))
+    assert.is_false(ok, out)
+    assert.matches("ok 1 %- p finds", out) -- (cwd.yaml from /: not found, so it fails)
+    assert.matches("cannot find cwd%.yaml: tried " .. lit(dir) .. "/specs/cwd%.yaml", out)
+  end)
+
+  it("under busted too, from another directory with the documented command: the env's log under a failure", function()
+    write(dir, "op.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "op", resource = "v1/ConfigMap",
+  reconcile = function() error("the reconcile broke") end }
+]])
+    write(dir, "b_spec.lua", [[
+local testing = require "luaop.testing"
+describe("b", function()
+  local env
+  before_each(function() env = testing.env { script = "op.lua" } end)
+  after_each(function() env:stop() end)
+  it("fails after a reconcile error", function()
+    env:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "a" } }
+    assert.are.equal(1, 2)
+  end)
+  it("passes", function() end)
+end)
+]])
+    local root = os.getenv("PWD")
+    local ok, out = proc.sh(("cd / && LUAOP=%s; \"$LUAOP/build/bin/lua\" \"$(command -v busted)\" "
+      .. "--lpath=\"$LUAOP/lua/?.lua;$LUAOP/lua/?/init.lua\" --cpath=\"$LUAOP/build/lua/?.so\" -o TAP %s")
+      :format(proc.quote(root), proc.quote(dir .. "/b_spec.lua")))
+    assert.is_false(ok, out)
+    assert.matches("not ok 1 %- b fails after a reconcile error\n.-# the env's errors %(%d+%):\n#   ERROR controller%.op "
+      .. "Reconciler error {error=[^\n]*op%.lua:3: the reconcile broke", out)
+    assert.matches("\nok 2 %- b passes\n1%.%.2", out) -- (nothing under a test that passed)
   end)
 
   it("says so when there is nothing to run", function()

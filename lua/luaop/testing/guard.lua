@@ -46,12 +46,14 @@ function M.default_timeout()
 end
 
 -- A test starts: its deadline `timeout` seconds (default: default_timeout())
--- from now; owner "runner" keeps testing.env from moving it.
-function M.test_started(timeout, owner)
+-- from now; owner "runner" keeps testing.env from moving it. keep_env: the
+-- env its before_each made stays the one to report (busted tells of the
+-- start after the before_each).
+function M.test_started(timeout, owner, keep_env)
   M.timeout = timeout or M.default_timeout()
   M.deadline = kit.clock() + M.timeout
   M.owner = owner
-  M.env = nil
+  if not keep_env then M.env = nil end
 end
 
 -- testing.env was called: its deadline starts now, unless the runner set
@@ -158,7 +160,8 @@ local function line(l)
       local ok, s = pcall(core.json.encode, v)
       v = ok and s or tostring(v)
     end
-    parts[#parts + 1] = ("%s=%s"):format(k, tostring(v))
+    -- (a traceback's first line: the file, line and message)
+    parts[#parts + 1] = ("%s=%s"):format(k, (tostring(v):match("^[^\n]*")))
   end
   local text = ("%s %s %s"):format(tostring(l.level):upper(), tostring(l.logger), tostring(l.msg))
   if #parts > 0 then text = text .. " {" .. table.concat(parts, ", ") .. "}" end
@@ -197,17 +200,19 @@ function M.subscribe_busted()
   M.subscribed = true
   local function current() return package.loaded["luaop.testing.guard"] == M end
   busted.subscribe({ "test", "start" }, function()
-    if current() then M.test_started() end
+    if current() then M.test_started(nil, nil, true) end
     return nil, true
   end)
   busted.subscribe({ "test", "end" }, function(_, _, status)
-    if current() and (status == "failure" or status == "error") then
+    if not current() then return nil, true end
+    if status == "failure" or status == "error" then
       local text = M.report()
       if text ~= "" then
         io.stdout:write("# ", (text:gsub("\n", "\n# ")), "\n")
         io.stdout:flush()
       end
     end
+    M.env = nil -- (the next test's before_each makes its own)
     return nil, true
   end)
 end
