@@ -79,4 +79,26 @@ return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "de
     t.env:advance(120)
     assert.are.equal(8, #t.env:logs { msg = "^reconciled" })
   end)
+
+  it("starts no worker once the manager or the controller stops (one would end at once, and be started again)", function()
+    local supervisor = require "luaop.supervisor"
+    local spawn, spawned = supervisor.spawn, 0
+    supervisor.spawn = function()
+      spawned = spawned + 1
+      if spawned > 10 then error("started again and again") end
+      return { name = "stub" }
+    end
+    local function controller()
+      return { name = "c", def = { reconcile = function() end }, workers = 0, running = true, resyncing = true,
+        metrics = { workers = { set = function() end } }, queue = { wake = function() end } }
+    end
+    local ok, err = pcall(worker.start_workers, { stopping = true, retired = {} }, controller())
+    local c = controller()
+    c.stopped = true
+    local ok2, err2 = pcall(worker.start_workers, { retired = {} }, c)
+    supervisor.spawn = spawn
+    assert.is_true(ok, err)
+    assert.is_true(ok2, err2)
+    assert.are.equal(0, spawned)
+  end)
 end)

@@ -8,17 +8,23 @@
 --     manifests = { "manifests/crds" },     -- YAML files or directories: CRDs served, the rest created
 --     objects = { {...} },                  -- more objects, as tables
 --     time = "2026-11-25T10:00:00Z",        -- where the clock starts (default 2030-01-01T00:00:00Z)
+--     namespace = "default",                -- the namespace luaop runs in (POD_NAMESPACE)
+--     deadline = 30,                        -- this env's wall deadline, in seconds (luaop.testing.guard)
 --   }
 --   env:create(at)                          -- as a user would; the operators react, until idle
 --   env:advance(3600)                       -- an hour passes: what comes due runs, in order
---   env:get("At", "default", "x").status.phase
+--   env:get("At", "x" [, "default"]).status.phase   -- ctx:get's order
 --   env:actions { verb = "create", kind = "Pod" }
 --   env:hold_watches(match) ... env:release_watches()  -- a cache that lags
 --   env:stop()
 --
 -- Every call runs the world until it is idle: nothing is ready at the
 -- clock's present time, and whatever waits, waits on time (a requeue_after,
--- a backoff) or on an event. One environment at a time (the kit takes the
+-- a backoff) or on an event; within luaop.testing.guard's bounds (a
+-- livelock fails, naming its controller and key; so does a run past the
+-- test's wall deadline). Paths are found beside the calling spec file
+-- first (luaop.testing.paths); a kind the API server does not serve is an
+-- error at once. One environment at a time (the kit takes the
 -- process's API transport); works in busted (luaop.core as a module) and
 -- under `luaop --test`.
 local core = require "luaop.core"

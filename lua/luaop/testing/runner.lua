@@ -5,8 +5,11 @@
 -- has_error, each also negated: assert.is_not.equal, assert.is_not_nil).
 -- So the same file runs under busted too. A directory holds spec files
 -- named *_spec.lua or *_test.lua. Prints one TAP line a test, each
--- failure's message, and ends with "N passed, N failed"; exit 1 on any
--- failure.
+-- failure's message (an error value that is not a string at the spec's
+-- file and line) and what the test's env logged (luaop.testing.guard), and
+-- ends with "N passed, N failed"; exit 1 on any failure. Each test has a
+-- wall deadline (--test-timeout, default 30 s), kept by a count hook even
+-- in a loop of its own.
 local core = require "luaop.core"
 
 local M = {}
