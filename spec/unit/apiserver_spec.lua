@@ -1475,6 +1475,10 @@ describe("luaop.apiserver's defaults", function()
       pod.spec.initContainers[1].imagePullPolicy })
     assert.are.same({ cpu = "1", memory = "1Gi" }, pod.spec.initContainers[1].resources.requests)
     assert.are.equal("Guaranteed", pod.status.qosClass)
+    -- qosClass stays through a status update that leaves it out, as on the real server
+    pod.status = { phase = "Running" }
+    local _, running = call(s, "PUT", NS .. "pods/p/status", pod)
+    assert.are.same({ phase = "Running", qosClass = "Guaranteed" }, running.status)
     local d = post(s, "/apis/apps/v1/namespaces/default/deployments", { apiVersion = "apps/v1", kind = "Deployment",
       metadata = { name = "d" }, spec = { selector = { matchLabels = { app = "d" } }, template = {
         metadata = { labels = { app = "d" } },

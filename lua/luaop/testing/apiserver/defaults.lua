@@ -72,6 +72,9 @@ KINDS["/Pod"] = function(server, obj, op, ns)
   if op == "create" then
     local why = podspec.admit(server, obj, ns)
     if why then return { forbidden = why } end
+  elseif is_object(obj.status) and obj.status.qosClass == nil then
+    -- set on create and immutable after: a seeded or updated Pod has one too
+    obj.status.qosClass = podspec.qos_class(obj.spec)
   end
 end
 
