@@ -81,13 +81,7 @@ end
 
 -- The kind server s serves for spec, or raises what it says.
 local function resolve_kind(s, spec, what)
-  local k, why
-  if s.resolve_kind then
-    k, why = s:resolve_kind(spec)
-  else
-    local ok, r = pcall(s._kind, s, spec)
-    k, why = ok and r or nil, not ok and tostring(r):gsub("^[^:]*:%d+: ", "") or nil
-  end
+  local k, why = s:resolve_kind(spec)
   if not k then error(guard.where() .. (what and what .. ": " or "") .. tostring(why), 0) end
   return k
 end
