@@ -15,6 +15,22 @@ local Server = {} -- methods of the server (luaop.testing.apiserver)
 
 local VERBS = { "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch" }
 
+-- What kinds' records share (never changed): no field paths, the default
+-- field selectors, a set of verbs for each list of them.
+local NO_PATHS = {}
+local DEFAULT_FIELDS = { ["metadata.name"] = true, ["metadata.namespace"] = true }
+local verb_sets = {}
+local function verb_set(verbs)
+  local key = table.concat(verbs, " ")
+  local set = verb_sets[key]
+  if not set then
+    set = {}
+    for _, v in ipairs(verbs) do set[v] = true end
+    verb_sets[key] = set
+  end
+  return set
+end
+
 -- Kubernetes' version order: GA before beta before alpha, higher first;
 -- other names last, alphabetically.
 local function version_rank(v)
@@ -59,18 +75,21 @@ function Server:add_kind(spec)
     list_kind = spec.list_kind or spec.kind .. "List", singular = spec.singular or spec.kind:lower(),
     short_names = spec.short_names, custom = spec.custom and true or false,
     status_on_create = spec.status_on_create, prepare = spec.prepare, keep_on_update = spec.keep_on_update,
-    name_rule = spec.name_rule or "subdomain", field_paths = spec.field_paths or {}, crd = spec.crd,
-    return_deleted = spec.return_deleted and true or false, verbs = spec.verbs or VERBS, verb_set = {},
+    name_rule = spec.name_rule or "subdomain", field_paths = spec.field_paths or NO_PATHS, crd = spec.crd,
+    return_deleted = spec.return_deleted and true or false, verbs = spec.verbs or VERBS,
   }
-  for _, v in ipairs(k.verbs) do k.verb_set[v] = true end
+  k.verb_set = verb_set(k.verbs)
   k.gv = k.group == "" and k.version or k.group .. "/" .. k.version
   k.store = k.group .. "/" .. k.resource
   k.unconditional = spec.unconditional_update
   if k.unconditional == nil then k.unconditional = not k.custom end
   k.strategic = spec.strategic
   if k.strategic == nil then k.strategic = not k.custom end
-  k.field_labels, k.field_style = {}, spec.field_labels and "custom" or "default"
-  for _, f in ipairs(spec.field_labels or { "metadata.name", "metadata.namespace" }) do k.field_labels[f] = true end
+  k.field_labels, k.field_style = DEFAULT_FIELDS, spec.field_labels and "custom" or "default"
+  if spec.field_labels then
+    k.field_labels = {}
+    for _, f in ipairs(spec.field_labels) do k.field_labels[f] = true end
+  end
   self:_install_kind(k)
 end
 
