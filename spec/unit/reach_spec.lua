@@ -518,6 +518,6 @@ return luaop.controller { name = "victim", resource = "v1/Secret", namespace = "
     assert.are.same({ made = "b-made", forged_error = "nil", forged_definition = "nil", go = "v",
       namespace = "default", name = "s" },
       seen and seen.fields)
-    assert.is_not_nil(world:get("ConfigMap", "default", "b-made"))
+    assert.is_not_nil(world:get("ConfigMap", "b-made"))
   end)
 end)
