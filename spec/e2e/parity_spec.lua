@@ -247,6 +247,42 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
     assert.is_table(real)
   end)
 
+  it("patches as it stores: a Deployment's template (strategic), a ResourceQuota (merge), a NetworkPolicy (apply)",
+    function()
+    local kit_ns = "/namespaces/" .. ns .. "/"
+    -- the kit's answer to a patch of path: the object, normalised against real
+    local function kit_patch(path, patch, ctype)
+      local code, text = s:request("PATCH", path, json.encode(patch), ctype)
+      assert(code == 200 or code == 201, ("the kit answered %d: %s"):format(code, text))
+      return json.decode(text)
+    end
+    local function spec_of(obj) return normal({ metadata = obj.metadata, spec = obj.spec }, obj).spec end
+    both { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = "dp" }, spec = {
+      selector = { matchLabels = { app = "dp" } }, template = { metadata = { labels = { app = "dp" } }, spec = pod_spec() } } }
+    both { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "qp" }, spec = { hard = { pods = "100" } } }
+    local restart = { spec = { template = { metadata = { annotations = { ["kubectl.kubernetes.io/restartedAt"] = "now" } },
+      spec = { containers = { { name = "c", resources = { limits = { cpu = "0.75" } } } } } } } }
+    local real = printed(kube.must({ "patch", "deployment", "dp", "-n", ns, "--type=strategic", "-o", "json",
+      "-p", json.encode(restart) }))
+    local kit = kit_patch("/apis/apps/v1" .. kit_ns .. "deployments/dp", restart, "application/strategic-merge-patch+json")
+    assert.are.same(spec_of(real), spec_of(kit))
+    assert.are.equal("750m", kit.spec.template.spec.containers[1].resources.limits.cpu)
+    local quota = { spec = { hard = { pods = "2.0", ["requests.cpu"] = "0.25" } } }
+    real = printed(kube.must({ "patch", "resourcequota", "qp", "-n", ns, "--type=merge", "-o", "json",
+      "-p", json.encode(quota) }))
+    kit = kit_patch("/api/v1" .. kit_ns .. "resourcequotas/qp", quota, "application/merge-patch+json")
+    assert.are.same(spec_of(real), spec_of(kit))
+    local policy = { apiVersion = "networking.k8s.io/v1", kind = "NetworkPolicy", metadata = { name = "n3" },
+      spec = { podSelector = {}, ingress = { { ports = { { port = 8080 } } } } } }
+    for _ = 1, 2 do -- a create, then an apply of the same that changes nothing
+      real = printed(kube.must({ "apply", "--server-side", "--field-manager", "parity", "-n", ns, "-o", "json",
+        "-f", "-" }, json.encode(policy)))
+      kit = kit_patch("/apis/networking.k8s.io/v1" .. kit_ns .. "networkpolicies/n3?fieldManager=parity", policy,
+        "application/apply-patch+yaml")
+      assert.are.same(spec_of(real), spec_of(kit))
+    end
+  end)
+
   it("stores a LimitRange with its Container defaults filled from max and default", function()
     same { apiVersion = "v1", kind = "LimitRange", metadata = { name = "l1" }, spec = { limits = {
       { type = "Container", default = { cpu = "0.5" }, defaultRequest = { memory = "1e3" }, max = { cpu = "+2",
