@@ -214,6 +214,12 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
       spec = { selector = { app = "d1" }, ports = { { port = 80 } } } }
     same { apiVersion = "v1", kind = "Service", metadata = { name = "s2" },
       spec = { type = "NodePort", selector = { app = "d1" }, ports = { { port = 80, targetPort = "http" } } } }
+    same { apiVersion = "v1", kind = "Service", metadata = { name = "s3" },
+      spec = { clusterIP = "None", ports = { { port = 80 } } } }
+    same { apiVersion = "v1", kind = "Service", metadata = { name = "s4" },
+      spec = { type = "ExternalName", externalName = "example.com" } }
+    same { apiVersion = "v1", kind = "Service", metadata = { name = "s5" },
+      spec = { sessionAffinity = "ClientIP", selector = { a = "b" }, ports = { { port = 80, targetPort = "web" } } } }
     for _, obj in ipairs(manifests("manifests/deploy/metrics-service.yaml")) do same(obj) end
   end)
 

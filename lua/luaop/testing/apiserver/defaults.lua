@@ -128,9 +128,11 @@ KINDS["/Service"] = function(server, obj, op)
       spec.clusterIP = ("10.96.%d.%d"):format(n // 254, n % 254 + 1)
     end
     if nonempty(spec.clusterIP) and not is_array(spec.clusterIPs) then spec.clusterIPs = array { spec.clusterIP } end
-    if not is_array(spec.ipFamilies) then spec.ipFamilies = array { "IPv4" } end
-    if not nonempty(spec.ipFamilyPolicy) then
-      spec.ipFamilyPolicy = spec.clusterIP == "None" and spec.selector == nil and "RequireDualStack" or "SingleStack"
+    -- a headless Service with no selector takes both families (as on a single-stack cluster too)
+    local both = spec.clusterIP == "None" and spec.selector == nil
+    if not nonempty(spec.ipFamilyPolicy) then spec.ipFamilyPolicy = both and "RequireDualStack" or "SingleStack" end
+    if not is_array(spec.ipFamilies) then
+      spec.ipFamilies = both and array { "IPv4", "IPv6" } or array { "IPv4" }
     end
   end
   obj_at(obj_at(obj, "status"), "loadBalancer")
