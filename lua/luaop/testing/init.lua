@@ -79,9 +79,15 @@ local function read_file(path)
   return text
 end
 
--- The kind server s serves for spec, or raises what it says.
+-- The kind server s serves for spec (a kind, or as the test may name one
+-- too: a resource, a short name, resource.group), or raises what
+-- s:resolve_kind says of it.
 local function resolve_kind(s, spec, what)
   local k, why = s:resolve_kind(spec)
+  if not k and type(spec) == "string" then
+    local ok, r = pcall(s._kind, s, spec)
+    if ok then k = r end
+  end
   if not k then error(guard.where() .. (what and what .. ": " or "") .. tostring(why), 0) end
   return k
 end
@@ -278,6 +284,7 @@ function Env:advance(secs)
   if type(secs) ~= "number" or not (secs >= 0 and secs <= 100 * 365 * 86400) then
     error("advance needs seconds from 0 to 100 years", 2)
   end
+  self.advance_counts = nil
   guard.run(self)
   local left = secs
   self.advance_counts = {} -- the reconciles on the way, by controller and key
