@@ -43,7 +43,7 @@ describe("the discovery fixture", function()
 
   it("leaves out the group of a CustomResourceDefinition the cluster has", function()
     local name = "widgets.a-discovery.luaop.test"
-    finally(function() kube.kubectl { "delete", "crd", name, "--wait=false" } end)
+    finally(function() kube.kubectl { "delete", "crd", name, "--ignore-not-found", "--timeout=60s" } end)
     kube.apply(kube.json.encode {
       apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition", metadata = { name = name },
       spec = { group = "a-discovery.luaop.test", scope = "Namespaced",
