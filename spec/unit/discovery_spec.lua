@@ -39,8 +39,12 @@ local function doc_rows()
 end
 
 describe("luaop.discovery", function()
-  it("names the Kubernetes version it was read from, and a list of resources", function()
+  it("names the Kubernetes version it was read from, the one hack/versions.env pins, and a list of resources", function()
     assert.matches("^v%d+%.%d+%.%d+$", discovery.kubernetes)
+    local f = assert(io.open("hack/versions.env"))
+    local pinned = f:read("a"):match("KUBE_VERSION=([%w%.%-]+)")
+    f:close()
+    assert.equals(pinned, discovery.kubernetes, "regenerate the fixture (hack/discovery.sh) after a version bump")
     assert.is_true(#discovery.resources >= 50, "only " .. #discovery.resources .. " resources")
   end)
 
