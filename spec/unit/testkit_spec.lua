@@ -352,7 +352,7 @@ end)
     assert.not_matches('{"code"', out)
   end)
 
-  it("ends a test past its deadline, even a loop of its own, with --test-timeout", function()
+  it("ends a test past its deadline, even a loop of its own, with --test-timeout or LUAOP_TEST_TIMEOUT", function()
     write(dir, "loop_spec.lua", [[
 describe("l", function()
   it("loops", function() while true do end end)
@@ -366,6 +366,9 @@ end)
     assert.matches("not ok 1 %- l loops\n# [^\n]*loop_spec%.lua:2: the test ran past its deadline of 1 s", out)
     assert.matches("ok 2 %- l runs after\n", out)
     assert.is_true(os.time() - t0 < 10)
+    code, out = proc.run({ luaop_bin, "--test", dir .. "/loop_spec.lua" }, { LUAOP_TEST_TIMEOUT = "1" }, { deadline = 30 })
+    assert.are.equal(1, code)
+    assert.matches("loop_spec%.lua:2: the test ran past its deadline of 1 s", out) -- (LUAOP_TEST_TIMEOUT's seconds)
     local _, _, err = proc.run { luaop_bin, "--test-timeout", "0", "--test", dir }
     assert.matches("--test-timeout wants a duration above 0", err, 1, true)
   end)
