@@ -190,6 +190,26 @@ return luaop.controller {
       }, "\n") .. "\n", out)
     end)
 
+    it("refuses a constant kind given to ctx that is not Kind, version/Kind or group/version/Kind", function()
+      local path = write("form.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "f", resource = "v1/ConfigMap", reconcile = function(ctx, req)
+  ctx:get("configmap", req)
+  ctx:patch("apps/v1/deployment", req, {})
+  ctx:list("a/b/c/D")
+  return ctx:get("v1/ConfigMap", req)
+end }
+]])
+      local code, out = check(path)
+      assert.are.equal(1, code)
+      assert.are.equal(table.concat({
+        path .. ":3: ctx:get: kind configmap: the kind \"configmap\" is not an UpperCamelCase name (did you mean ConfigMap?)",
+        path .. ":4: ctx:patch: kind apps/v1/deployment: the kind \"deployment\" is not an UpperCamelCase name "
+          .. "(did you mean apps/v1/Deployment?)",
+        path .. ":5: ctx:list: kind a/b/c/D: too many parts: want Kind, version/Kind or group/version/Kind",
+      }, "\n") .. "\n", out)
+    end)
+
     it("runs the top level after the static findings, and says a fault it raises on once", function()
       local path = write("top.lua", [[
 local luaop = require "luaop"

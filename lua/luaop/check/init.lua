@@ -121,7 +121,7 @@ function M.file(path, text, env)
   local wrong, kinds_used = uses.check(core.check.uses(chunk))
   for _, w in ipairs(wrong) do add(w.line, w.message) end
   for _, k in ipairs(kinds_used) do
-    local level, msg = kinds.check(env.catalog, k.kind)
+    local level, msg = kinds.check(env.catalog, k.kind, true)
     if level then add(k.line, ("ctx:%s: %s"):format(k.method, msg), level == "warning") end
   end
   -- the top level runs all the same, every definition it makes collected

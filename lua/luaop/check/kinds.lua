@@ -98,24 +98,35 @@ end
 
 -- An entry as the spec form that was written: Kind, version/Kind (the core
 -- group) or group/version/Kind.
-local function form(e, parts)
+local function form_of(e, parts)
   if parts == 1 then return e.kind end
   if e.group == "" then return e.version .. "/" .. e.kind end
   return e.group .. "/" .. e.version .. "/" .. e.kind
 end
 
 -- Whether the catalog serves spec: nil when it does; else "error" or
--- "warning" and what to say. (A spec that is not Kind, version/Kind or
--- group/version/Kind is definition's to refuse: nil here.)
-function M.check(cat, spec)
-  if type(spec) ~= "string" or definition.bad_kind(spec) then return nil end
+-- "warning" and what to say. A spec that is not Kind, version/Kind or
+-- group/version/Kind is an error too when `form` is set (a ctx call's
+-- kind), else nil (a definition's: luaop.definition refuses it).
+function M.check(cat, spec, form)
+  if type(spec) ~= "string" then return nil end
+  local bad = definition.bad_kind(spec)
+  if bad and not form then return nil end
   local parts = {}
   for p in spec:gmatch("[^/]+") do parts[#parts + 1] = p end
+  if bad then
+    local candidates = {}
+    for _, e in ipairs(cat.entries) do
+      if #parts <= 3 then candidates[#candidates + 1] = form_of(e, #parts) end
+    end
+    local near = definition.nearest(spec, candidates)
+    return "error", ("kind %s: %s%s"):format(spec, bad, near and (" (did you mean %s?)"):format(near) or "")
+  end
   local kind, version, group = parts[#parts], parts[#parts - 1], #parts == 3 and parts[1] or (#parts == 2 and "")
   local candidates = {}
   for _, e in ipairs(cat.entries) do
     if e.kind == kind and (not version or e.version == version) and (not group or e.group == group) then return nil end
-    if not group or e.group == group then candidates[#candidates + 1] = form(e, #parts) end
+    if not group or e.group == group then candidates[#candidates + 1] = form_of(e, #parts) end
   end
   if group and not cat.groups[group] then
     return "warning", ("kind %s: no CRD found defines the group %s, so it is not checked (give luaop --check the "
@@ -124,7 +135,7 @@ function M.check(cat, spec)
   local near = definition.nearest(spec, candidates)
   if not near then -- the kind in another version of its group
     for _, e in ipairs(cat.entries) do
-      if e.kind:lower() == kind:lower() and (not group or e.group == group) then near = form(e, #parts) break end
+      if e.kind:lower() == kind:lower() and (not group or e.group == group) then near = form_of(e, #parts) break end
     end
   end
   if not group and not near then
