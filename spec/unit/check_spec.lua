@@ -177,6 +177,7 @@ return luaop.controller {
     log:nothing()
     ctx:list(kind)
     ctx:delete("v1/Secrt", req)
+    luaop.log:infoo("x")
     return later(ctx)
   end,
 }
@@ -187,6 +188,7 @@ return luaop.controller {
         path .. ":5: unknown ctx method patchh (did you mean patch?)",
         path .. ":6: unknown field luaop.jsn (did you mean luaop.json?)",
         path .. ":16: ctx:delete: kind v1/Secrt is not served by Kubernetes v1.34.4 (did you mean v1/Secret?)",
+        path .. ":17: unknown method luaop.log:infoo (did you mean luaop.log:info?)",
       }, "\n") .. "\n", out)
     end)
 

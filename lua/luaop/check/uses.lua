@@ -26,8 +26,8 @@ local function roots()
 end
 
 -- The names a value offers: its keys (as pairs gives them: a sandbox view's
--- __pairs), and for ctx and its logger, their methods (their metatables
--- are protected).
+-- __pairs), and for ctx and a logger, their methods (their metatables are
+-- protected).
 local function names_of(v, r)
   local out, seen = {}, {}
   local function add(k)
@@ -39,9 +39,13 @@ local function names_of(v, r)
   if type(v) == "table" then
     for k in pairs(v) do add(k) end
   end
+  local function has(k)
+    local ok, f = pcall(function() return v[k] end)
+    return ok and type(f) == "function"
+  end
   if rawequal(v, r.ctx) then
     for _, k in ipairs(context.method_names()) do add(k) end
-  elseif rawequal(v, r.ctx.log) then
+  elseif type(v) == "table" and has("info") and has("with") then -- a logger (ctx.log, luaop.log)
     for _, k in ipairs(logging.method_names()) do add(k) end
   end
   table.sort(out)
