@@ -1508,6 +1508,22 @@ describe("luaop.apiserver's defaults", function()
     assert.are.same({ d.metadata.resourceVersion, 1 }, { patched.metadata.resourceVersion, patched.spec.replicas })
   end)
 
+  it("seeds as it stores: a seeded object, new or replacing one, is defaulted and canonical (a Pod not admitted)", function()
+    local s = new { crd = false }
+    local q = { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "q", namespace = "default" },
+      spec = { hard = { cpu = "0.5" } } }
+    assert.are.equal("500m", s:seed(q).spec.hard.cpu)
+    q.spec.hard.cpu = "1.5"
+    assert.are.equal("1500m", s:seed(q).spec.hard.cpu)
+    q.spec.hard.cpu = "1x"
+    assert.matches("seed: ResourceQuota in version \"v1\" cannot be handled", select(2, pcall(s.seed, s, q)), 1, true)
+    local pod = s:seed { apiVersion = "v1", kind = "Pod", metadata = { name = "p", namespace = "default" },
+      spec = { containers = { { name = "c", image = "i:1" } } }, status = { phase = "Running" } }
+    assert.are.same({ "IfNotPresent", "Running", "BestEffort" }, { pod.spec.containers[1].imagePullPolicy,
+      pod.status.phase, pod.status.qosClass })
+    assert.is_nil(pod.spec.serviceAccountName)
+  end)
+
   it("defaults a Service, a NetworkPolicy, a Job (its selector from its uid), a CronJob, a Secret's stringData", function()
     local s = new { crd = false }
     local svc = post(s, NS .. "services", { apiVersion = "v1", kind = "Service", metadata = { name = "s" },

@@ -287,6 +287,8 @@ function Server:_reseed(k, old, obj)
   md.resourceVersion, md.managedFields = omd.resourceVersion, nil
   if obj.status == nil then obj.status = copy(old.status) end
   if k.prepare then k.prepare(obj) end
+  local derr = require("luaop.testing.apiserver.defaults").apply(self, k, obj, "update", omd.namespace)
+  if derr then error("seed: " .. derr.message, 3) end
   obj.apiVersion = old.apiVersion
   if same(obj, old) then return old end
   return self:_write(k, old, obj)
