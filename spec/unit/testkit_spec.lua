@@ -178,6 +178,23 @@ return luaop.controller { name = "gizmos", resource = "example.com/v1/Gizmo", re
     assert.matches('env:get: [^\n]*"Gizmo"', (failure(t.env.get, t.env, "Gizmo", "g")))
   end)
 
+  it("fails at once when a cache never syncs (its LIST refused every time), naming its kind", function()
+    local apiserver = require "luaop.testing.apiserver"
+    local new = apiserver.new
+    apiserver.new = function(o)
+      local s = new(o)
+      s:fail { verb = "list", kind = "ConfigMap", reason = "Forbidden", times = 1000 }
+      s:fail { verb = "watch", kind = "ConfigMap", reason = "Forbidden", times = 1000 } -- (a streamed list)
+      return s
+    end
+    local ok, err, took = pcall(failure, testing.env, { script = write(t.dir, "kit.lua", SCRIPT) })
+    apiserver.new = new
+    assert.is_true(ok, err)
+    assert.matches("testkit_spec%.lua:%d+: still waiting once everything else was idle[^\n]*%(the caches of "
+      .. "v1/ConfigMap never synced: see env:logs%(%)%)", err)
+    assert.is_true(took < 5, took)
+  end)
+
   it("fails a write loop and a requeue_after(0), naming the controller and the key, well within the deadline", function()
     t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT) }
     local err, took = failure(t.env.create, t.env, cm("w", "write"))

@@ -66,7 +66,9 @@ local function in_task(fn, ...)
     return e
   end, ...)) end, ...)
   guard.run(current, current and current.stopping and { unguarded = true } or nil)
-  if not res then error("still waiting once everything else was idle (for an event that will not come?)", 3) end
+  if not res then
+    error(guard.where() .. "still waiting once everything else was idle (for an event that will not come?)", 0)
+  end
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
 end
@@ -217,7 +219,18 @@ function M.env(opts)
     end
     for _, obj in ipairs(opts.objects or {}) do env:seed(obj) end
     for _, path in ipairs(opts.scripts or { opts.script }) do env:load(path) end
-    in_task(function() env.manager:start() end)
+    local started, serr = pcall(in_task, function() env.manager:start() end)
+    if not started then
+      -- the caches that never synced (a LIST the API server keeps refusing)
+      local waiting = {}
+      for _, e in pairs(env.manager.informers) do
+        if e.running and not e.inf.synced then waiting[#waiting + 1] = e.kind end
+      end
+      table.sort(waiting)
+      if #waiting > 0 then serr = ("%s (the caches of %s never synced: see env:logs())"):format(serr,
+        table.concat(waiting, ", ")) end
+      error(serr, 0)
+    end
   end)
   if not ok then
     env:stop() -- the transport and the clock back, whatever failed
