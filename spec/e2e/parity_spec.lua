@@ -325,6 +325,27 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
       action = "Act", reason = "Test", regarding = { kind = "Pod", name = "p1", namespace = ns }, type = "Normal" }
   end)
 
+  it("stores a RoleBinding's subjects, a HorizontalPodAutoscaler, a PodDisruptionBudget, an Ingress, a ReplicationController "
+    .. "and Endpoints defaulted", function()
+    same { apiVersion = "rbac.authorization.k8s.io/v1", kind = "RoleBinding", metadata = { name = "rb1" },
+      roleRef = { apiGroup = "rbac.authorization.k8s.io", kind = "Role", name = "r" },
+      subjects = { { kind = "User", name = "alice" }, { kind = "Group", name = "devs" },
+        { kind = "ServiceAccount", name = "default" } } }
+    same { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = "h1" },
+      spec = { scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "d1" }, maxReplicas = 5,
+        metrics = { { type = "Resource", resource = { name = "cpu", target = { type = "AverageValue",
+          averageValue = 0.5 } } } } } }
+    same { apiVersion = "policy/v1", kind = "PodDisruptionBudget", metadata = { name = "pdb1" },
+      spec = { minAvailable = 1, selector = { matchLabels = { a = "b" } } } }
+    same { apiVersion = "networking.k8s.io/v1", kind = "Ingress", metadata = { name = "i1" },
+      spec = { rules = { { host = "a.example.com", http = { paths = { { path = "/", pathType = "Prefix",
+        backend = { service = { name = "s1", port = { number = 80 } } } } } } } } } }
+    same { apiVersion = "v1", kind = "ReplicationController", metadata = { name = "rc1" },
+      spec = { template = { metadata = { labels = { a = "rc" } }, spec = pod_spec() } } }
+    same { apiVersion = "v1", kind = "Endpoints", metadata = { name = "ep1" },
+      subsets = { { addresses = { { ip = "10.1.2.3" } }, ports = { { port = 80 } } } } }
+  end)
+
   it("stores a PersistentVolumeClaim with its protection finalizer, volume mode and canonical request", function()
     same { apiVersion = "v1", kind = "PersistentVolumeClaim", metadata = { name = "c1" },
       spec = { accessModes = { "ReadWriteOnce" }, resources = { requests = { storage = "1.5Gi" } } } }

@@ -369,11 +369,78 @@ KINDS["networking.k8s.io/NetworkPolicy"] = function(_, obj)
   end
 end
 
+KINDS["/ReplicationController"] = function(_, obj)
+  local spec = obj_at(obj, "spec")
+  default(spec, "replicas", 1)
+  local labels = is_object(spec.template) and is_object(spec.template.metadata) and spec.template.metadata.labels
+  if is_object(labels) and next(labels) ~= nil then
+    local function copy_of() local t = {} for key, v in pairs(labels) do t[key] = v end return t end
+    if not is_object(spec.selector) or next(spec.selector) == nil then spec.selector = copy_of() end
+    if not is_object(obj.metadata.labels) or next(obj.metadata.labels) == nil then obj.metadata.labels = copy_of() end
+  end
+  default(obj_at(obj, "status"), "replicas", 0)
+  if is_object(spec.template) then
+    local ok, err = template(spec.template)
+    if not ok then return err end
+  end
+end
+
+KINDS["/Endpoints"] = function(_, obj)
+  for _, subset in each(obj.subsets) do
+    for _, p in each(is_object(subset) and subset.ports) do
+      if is_object(p) and not nonempty(p.protocol) then p.protocol = "TCP" end
+    end
+  end
+end
+
+-- RBAC subjects: a User's and a Group's API group
+local function subjects(_, obj)
+  for _, sub in each(obj.subjects) do
+    if is_object(sub) and sub.apiGroup == nil and (sub.kind == "User" or sub.kind == "Group") then
+      sub.apiGroup = "rbac.authorization.k8s.io"
+    end
+  end
+end
+KINDS["rbac.authorization.k8s.io/RoleBinding"] = subjects
+KINDS["rbac.authorization.k8s.io/ClusterRoleBinding"] = subjects
+
+KINDS["autoscaling/HorizontalPodAutoscaler"] = function(_, obj, _, _, k)
+  if k.version ~= "v2" then return end
+  local spec = obj_at(obj, "spec")
+  default(spec, "minReplicas", 1)
+  for _, m in each(spec.metrics) do
+    for _, src in ipairs { "resource", "pods", "object", "external", "containerResource" } do
+      local target = is_object(m) and is_object(m[src]) and m[src].target
+      for _, f in ipairs { "value", "averageValue" } do
+        if is_object(target) and target[f] ~= nil then
+          local q, err = quantity.canonical(target[f])
+          if not q then return err end
+          target[f] = q
+        end
+      end
+    end
+  end
+  local status = obj_at(obj, "status")
+  default(status, "currentMetrics", null)
+  default(status, "desiredReplicas", 0)
+end
+
+KINDS["policy/PodDisruptionBudget"] = function(_, obj)
+  local status = obj_at(obj, "status")
+  for _, f in ipairs { "currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods" } do
+    default(status, f, 0)
+  end
+end
+
+KINDS["networking.k8s.io/Ingress"] = function(_, obj)
+  obj_at(obj_at(obj, "status"), "loadBalancer")
+end
+
 -- Apply what the API server does to obj of kind k (see the header).
 function M.apply(server, k, obj, op, ns)
   local f = KINDS[k.group .. "/" .. k.kind]
   if not f or k.custom then return nil end
-  local err = f(server, obj, op, ns or obj.metadata.namespace)
+  local err = f(server, obj, op, ns or obj.metadata.namespace, k)
   if err == nil then return nil end
   local name = obj.metadata.name or ""
   if type(err) == "table" then return forbidden(k, name, err.forbidden) end
