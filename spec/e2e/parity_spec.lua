@@ -223,6 +223,31 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
     for _, obj in ipairs(manifests("manifests/deploy/metrics-service.yaml")) do same(obj) end
   end)
 
+  it("updates (PUT) a Service that leaves out its allocations: its cluster IPs kept, a nodePort by its port's name",
+    function()
+    both { apiVersion = "v1", kind = "Service", metadata = { name = "s6" }, spec = { type = "NodePort",
+      selector = { a = "b" }, ports = { { name = "http", port = 80 }, { name = "x", port = 81 } } } }
+    local function put(rv)
+      return { apiVersion = "v1", kind = "Service", metadata = { name = "s6", resourceVersion = rv },
+        spec = { type = "NodePort", selector = { a = "c" }, ports = { { name = "http", port = 80 }, { name = "y", port = 82 } } } }
+    end
+    local before = kube.get("service", "s6", ns)
+    local real = printed(kube.must({ "replace", "-n", ns, "-o", "json", "-f", "-" },
+      json.encode(put(before.metadata.resourceVersion))))
+    local path = "/api/v1/namespaces/" .. ns .. "/services/s6"
+    local _, cur = s:request("GET", path)
+    local kit_before = json.decode(cur)
+    local code, text = s:request("PUT", path, json.encode(put(kit_before.metadata.resourceVersion)))
+    assert.are.equal(200, code)
+    local kit = json.decode(text)
+    local diff = differences(normal(real, real), normal(kit, real))
+    assert(#diff == 0, "Service s6 differs (real | kit):\n" .. table.concat(diff, "\n"))
+    assert.are.same({ before.spec.clusterIP, before.spec.ports[1].nodePort },
+      { real.spec.clusterIP, real.spec.ports[1].nodePort })
+    assert.are.same({ kit_before.spec.clusterIP, kit_before.spec.ports[1].nodePort },
+      { kit.spec.clusterIP, kit.spec.ports[1].nodePort })
+  end)
+
   it("stores a ResourceQuota's quantities canonical and its status an empty struct", function()
     same { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "q1" }, spec = { hard = {
       ["requests.cpu"] = "0.5", ["requests.memory"] = "1.5Gi", pods = "10", ["limits.cpu"] = "1000m",

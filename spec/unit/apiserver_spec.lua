@@ -1535,6 +1535,16 @@ describe("luaop.apiserver's defaults", function()
       ports = { { port = 80, protocol = "TCP", targetPort = 80 } }, selector = { app = "d" }, sessionAffinity = "None",
       type = "ClusterIP" }, svc.spec)
     assert.are.same({ loadBalancer = {} }, svc.status)
+    -- a PUT that leaves out the allocations keeps them: the cluster IPs, a nodePort by its port's name
+    local nps = post(s, NS .. "services", { apiVersion = "v1", kind = "Service", metadata = { name = "np" },
+      spec = { type = "NodePort", selector = { a = "b" }, ports = { { name = "http", port = 80 }, { name = "x", port = 81 } } } })
+    local _, put = call(s, "PUT", NS .. "services/np", { apiVersion = "v1", kind = "Service",
+      metadata = { name = "np", resourceVersion = nps.metadata.resourceVersion },
+      spec = { type = "NodePort", selector = { a = "c" }, ports = { { name = "http", port = 80 }, { name = "y", port = 82 } } } })
+    assert.are.same({ nps.spec.clusterIP, nps.spec.clusterIPs, nps.spec.ports[1].nodePort },
+      { put.spec.clusterIP, put.spec.clusterIPs, put.spec.ports[1].nodePort })
+    assert.is_number(put.spec.ports[2].nodePort)
+    assert.are_not.equal(nps.spec.ports[2].nodePort, put.spec.ports[2].nodePort)
     local np = post(s, "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", { apiVersion = "networking.k8s.io/v1",
       kind = "NetworkPolicy", metadata = { name = "n" },
       spec = { podSelector = {}, ingress = { { ports = { { port = 80 } } } }, egress = { {} } } })

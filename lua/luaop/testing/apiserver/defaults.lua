@@ -7,7 +7,7 @@
 -- ServiceAccount token, tolerations, priority; a claim's protection
 -- finalizer); a part of luaop.testing.apiserver.
 --
---   local failure = defaults.apply(server, k, obj, "create" | "update", namespace)
+--   local failure = defaults.apply(server, k, obj, "create" | "update", namespace [, old])
 --
 -- Changes obj in place; returns nil, or the failure the API server would
 -- answer (a quantity it cannot read: 400; a ServiceAccount or PriorityClass
@@ -95,21 +95,45 @@ KINDS["/Secret"] = function(_, obj)
   end
 end
 
-KINDS["/Service"] = function(server, obj, op)
+-- What an update of a Service keeps of the old one's allocations when it
+-- leaves them out (the registry's patchAllocatedValues): its cluster IPs and
+-- families, and each port's nodePort by the port's name.
+local function keep_allocated(spec, old)
+  local ospec = is_object(old) and is_object(old.spec) and old.spec
+  if not ospec or ospec.type == "ExternalName" or spec.type == "ExternalName" then return end
+  if not nonempty(spec.clusterIP) then spec.clusterIP = ospec.clusterIP end
+  if not is_array(spec.clusterIPs) then spec.clusterIPs = ospec.clusterIPs end
+  if spec.ipFamilyPolicy == nil then spec.ipFamilyPolicy = ospec.ipFamilyPolicy end
+  if spec.ipFamilies == nil then spec.ipFamilies = ospec.ipFamilies end
+  local used, by_name = {}, {}
+  for _, p in each(spec.ports) do
+    if is_object(p) and p.nodePort then used[p.nodePort] = true end
+  end
+  for _, p in each(ospec.ports) do
+    if is_object(p) and p.nodePort then by_name[p.name or ""] = p.nodePort end
+  end
+  for _, p in each(spec.ports) do
+    local was = is_object(p) and (p.nodePort == nil or p.nodePort == 0) and by_name[p.name or ""]
+    if was and not used[was] then p.nodePort = was end
+  end
+end
+
+KINDS["/Service"] = function(server, obj, _, _, _, old)
   local spec = obj_at(obj, "spec")
+  if not nonempty(spec.type) then spec.type = "ClusterIP" end
+  keep_allocated(spec, old)
   if not nonempty(spec.sessionAffinity) then spec.sessionAffinity = "None" end
   if spec.sessionAffinity == "None" then spec.sessionAffinityConfig = nil end
   if spec.sessionAffinity == "ClientIP" then
     local cfg = obj_at(spec, "sessionAffinityConfig")
     default(obj_at(cfg, "clientIP"), "timeoutSeconds", 10800)
   end
-  if not nonempty(spec.type) then spec.type = "ClusterIP" end
   local t = spec.type
   for _, p in each(spec.ports) do
     if is_object(p) then
       if not nonempty(p.protocol) then p.protocol = "TCP" end
       if p.targetPort == nil or p.targetPort == 0 or p.targetPort == "" then p.targetPort = p.port end
-      if (t == "NodePort" or t == "LoadBalancer") and (p.nodePort == nil or p.nodePort == 0) and op == "create" then
+      if (t == "NodePort" or t == "LoadBalancer") and (p.nodePort == nil or p.nodePort == 0) then
         server._node_port = (server._node_port or 30000) + 1
         p.nodePort = server._node_port
       end
@@ -121,7 +145,7 @@ KINDS["/Service"] = function(server, obj, op)
   if t == "LoadBalancer" then default(spec, "allocateLoadBalancerNodePorts", true) end
   if t ~= "ExternalName" then
     default(spec, "internalTrafficPolicy", "Cluster")
-    if op == "create" and not nonempty(spec.clusterIP) then
+    if not nonempty(spec.clusterIP) then
       -- an approximation of the allocator: 10.96.0.1 and on, in order
       server._cluster_ip = (server._cluster_ip or 0) + 1
       local n = server._cluster_ip
@@ -437,10 +461,10 @@ KINDS["networking.k8s.io/Ingress"] = function(_, obj)
 end
 
 -- Apply what the API server does to obj of kind k (see the header).
-function M.apply(server, k, obj, op, ns)
+function M.apply(server, k, obj, op, ns, old)
   local f = KINDS[k.group .. "/" .. k.kind]
   if not f or k.custom then return nil end
-  local err = f(server, obj, op, ns or obj.metadata.namespace, k)
+  local err = f(server, obj, op, ns or obj.metadata.namespace, k, old)
   if err == nil then return nil end
   local name = obj.metadata.name or ""
   if type(err) == "table" then return forbidden(k, name, err.forbidden) end

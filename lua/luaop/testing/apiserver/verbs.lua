@@ -234,7 +234,7 @@ function Server:_before_update(k, old, new, dry)
   if #errs > 0 then return invalid_object(k, omd.name, errs) end
   if k.status then new.status = copy(old.status) end
   if k.keep_on_update then k.keep_on_update(new, old) end
-  local derr = defaults.apply(self, k, new, "update", omd.namespace)
+  local derr = defaults.apply(self, k, new, "update", omd.namespace, old)
   if derr then return derr end
   if k.store == CRD_STORE then
     local kinds, cerrs = crd_kinds(new)
