@@ -248,6 +248,28 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
       { kit.spec.clusterIP, kit.spec.ports[1].nodePort })
   end)
 
+  it("updates (PUT) a DaemonSet: its template generation counted when the template changes, kept when it does not",
+    function()
+    local function ds(image, rv, labels)
+      return { apiVersion = "apps/v1", kind = "DaemonSet", metadata = { name = "ds2", resourceVersion = rv, labels = labels },
+        spec = { selector = { matchLabels = { a = "ds2" } }, template = { metadata = { labels = { a = "ds2" } },
+          spec = { containers = { { name = "c", image = image } } } } } }
+    end
+    both(ds("nginx"))
+    local path = "/apis/apps/v1/namespaces/" .. ns .. "/daemonsets/ds2"
+    for _, step in ipairs { { "busybox" }, { "busybox", { x = "y" } } } do
+      local real = printed(kube.must({ "replace", "-n", ns, "-o", "json", "-f", "-" },
+        json.encode(ds(step[1], kube.get("daemonset", "ds2", ns).metadata.resourceVersion, step[2]))))
+      local _, cur = s:request("GET", path)
+      local code, text = s:request("PUT", path, json.encode(ds(step[1], json.decode(cur).metadata.resourceVersion, step[2])))
+      assert.are.equal(200, code)
+      local want, got = normal(real, real), normal(json.decode(text), real)
+      want.status, got.status = nil, nil -- the controller's by now
+      assert.are.same(want.metadata, got.metadata)
+      assert.are.equal("2", got.metadata.annotations["deprecated.daemonset.template.generation"])
+    end
+  end)
+
   it("stores a ResourceQuota's quantities canonical and its status an empty struct", function()
     same { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "q1" }, spec = { hard = {
       ["requests.cpu"] = "0.5", ["requests.memory"] = "1.5Gi", pods = "10", ["limits.cpu"] = "1000m",

@@ -306,7 +306,7 @@ KINDS["apps/StatefulSet"] = function(_, obj)
   if not ok then return err end
 end
 
-KINDS["apps/DaemonSet"] = function(_, obj, op)
+KINDS["apps/DaemonSet"] = function(_, obj, op, _, _, old)
   local spec = obj_at(obj, "spec")
   local us = obj_at(spec, "updateStrategy")
   if not nonempty(us.type) then us.type = "RollingUpdate" end
@@ -320,11 +320,21 @@ KINDS["apps/DaemonSet"] = function(_, obj, op)
   for _, f in ipairs { "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady" } do
     default(status, f, 0)
   end
-  if op == "create" then
-    obj_at(obj.metadata, "annotations")["deprecated.daemonset.template.generation"] = "1"
-  end
   local ok, err = template(obj_at(spec, "template"))
   if not ok then return err end
+  -- the template's generation: 1, counted when the template changes, kept when left out
+  local TG = "deprecated.daemonset.template.generation"
+  local annotations = obj_at(obj.metadata, "annotations")
+  local omd = is_object(old) and is_object(old.metadata) and old.metadata
+  local was = omd and is_object(omd.annotations) and tonumber(omd.annotations[TG])
+  if op == "create" then
+    annotations[TG] = "1"
+  elseif was then
+    local changed = json.encode(spec.template) ~= json.encode(is_object(old.spec) and old.spec.template or {})
+    annotations[TG] = tostring(math.tointeger(was + (changed and 1 or 0)))
+  elseif annotations[TG] == nil then
+    annotations[TG] = "1"
+  end
 end
 
 local function job_labels(obj)
