@@ -23,22 +23,11 @@ local status_part = require "luaop.testing.apiserver.status"
 local bad_request, forbidden = status_part.bad_request, status_part.forbidden
 local quantity = require "luaop.testing.apiserver.quantity"
 local podspec = require "luaop.testing.apiserver.podspec"
-local resource_list, requirements, template = podspec.resource_list, podspec.requirements, podspec.template
+local claim_spec, resource_list, template = podspec.claim_spec, podspec.resource_list, podspec.template
 
 local M = {}
 
-local function obj_at(t, key)
-  if not is_object(t[key]) then t[key] = {} end
-  return t[key]
-end
-
-local function each(list)
-  return ipairs(is_array(list) and list or {})
-end
-
-local function default(t, key, v)
-  if t[key] == nil then t[key] = v end
-end
+local obj_at, each, default = podspec.obj_at, podspec.each, podspec.default
 
 -- ---- base64, for a Secret's stringData ------------------------------------------------------
 
@@ -189,11 +178,6 @@ KINDS["/LimitRange"] = function(_, obj)
   end
 end
 
-local function claim_spec(spec)
-  default(spec, "volumeMode", "Filesystem")
-  return requirements(spec.resources)
-end
-
 KINDS["/PersistentVolumeClaim"] = function(_, obj, op)
   local ok, err = claim_spec(obj_at(obj, "spec"))
   local status = obj_at(obj, "status")
@@ -252,136 +236,6 @@ KINDS["events.k8s.io/Event"] = function(_, obj)
   default(obj, "deprecatedFirstTimestamp", null)
   default(obj, "deprecatedLastTimestamp", null)
   obj_at(obj, "deprecatedSource")
-end
-
-KINDS["apps/Deployment"] = function(_, obj)
-  local spec = obj_at(obj, "spec")
-  default(spec, "replicas", 1)
-  local strategy = obj_at(spec, "strategy")
-  if not nonempty(strategy.type) then strategy.type = "RollingUpdate" end
-  if strategy.type == "RollingUpdate" then
-    local ru = obj_at(strategy, "rollingUpdate")
-    default(ru, "maxUnavailable", "25%")
-    default(ru, "maxSurge", "25%")
-  end
-  default(spec, "revisionHistoryLimit", 10)
-  default(spec, "progressDeadlineSeconds", 600)
-  obj_at(obj, "status")
-  local ok, err = template(obj_at(spec, "template"))
-  if not ok then return err end
-end
-
-KINDS["apps/ReplicaSet"] = function(_, obj)
-  local spec = obj_at(obj, "spec")
-  default(spec, "replicas", 1)
-  default(obj_at(obj, "status"), "replicas", 0)
-  local ok, err = template(obj_at(spec, "template"))
-  if not ok then return err end
-end
-
-KINDS["apps/StatefulSet"] = function(_, obj)
-  local spec = obj_at(obj, "spec")
-  default(spec, "replicas", 1)
-  if not nonempty(spec.podManagementPolicy) then spec.podManagementPolicy = "OrderedReady" end
-  local us = obj_at(spec, "updateStrategy")
-  if not nonempty(us.type) then us.type = "RollingUpdate" end
-  if us.type == "RollingUpdate" then default(obj_at(us, "rollingUpdate"), "partition", 0) end
-  local retention = obj_at(spec, "persistentVolumeClaimRetentionPolicy")
-  default(retention, "whenDeleted", "Retain")
-  default(retention, "whenScaled", "Retain")
-  default(spec, "revisionHistoryLimit", 10)
-  local status = obj_at(obj, "status")
-  default(status, "replicas", 0)
-  default(status, "availableReplicas", 0)
-  for _, claim in each(spec.volumeClaimTemplates) do
-    if is_object(claim) then
-      claim.apiVersion, claim.kind = "v1", "PersistentVolumeClaim"
-      local ok, err = claim_spec(obj_at(claim, "spec"))
-      if not ok then return err end
-      local cs = obj_at(claim, "status")
-      if not nonempty(cs.phase) then cs.phase = "Pending" end
-    end
-  end
-  local ok, err = template(obj_at(spec, "template"))
-  if not ok then return err end
-end
-
-KINDS["apps/DaemonSet"] = function(_, obj, op, _, _, old)
-  local spec = obj_at(obj, "spec")
-  local us = obj_at(spec, "updateStrategy")
-  if not nonempty(us.type) then us.type = "RollingUpdate" end
-  if us.type == "RollingUpdate" then
-    local ru = obj_at(us, "rollingUpdate")
-    default(ru, "maxUnavailable", 1)
-    default(ru, "maxSurge", 0)
-  end
-  default(spec, "revisionHistoryLimit", 10)
-  local status = obj_at(obj, "status")
-  for _, f in ipairs { "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady" } do
-    default(status, f, 0)
-  end
-  local ok, err = template(obj_at(spec, "template"))
-  if not ok then return err end
-  -- the template's generation: 1, counted when the template changes, kept when left out
-  local TG = "deprecated.daemonset.template.generation"
-  local annotations = obj_at(obj.metadata, "annotations")
-  local omd = is_object(old) and is_object(old.metadata) and old.metadata
-  local was = omd and is_object(omd.annotations) and tonumber(omd.annotations[TG])
-  if op == "create" then
-    annotations[TG] = "1"
-  elseif was then
-    local changed = json.encode(spec.template) ~= json.encode(is_object(old.spec) and old.spec.template or {})
-    annotations[TG] = tostring(math.tointeger(was + (changed and 1 or 0)))
-  elseif annotations[TG] == nil then
-    annotations[TG] = "1"
-  end
-end
-
-local function job_labels(obj)
-  local t = obj_at(obj_at(obj, "spec"), "template")
-  local labels = is_object(t.metadata) and t.metadata.labels
-  if is_object(labels) and next(labels) ~= nil and not (is_object(obj.metadata.labels)
-      and next(obj.metadata.labels) ~= nil) then
-    obj.metadata.labels = {}
-    for key, v in pairs(labels) do obj.metadata.labels[key] = v end
-  end
-end
-
-KINDS["batch/Job"] = function(_, obj, op)
-  local spec = obj_at(obj, "spec")
-  if spec.completions == nil and spec.parallelism == nil then spec.completions = 1 end
-  default(spec, "parallelism", 1)
-  default(spec, "backoffLimit", spec.backoffLimitPerIndex ~= nil and 2147483647 or 6)
-  job_labels(obj)
-  default(spec, "completionMode", "NonIndexed")
-  default(spec, "suspend", false)
-  default(spec, "podReplacementPolicy", spec.podFailurePolicy ~= nil and "Failed" or "TerminatingOrFailed")
-  default(spec, "manualSelector", false)
-  if op == "create" and spec.manualSelector ~= true then
-    -- the strategy's generateSelector
-    local uid, name = obj.metadata.uid, obj.metadata.name
-    local labels = obj_at(obj_at(obj_at(spec, "template"), "metadata"), "labels")
-    labels["batch.kubernetes.io/controller-uid"], labels["batch.kubernetes.io/job-name"] = uid, name
-    labels["controller-uid"], labels["job-name"] = uid, name
-    spec.selector = { matchLabels = { ["batch.kubernetes.io/controller-uid"] = uid } }
-    job_labels(obj)
-  end
-  obj_at(obj, "status")
-  local ok, err = template(obj_at(spec, "template"))
-  if not ok then return err end
-end
-
-KINDS["batch/CronJob"] = function(_, obj)
-  local spec = obj_at(obj, "spec")
-  if not nonempty(spec.concurrencyPolicy) then spec.concurrencyPolicy = "Allow" end
-  default(spec, "suspend", false)
-  default(spec, "successfulJobsHistoryLimit", 3)
-  default(spec, "failedJobsHistoryLimit", 1)
-  local jt = obj_at(spec, "jobTemplate")
-  obj_at(jt, "metadata")
-  obj_at(obj, "status")
-  local ok, err = template(obj_at(obj_at(jt, "spec"), "template"))
-  if not ok then return err end
 end
 
 local function policy_ports(rules)
@@ -469,6 +323,9 @@ end
 KINDS["networking.k8s.io/Ingress"] = function(_, obj)
   obj_at(obj_at(obj, "status"), "loadBalancer")
 end
+
+-- Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob
+for key, f in pairs(require("luaop.testing.apiserver.workloads")) do KINDS[key] = f end
 
 -- Apply what the API server does to obj of kind k (see the header).
 function M.apply(server, k, obj, op, ns, old)

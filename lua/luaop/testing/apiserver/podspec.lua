@@ -20,6 +20,13 @@ local function each(list)
   return ipairs(is_array(list) and list or {})
 end
 
+local function default(t, key, v)
+  if t[key] == nil then t[key] = v end
+end
+
+-- (for the other parts of the defaults)
+M.obj_at, M.each, M.default = obj_at, each, default
+
 -- Canonical quantities in a ResourceList (rounded up to the milli, as
 -- SetDefaults_ResourceList does) | nil, error message.
 function M.resource_list(list)
@@ -166,6 +173,12 @@ function M.spec(spec)
   local ok, err = M.resource_list(spec.overhead)
   if ok then ok, err = M.requirements(spec.resources) end
   return ok, err
+end
+
+-- A claim's spec (a PersistentVolumeClaim's, a template's): its volume mode and canonical resources.
+function M.claim_spec(spec)
+  default(spec, "volumeMode", "Filesystem")
+  return M.requirements(spec.resources)
 end
 
 -- A pod template (metadata always there, as an empty struct is written).
