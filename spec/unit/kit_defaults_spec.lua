@@ -7,7 +7,6 @@
 -- "0.5" and both passed. spec/e2e/parity_spec.lua compares the kit's
 -- objects with the real ones.
 local testing = require "luaop.testing"
-local kit = require "support.kit"
 
 local SCRIPT = [[
 local luaop = require "luaop"
@@ -38,15 +37,20 @@ return luaop.controller {
 ]]
 
 describe("the test kit, as kube-apiserver,", function()
-  local t = kit.per_test(before_each, after_each)
+  local env, path
+  after_each(function()
+    if env then env:stop() end
+    if path then os.remove(path) end
+    env, path = nil, nil
+  end)
 
   local function env_for(cpu, stamp)
-    local path = t.dir .. "/quota.lua"
+    path = os.tmpname() .. ".lua"
     local f = assert(io.open(path, "w"))
     f:write(SCRIPT:format(cpu, tostring(stamp or false)))
     f:close()
-    t.env = testing.env { script = path }
-    return t.env
+    env = testing.env { script = path }
+    return env
   end
 
   local function team(name)
@@ -54,7 +58,7 @@ describe("the test kit, as kube-apiserver,", function()
   end
 
   it("stores a quota's \"0.5\" as \"500m\": a script that compares \"0.5\" writes on every reconcile", function()
-    local env = env_for("0.5")
+    env_for("0.5")
     assert(env:create(team("team-a")))
     local updates = env:actions { verb = "update", kind = "ResourceQuota" }
     assert.are.equal(1, #updates)
@@ -70,14 +74,14 @@ describe("the test kit, as kube-apiserver,", function()
 
   it("fails a script whose write to a quota it never finds current stamps it: a livelock, as it would loop on a cluster",
     function()
-    local env = env_for("0.5", true)
+    env_for("0.5", true)
     local ok, err = pcall(env.create, env, team("team-a"))
     assert.is_false(ok, "the kit let the write loop settle")
     assert.matches("livelock: controller quota, key [^ ]*team%-a", tostring(err))
   end)
 
   it("settles with one write when the script compares the canonical \"500m\"", function()
-    local env = env_for("500m")
+    env_for("500m")
     assert(env:create(team("team-b")))
     env:advance(60)
     assert.are.equal(1, #env:actions { verb = "create", kind = "ResourceQuota" })
