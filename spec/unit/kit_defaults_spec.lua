@@ -45,7 +45,9 @@ describe("the test kit, as kube-apiserver,", function()
   end)
 
   local function env_for(cpu, stamp)
-    path = os.tmpname() .. ".lua"
+    local base = os.tmpname() -- (made: a name no one else takes)
+    path = base .. ".lua"
+    os.remove(base)
     local f = assert(io.open(path, "w"))
     f:write(SCRIPT:format(cpu, tostring(stamp or false)))
     f:close()
