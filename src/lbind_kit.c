@@ -16,11 +16,25 @@
  *     meanwhile); at most max iterations (default 10^6). Not from a task:
  *     it drives the loop that runs them.
  *   kit.clock() -> seconds  the real monotonic clock, whatever the
- *     virtual one says (the kit's wall deadlines: luaop.testing.guard) */
+ *     virtual one says (the kit's wall deadlines: luaop.testing.guard)
+ *   kit.alarm(seconds, message) | kit.alarm()  the runner's wall deadline:
+ *     once seconds pass, the thread that armed it raises "where: message"
+ *     at its next instruction (SIGALRM sets a count hook then, as lua.c
+ *     does for ^C: no hook costs every instruction meanwhile); kit.alarm()
+ *     disarms it. One in a process, on the thread of luaop --test's runner
+ *   kit.kind(path), kit.list(dir)  core.fs's kind and list, answered at
+ *     once, blocking (the spec files and manifests a test names: each trip
+ *     to the thread pool and back woke a thread, and the loop waited) */
 #include "lbind.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 
 #include <lauxlib.h>
 #include <uv.h>
@@ -125,6 +139,109 @@ static int lbind_kit_clock(lua_State *L)
     return 1;
 }
 
+static const char KIT_ALARM_MESSAGE[] = "luaop.kit.alarm";
+static const char KIT_ALARM_THREAD[] = "luaop.kit.alarm.thread";
+static lua_State *volatile kit_alarm_L; /* the thread kit.alarm interrupts, or NULL */
+
+static void kit_alarm_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_where(L, 0); /* (in a hook, level 0 is the function it interrupted) */
+    lua_getfield(L, LUA_REGISTRYINDEX, KIT_ALARM_MESSAGE);
+    lua_concat(L, 2);
+    lua_error(L);
+}
+
+/* lua_sethook may be called from a signal handler (Lua's manual). */
+static void kit_alarm_signal(int sig)
+{
+    lua_State *L = kit_alarm_L;
+
+    (void)sig;
+    if (L != NULL)
+        lua_sethook(L, kit_alarm_hook, LUA_MASKCOUNT, 1);
+}
+
+static int lbind_kit_alarm(lua_State *L)
+{
+    struct itimerval it;
+
+    memset(&it, 0, sizeof it);
+    if (lua_isnoneornil(L, 1)) {
+        setitimer(ITIMER_REAL, &it, NULL);
+        if (kit_alarm_L != NULL && lua_gethook(kit_alarm_L) == kit_alarm_hook)
+            lua_sethook(kit_alarm_L, NULL, 0, 0); /* fired as the test ended */
+        kit_alarm_L = NULL;
+        lua_pushnil(L);
+        lua_setfield(L, LUA_REGISTRYINDEX, KIT_ALARM_THREAD);
+        return 0;
+    }
+    lua_Number secs = luaL_checknumber(L, 1);
+    struct sigaction sa;
+
+    luaL_argcheck(L, secs > 0 && secs < 1e9, 1, "seconds from 0 to 10^9");
+    luaL_checkstring(L, 2);
+    lua_pushvalue(L, 2);
+    lua_setfield(L, LUA_REGISTRYINDEX, KIT_ALARM_MESSAGE);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = kit_alarm_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGALRM, &sa, NULL) != 0)
+        return luaL_error(L, "kit.alarm: %s", strerror(errno));
+    lua_pushthread(L); /* anchored while armed: the handler never reaches a collected thread */
+    lua_setfield(L, LUA_REGISTRYINDEX, KIT_ALARM_THREAD);
+    kit_alarm_L = L;
+    it.it_value.tv_sec = (time_t)secs;
+    it.it_value.tv_usec = (suseconds_t)((secs - (lua_Number)it.it_value.tv_sec) * 1e6);
+    if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+        it.it_value.tv_usec = 1;
+    if (setitimer(ITIMER_REAL, &it, NULL) != 0) {
+        kit_alarm_L = NULL;
+        return luaL_error(L, "kit.alarm: %s", strerror(errno));
+    }
+    return 0;
+}
+
+static int lbind_kit_fail(lua_State *L, const char *path, int err)
+{
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, uv_strerror(-err));
+    return 2;
+}
+
+static int lbind_kit_kind(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+
+    if (stat(path, &st) != 0)
+        return lbind_kit_fail(L, path, errno);
+    lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : "other");
+    return 1;
+}
+
+static int lbind_kit_list(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    lua_Integer n = 0;
+
+    if (d == NULL)
+        return lbind_kit_fail(L, path, errno);
+    lua_newtable(L); /* (an allocation that raises leaks d: a test process, a few bytes) */
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    closedir(d);
+    return 1;
+}
+
 int lbind_kit_open(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
@@ -134,6 +251,9 @@ int lbind_kit_open(lua_State *L)
         {"next_due", lbind_kit_next_due},
         {"run", lbind_kit_run},
         {"clock", lbind_kit_clock},
+        {"alarm", lbind_kit_alarm},
+        {"kind", lbind_kit_kind},
+        {"list", lbind_kit_list},
         {NULL, NULL},
     };
 

@@ -140,7 +140,10 @@ static lua_State *main_lua(const flags *o, runtime *rt)
     }
     luaL_openlibs(L); /* its string library's pattern matching is budgeted (pattern.h) */
     charge_wrap(L);   /* and the rest of the libraries' C work (charge.h) */
-    gcmem_attach(L);  /* the collector's garbage given back as it goes */
+    if (o->test)      /* a short-lived process: Lua's own pause, no trim at each cycle's end */
+        lua_gc(L, LUA_GCINC, 200, 0, 0);
+    else
+        gcmem_attach(L); /* the collector's garbage given back as it goes */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_luaop_core);
     lua_setfield(L, -2, "luaop.core");

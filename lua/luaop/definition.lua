@@ -260,7 +260,8 @@ function M.requeue()
 end
 
 local function kind_name(spec)
-  return spec:match("([^/]+)$")
+  -- (anchored: "([^/]+)$" is tried from every position of spec in turn)
+  return spec:match("^.*/([^/]+)$") or spec:match("^[^/]+$")
 end
 
 M.kind_name = kind_name

@@ -65,9 +65,22 @@ end
 
 M.read = fs.read
 
+-- Compiled scripts by path and text, as string.dump writes them, when
+-- kept (nil: none is; the test kit keeps them, its specs loading the same
+-- few scripts for every test). Each compile still makes a fresh chunk in a
+-- fresh sandbox.
+M.compiled = nil
+
 -- compile(path, text) -> chunk | nil, "path:line: message"
 function M.compile(path, text)
-  return load(text, "@" .. path, "t", sandbox.env())
+  local kept, key = M.compiled, nil
+  if kept then
+    key = path .. "\0" .. text
+    if kept[key] then return load(kept[key], "@" .. path, "b", sandbox.env()) end
+  end
+  local chunk, err = load(text, "@" .. path, "t", sandbox.env())
+  if chunk and kept then kept[key] = string.dump(chunk) end
+  return chunk, err
 end
 
 -- The controller definitions a script's results hold: one, or a list.

@@ -241,10 +241,15 @@ end
 -- The kind a name means (see names_kind); raises when none.
 function Server:_kind(spec)
   if type(spec) ~= "string" then error("a kind or resource name is required", 3) end
+  local memo = self.kind_memo -- (kinds.lua's _kinds_changed)
+  if memo and memo[spec] then return memo[spec] end
   for _, gvname in ipairs(self:_gv_order()) do
     local gv = self.gvs[gvname]
     for _, res in ipairs(gv.order) do
-      if names_kind(spec, gv.kinds[res]) then return gv.kinds[res] end
+      if names_kind(spec, gv.kinds[res]) then
+        if memo then memo[spec] = gv.kinds[res] end
+        return gv.kinds[res]
+      end
     end
   end
   local _, message = self:resolve_kind(spec)
@@ -298,8 +303,10 @@ end
 -- resourceVersion, creationTimestamp, generation; its namespace made when
 -- missing), keeping its status; no action is logged. An object that
 -- exists is replaced. Returns it (a copy).
-function Server:seed(obj)
-  obj = canonical(obj)
+-- (unwanted: nothing returned, no copy made)
+function Server:seed(obj, unwanted)
+  local nulls
+  obj, nulls = canonical(obj)
   if not is_object(obj) or not nonempty(obj.apiVersion) or not nonempty(obj.kind) then
     error("seed needs an object with apiVersion and kind", 2)
   end
@@ -309,23 +316,26 @@ function Server:seed(obj)
     if gv.kinds[res].kind == obj.kind then k = gv.kinds[res] end
   end
   if not k then error(("seed: the server serves no %s %s"):format(obj.apiVersion, obj.kind), 2) end
-  drop_nulls(obj)
+  if nulls then drop_nulls(obj) end
   if not is_object(obj.metadata) then obj.metadata = {} end
   local ns = k.namespaced and (nonempty(obj.metadata.namespace) and obj.metadata.namespace or "default") or nil
   local old = nonempty(obj.metadata.name) and self:_find(k, ns, obj.metadata.name)
   if old then
     obj.metadata.namespace = ns
-    return copy(view(k, self:_reseed(k, old, obj)))
+    local res = self:_reseed(k, old, obj)
+    if unwanted then return end
+    return copy(view(k, res))
   end
   local code, res = self:_create_object(k, ns, obj, false, true)
   if not code then error("seed: " .. res.message, 2) end
+  if unwanted then return end
   return copy(view(k, res))
 end
 
 -- Serve a CRD (an apiextensions.k8s.io/v1 CustomResourceDefinition): each
 -- served version's kind, with /status where the version has it; the CRD
 -- itself is stored as well (again: its kinds are updated).
-function Server:add_crd(crd)
+function Server:add_crd(crd, unwanted)
   crd = canonical(crd)
   if not is_object(crd) or crd.kind ~= "CustomResourceDefinition" then
     error("add_crd needs a CustomResourceDefinition", 2)
@@ -338,11 +348,12 @@ function Server:add_crd(crd)
     error("add_crd: " .. e.message, 2)
   end
   local old = self:_find(self.crd_kind, nil, crd.metadata.name)
-  if not old then return self:seed(crd) end
+  if not old then return self:seed(crd, unwanted) end
   local new = copy(old)
   new.spec = crd.spec
   self:_serve_crd(new, kinds)
   if not same(new, old) then self:_write(self.crd_kind, old, new) end
+  if unwanted then return end
   return copy(self:_find(self.crd_kind, nil, crd.metadata.name))
 end
 
@@ -350,9 +361,12 @@ end
 -- resource, group, version, kind, namespace, name, subresource, object,
 -- patch, patch_type, options, label_selector, field_selector,
 -- resource_version, dry_run, field_manager, code, reason, injected}.
-function Server:actions(first)
+-- keep(i, action): which to copy (default all).
+function Server:actions(first, keep)
   local out = {}
-  for i = first or 1, #self.log do out[#out + 1] = copy(self.log[i]) end
+  for i = first or 1, #self.log do
+    if not keep or keep(i, self.log[i]) then out[#out + 1] = copy(self.log[i]) end
+  end
   return out
 end
 

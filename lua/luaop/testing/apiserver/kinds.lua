@@ -93,8 +93,15 @@ function Server:add_kind(spec)
   self:_install_kind(k)
 end
 
+-- What resolve_kind and _kind found since the served kinds last changed
+-- (specs name the same few kinds again and again): forgotten at a change.
+function Server:_kinds_changed()
+  self.resolved, self.kind_memo = {}, {}
+end
+
 -- Serve kind record k (add_kind's), in its group version.
 function Server:_install_kind(k)
+  self:_kinds_changed()
   local gv = self.gvs[k.gv]
   if not gv then
     gv = { group = k.group, version = k.version, gv = k.gv, kinds = {}, order = {} }
@@ -121,6 +128,7 @@ end
 -- the tables that list them.
 local builtin
 function Server:_add_builtin()
+  self:_kinds_changed()
   if not builtin then
     builtin = setmetatable({ gvs = {}, groups = {}, group_order = {}, stores = {}, store_kind = {} },
       { __index = Server })
@@ -145,6 +153,7 @@ end
 function Server:_remove_kind(k)
   local gv = self.gvs[k.gv]
   if not gv or gv.kinds[k.resource] ~= k then return end
+  self:_kinds_changed()
   gv.kinds[k.resource] = nil
   gv.order = without(gv.order, k.resource)
   if #gv.order > 0 then return end
@@ -285,6 +294,15 @@ end
 -- serve it, offers the closest served kind and points at the list of those
 -- served. Custom resources count once their CRD is in.
 function Server:resolve_kind(spec)
+  -- (what it found since the served kinds last changed: _kinds_changed)
+  local memo = self.resolved
+  if memo and memo[spec] then return memo[spec] end
+  local k, message = self:_resolve_kind(spec)
+  if k and memo then memo[spec] = k end
+  return k, message
+end
+
+function Server:_resolve_kind(spec)
   if type(spec) ~= "string" or spec == "" then
     return nil, ("a kind is required (Kind, version/Kind or group/version/Kind), got %s"):format(
       type(spec) == "string" and '""' or tostring(spec))

@@ -28,11 +28,13 @@ local function drop_nulls(v)
   return v
 end
 
--- A table through JSON: arrays marked, however the caller built it.
+-- A table through JSON: arrays marked, however the caller built it; and
+-- whether it may hold a null (false: its text has none, drop_nulls has
+-- nothing to do).
 local function canonical(v)
   local ok, text = pcall(encode, v)
   if not ok then error("not an object JSON can hold: " .. tostring(text), 3) end
-  return decode(text)
+  return decode(text), text:find("null", 1, true) ~= nil
 end
 
 local function has(list, x)

@@ -40,7 +40,9 @@ local function body_object(r, k)
     return nil, bad_request(("the object provided is unrecognized (must be of type %s): %s"):format(k.kind,
       r.decode_err or "not a JSON object"))
   end
-  obj = drop_nulls(copy(obj))
+  obj = copy(obj)
+  -- (a body whose text has no null has none to drop)
+  if not (r.body and not r.body:find("null", 1, true)) then drop_nulls(obj) end
   if obj.apiVersion ~= nil and obj.apiVersion ~= k.gv then
     return nil, bad_request(("the API version in the data (%s) does not match the expected API version (%s)")
       :format(tostring(obj.apiVersion), k.gv))
