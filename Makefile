@@ -78,9 +78,9 @@ build/libs.stamp: FORCE
 	@hack/libs.sh $(LIBS) $@
 FORCE:
 
-build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) | build/gen
+build/gen/luaembed.c: hack/embed.lua $(LUA_SRCS) build/bin/lua | build/gen
 	$(say) GEN $@
-	$(Q)lua5.4 hack/embed.lua $@ $(LUA_SRCS)
+	$(Q)build/bin/lua hack/embed.lua $@ $(LUA_SRCS)
 
 # Lua's code, so Lua's flags rather than ours; rebuilt when the link to
 # its source changes.
