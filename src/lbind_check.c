@@ -1,5 +1,5 @@
 /* lbind_check.c - luaop.core.check: what `luaop --check` reads from a
- * compiled chunk without running it (lua/luaop/check.lua):
+ * compiled chunk without running it (lua/luaop/check/):
  *
  *   check.globals(fn) -> { {name =, line =, set = bool}, ... }: each read
  *     and write of a global (a field of the upvalue _ENV with a constant
@@ -17,8 +17,11 @@
  *     that name, then GETFIELD chains, SELF, MOVE into a temporary), path
  *     the fields from the root ("json.encode", "log.info"); a method call
  *     (SELF) whose first argument a LOADK sets to a constant string has it
- *     as arg (ctx:get("ConfigMap", ...)). Other names for them (`local l =
- *     luaop`) are not followed.
+ *     as arg (ctx:get("ConfigMap", ...)); a field written through one
+ *     (`ctx.seen = 1`, SETFIELD, SETTABUP) is a use with set = true.
+ *     Other names for them (`local l = luaop`) are not followed;
+ *   check.entry(path) -> "file" | "directory" | "link" | "other" | nil, err:
+ *     the entry itself, a link not followed (lstat; blocking).
  *
  * It reads the bytecode (Lua's own lobject.h and lopcodes.h: luaop builds
  * Lua from source, so these match the interpreter), as `luac -l` piped to
@@ -26,7 +29,10 @@
  * branch never taken reads is found all the same. */
 #include "lbind.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ldebug.h"
 #include "lobject.h"
@@ -42,9 +48,13 @@ static int lbind_check_is_env(const Proto *p, int up)
 }
 
 /* The line of each pc in turn, walked as ldebug.c's luaG_getfuncline does
- * (bounded by the proto's own sizes, whatever the chunk). */
+ * (bounded by the proto's own sizes, whatever the chunk). The sum is kept
+ * wide and the line clamped to an int: a binary chunk can say its function
+ * starts at line INT_MAX, and at most INT_MAX deltas of at most 127 each
+ * fit in a long long many times over. */
 typedef struct lbind_check_lines {
-    int line, abs;
+    long long line;
+    int abs;
 } lbind_check_lines;
 
 static int lbind_check_line_at(const Proto *p, int pc, lbind_check_lines *w)
@@ -55,7 +65,7 @@ static int lbind_check_line_at(const Proto *p, int pc, lbind_check_lines *w)
         else if (w->abs < p->sizeabslineinfo)
             w->line = p->abslineinfo[w->abs++].line;
     }
-    return w->line;
+    return w->line > INT_MAX ? INT_MAX : w->line < INT_MIN ? INT_MIN : (int)w->line;
 }
 
 /* Constant k of p as a string, or NULL. */
@@ -115,23 +125,97 @@ typedef struct lbind_check_reg {
     char path[LBIND_CHECK_PATH];
 } lbind_check_reg;
 
+/* The local variables active at a pc, kept as the walk advances (so that
+ * naming a register costs no scan of the function's locals from the
+ * start): the locals before `first` have a startpc <= pc (locvars are in
+ * the order of their startpc), and of them those whose endpc is past pc
+ * are active; register r is the r-th active one, in the order of locvars
+ * (as lfunc.c's luaF_getlocalname counts, which is not exported to
+ * luaop.core). active holds the first LBIND_CHECK_REGS of them: registers
+ * are 8-bit operands; more only in a crafted chunk (the parser allows 200
+ * locals), and then `over` says that one left out may have to come in. */
+typedef struct lbind_check_locals {
+    int pc;     /* the pc reached, -1 before the first */
+    int first;  /* the locals before it start at or before pc */
+    int count;  /* of active */
+    int over;   /* an active local did not fit in active */
+    int minend; /* the least endpc in active, INT_MAX when none */
+    int active[LBIND_CHECK_REGS];
+} lbind_check_locals;
+
 typedef struct lbind_check_state {
     lbind_check_reg regs[LBIND_CHECK_REGS];
+    lbind_check_locals locals; /* of the function being walked */
     lua_Integer tables, n;
     int out;
 } lbind_check_state;
 
-/* The name of the local variable register reg is at pc, or NULL (as
- * lfunc.c's luaF_getlocalname, which is not exported to luaop.core). */
-static const char *lbind_check_local(const Proto *p, int reg, int pc)
+/* Start over: no pc reached, no local active. */
+static void lbind_check_locals_reset(lbind_check_locals *t)
 {
-    int left = reg + 1;
+    t->pc = -1;
+    t->first = t->count = t->over = 0;
+    t->minend = INT_MAX;
+}
 
-    for (int i = 0; i < p->sizelocvars && p->locvars[i].startpc <= pc; i++) {
-        if (pc < p->locvars[i].endpc && --left == 0)
-            return p->locvars[i].varname != NULL ? getstr(p->locvars[i].varname) : NULL;
+/* Take local i into active if it is active at t->pc and fits. */
+static void lbind_check_locals_take(const Proto *p, lbind_check_locals *t, int i)
+{
+    int end = p->locvars[i].endpc;
+
+    if (end <= t->pc)
+        return;
+    if (t->count == LBIND_CHECK_REGS) {
+        t->over = 1;
+        return;
     }
-    return NULL;
+    t->active[t->count++] = i;
+    if (end < t->minend)
+        t->minend = end;
+}
+
+/* Advance t to pc (back to the start first if pc is behind it). */
+static void lbind_check_locals_at(const Proto *p, lbind_check_locals *t, int pc)
+{
+    if (pc == t->pc)
+        return;
+    if (pc < t->pc)
+        lbind_check_locals_reset(t);
+    t->pc = pc;
+    if (t->minend <= pc) { /* some active local ended */
+        int n = t->count, over = t->over;
+
+        t->count = t->over = 0;
+        t->minend = INT_MAX;
+        if (over) { /* (a crafted chunk: the one left out may be in now) */
+            for (int i = 0; i < t->first; i++)
+                lbind_check_locals_take(p, t, i);
+        } else {
+            for (int j = 0; j < n; j++)
+                lbind_check_locals_take(p, t, t->active[j]);
+        }
+    }
+    while (t->first < p->sizelocvars && p->locvars[t->first].startpc <= pc)
+        lbind_check_locals_take(p, t, t->first++);
+}
+
+/* The name of the local variable register reg is at pc, or NULL. pc never
+ * goes back within a walk of one function but for a reset. */
+static const char *lbind_check_local(const Proto *p, lbind_check_state *s, int reg, int pc)
+{
+    const TString *name;
+
+    lbind_check_locals_at(p, &s->locals, pc);
+    if (reg < 0 || reg >= s->locals.count)
+        return NULL;
+    name = p->locvars[s->locals.active[reg]].varname;
+    return name != NULL ? getstr(name) : NULL;
+}
+
+/* The name of upvalue up of p, or NULL. */
+static const char *lbind_check_upvalue(const Proto *p, int up)
+{
+    return up >= 0 && up < p->sizeupvalues && p->upvalues[up].name != NULL ? getstr(p->upvalues[up].name) : NULL;
 }
 
 static int lbind_check_root_of(const char *name)
@@ -148,7 +232,7 @@ static int lbind_check_root_of(const char *name)
  * instructions before put in it. *path is set to the path. */
 static int lbind_check_read(const Proto *p, lbind_check_state *s, int reg, int pc, const char **path)
 {
-    const char *name = lbind_check_local(p, reg, pc);
+    const char *name = lbind_check_local(p, s, reg, pc);
 
     *path = "";
     if (reg < 0 || reg >= LBIND_CHECK_REGS)
@@ -175,7 +259,7 @@ static void lbind_check_clear(lbind_check_state *s, int from, int to)
 static void lbind_check_hold(const Proto *p, lbind_check_state *s, int dst, int pc, int root, const char *base,
                              const char *key)
 {
-    const char *name = lbind_check_local(p, dst, pc + 1);
+    const char *name = lbind_check_local(p, s, dst, pc + 1);
     char copy[LBIND_CHECK_PATH];
     lbind_check_reg *r;
     size_t bl = strlen(base), kl = key != NULL ? strlen(key) : 0;
@@ -200,11 +284,15 @@ static void lbind_check_hold(const Proto *p, lbind_check_state *s, int dst, int 
     r->root = root;
 }
 
-/* Append one use: root's base.key at line. */
+/* How a use uses its path. */
+enum { LBIND_CHECK_GET, LBIND_CHECK_CALL, LBIND_CHECK_SET };
+
+/* Append one use: root's base.key at line, read (GET), called as a method
+ * (CALL) or written (SET). */
 static void lbind_check_use(lua_State *L, lbind_check_state *s, int root, const char *base, const char *key, int line,
-                            int method, const char *arg)
+                            int how, const char *arg)
 {
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     lua_pushstring(L, root == LBIND_CHECK_LUAOP ? "luaop" : "ctx");
     lua_setfield(L, -2, "root");
     if (base[0] != '\0')
@@ -214,8 +302,12 @@ static void lbind_check_use(lua_State *L, lbind_check_state *s, int root, const 
     lua_setfield(L, -2, "path");
     lua_pushinteger(L, line);
     lua_setfield(L, -2, "line");
-    lua_pushboolean(L, method);
+    lua_pushboolean(L, how == LBIND_CHECK_CALL);
     lua_setfield(L, -2, "method");
+    if (how == LBIND_CHECK_SET) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "set");
+    }
     if (arg != NULL) {
         lua_pushstring(L, arg);
         lua_setfield(L, -2, "arg");
@@ -256,6 +348,7 @@ static void lbind_check_walk(lua_State *L, const Proto *p, lbind_check_state *s,
 
     luaL_checkstack(L, 4, "check");
     lbind_check_clear(s, 0, LBIND_CHECK_REGS - 1);
+    lbind_check_locals_reset(&s->locals);
     for (int pc = 0; pc < p->sizecode; pc++) {
         Instruction i = p->code[pc];
         OpCode op = GET_OPCODE(i);
@@ -282,12 +375,15 @@ static void lbind_check_walk(lua_State *L, const Proto *p, lbind_check_state *s,
                 line = s->regs[GETARG_C(i)].line;
             if (!uses && key != NULL && s->regs[a].table != 0)
                 lbind_check_field(L, s, key, line, s->regs[a].table);
+            root = uses ? lbind_check_read(p, s, a, pc, &base) : LBIND_CHECK_NONE;
+            if (root != LBIND_CHECK_NONE && key != NULL)
+                lbind_check_use(L, s, root, base, key, line, LBIND_CHECK_SET, NULL);
             break;
         case OP_GETFIELD:
             key = lbind_check_kstr(p, GETARG_C(i));
-            root = lbind_check_read(p, s, GETARG_B(i), pc, &base);
-            if (uses && root != LBIND_CHECK_NONE && key != NULL) {
-                lbind_check_use(L, s, root, base, key, line, 0, NULL);
+            root = uses ? lbind_check_read(p, s, GETARG_B(i), pc, &base) : LBIND_CHECK_NONE;
+            if (root != LBIND_CHECK_NONE && key != NULL) {
+                lbind_check_use(L, s, root, base, key, line, LBIND_CHECK_GET, NULL);
                 lbind_check_hold(p, s, a, pc, root, base, key);
             } else {
                 lbind_check_clear(s, a, a);
@@ -295,29 +391,33 @@ static void lbind_check_walk(lua_State *L, const Proto *p, lbind_check_state *s,
             break;
         case OP_SELF:
             key = GETARG_k(i) ? lbind_check_kstr(p, GETARG_C(i)) : NULL;
-            root = lbind_check_read(p, s, GETARG_B(i), pc, &base);
-            if (uses && root != LBIND_CHECK_NONE && key != NULL)
-                lbind_check_use(L, s, root, base, key, line, 1, lbind_check_loadk(p, pc, a + 2));
+            root = uses ? lbind_check_read(p, s, GETARG_B(i), pc, &base) : LBIND_CHECK_NONE;
+            if (root != LBIND_CHECK_NONE && key != NULL)
+                lbind_check_use(L, s, root, base, key, line, LBIND_CHECK_CALL, lbind_check_loadk(p, pc, a + 2));
             lbind_check_clear(s, a, a + 1);
             break;
         case OP_GETTABUP:
         case OP_GETUPVAL:
-            up = GETARG_B(i) < p->sizeupvalues && p->upvalues[GETARG_B(i)].name != NULL
-                     ? getstr(p->upvalues[GETARG_B(i)].name)
-                     : NULL;
+            up = lbind_check_upvalue(p, GETARG_B(i));
             root = lbind_check_root_of(up);
             key = op == OP_GETTABUP ? lbind_check_kstr(p, GETARG_C(i)) : NULL;
             if (uses && root != LBIND_CHECK_NONE && (op == OP_GETUPVAL || key != NULL)) {
                 if (key != NULL)
-                    lbind_check_use(L, s, root, "", key, line, 0, NULL);
+                    lbind_check_use(L, s, root, "", key, line, LBIND_CHECK_GET, NULL);
                 lbind_check_hold(p, s, a, pc, root, "", key);
             } else {
                 lbind_check_clear(s, a, a);
             }
             break;
+        case OP_SETTABUP: /* (globals are check.globals') */
+            root = lbind_check_root_of(lbind_check_upvalue(p, a));
+            key = lbind_check_kstr(p, GETARG_B(i));
+            if (uses && root != LBIND_CHECK_NONE && key != NULL)
+                lbind_check_use(L, s, root, "", key, line, LBIND_CHECK_SET, NULL);
+            break;
         case OP_MOVE:
-            root = lbind_check_read(p, s, GETARG_B(i), pc, &base);
-            if (uses && root != LBIND_CHECK_NONE)
+            root = uses ? lbind_check_read(p, s, GETARG_B(i), pc, &base) : LBIND_CHECK_NONE;
+            if (root != LBIND_CHECK_NONE)
                 lbind_check_hold(p, s, a, pc, root, base, NULL);
             else
                 lbind_check_clear(s, a, a);
@@ -326,7 +426,7 @@ static void lbind_check_walk(lua_State *L, const Proto *p, lbind_check_state *s,
         case OP_FORPREP: case OP_FORLOOP: case OP_TFORPREP: case OP_TFORLOOP: case OP_CONCAT:
             lbind_check_clear(s, a, LBIND_CHECK_REGS - 1); /* (they write from A up) */
             break;
-        case OP_SETTABUP: case OP_SETTABLE: case OP_SETI: case OP_SETUPVAL: case OP_SETLIST: case OP_JMP:
+        case OP_SETTABLE: case OP_SETI: case OP_SETUPVAL: case OP_SETLIST: case OP_JMP:
         case OP_EQ: case OP_LT: case OP_LE: case OP_EQK: case OP_EQI: case OP_LTI: case OP_LEI: case OP_GTI:
         case OP_GEI: case OP_TEST: case OP_RETURN: case OP_RETURN0: case OP_RETURN1: case OP_CLOSE: case OP_TBC:
         case OP_MMBIN: case OP_MMBINI: case OP_MMBINK: case OP_EXTRAARG: case OP_VARARGPREP:
@@ -386,6 +486,28 @@ static int lbind_check_uses(lua_State *L)
     return lbind_check_read_all(L, 1);
 }
 
+/* check.entry(path): the kind of the entry itself, a symbolic link not
+ * followed (lstat). It blocks: --check's walk of the --crds directories
+ * only, where nothing else runs (luaop's own file reads are core.fs's, on
+ * the thread pool). */
+static int lbind_check_entry(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+
+    if (lstat(path, &st) != 0) {
+        int err = errno;
+        luaL_pushfail(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(err));
+        return 2;
+    }
+    lua_pushstring(L, S_ISREG(st.st_mode)   ? "file"
+                      : S_ISDIR(st.st_mode) ? "directory"
+                      : S_ISLNK(st.st_mode) ? "link"
+                                            : "other");
+    return 1;
+}
+
 static int lbind_check_line(lua_State *L)
 {
     lua_Debug ar;
@@ -406,6 +528,7 @@ int lbind_check_open(lua_State *L)
         {"line", lbind_check_line},
         {"fields", lbind_check_fields},
         {"uses", lbind_check_uses},
+        {"entry", lbind_check_entry},
         {NULL, NULL},
     };
 

@@ -192,6 +192,72 @@ return luaop.controller {
       }, "\n") .. "\n", out)
     end)
 
+    it("takes a ctx that may not be luaop's: a method near a real one is an error, other unknowns warnings", function()
+      local path = write("ctx.lua", [[
+local luaop = require "luaop"
+local function helper(ctx) return ctx.name, ctx:render(), ctx.name end
+local function ensure(ctx, ns) return ctx:udpate(ns), ctx.log:infoo("x"), ctx.log:debugg("y") end
+return luaop.controller { name = "c", resource = "v1/ConfigMap", reconcile = function(ctx, req)
+  ctx.seen = (ctx.seen or 0) + 1
+  ctx.cache = ctx.cache or {}
+  ctx.cache.n = ctx.cache.n
+  ctx.log.extra = ctx.log.extra
+  ctx.log:whatever(ctx.lgo, ctx.name)
+  return helper({ name = "x", render = function() end }), ensure(ctx, req), luaop.nothing
+end }
+]])
+      local code, out, err = check(path)
+      assert.are.equal(1, code)
+      local own = ": if this ctx is not luaop's, rename it (only luaop's ctx is checked)"
+      assert.are.equal(table.concat({
+        path .. ":2: warning: unknown ctx field name" .. own .. "; 2 other places in this script use it too",
+        path .. ":2: warning: unknown ctx method render" .. own,
+        path .. ":3: unknown ctx method udpate (did you mean update?)",
+        path .. ":3: unknown method ctx.log:infoo (did you mean ctx.log:info?)",
+        path .. ":3: unknown method ctx.log:debugg (did you mean ctx.log:debug?)",
+        path .. ":9: warning: unknown method ctx.log:whatever" .. own,
+        path .. ":9: warning: unknown ctx field lgo (did you mean log?)" .. own,
+        path .. ":10: unknown function luaop.nothing",
+      }, "\n") .. "\n", out)
+      assert.matches("1 script, 4 findings, 4 warnings\n$", err)
+      -- warnings alone: exit 0
+      write("ctx.lua", (proc.read(path):gsub("udpate", "update"):gsub("infoo", "info"):gsub("debugg", "debug")
+        :gsub(", luaop.nothing", "")))
+      code, out, err = check(path)
+      assert.are.equal(0, code, out)
+      assert.matches("1 script, 0 findings, 4 warnings\n$", err)
+    end)
+
+    it("says an unserved kind's warning once a script, at its first line, with how many other places use it", function()
+      local path = write("kinds.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "k", resource = "v1/ConfigMap", owns = { "cert-manager.io/v1/Certificate" },
+  reconcile = function(ctx, req)
+    ctx:get("Certificate", req)
+    ctx:get("Issuer", req)
+    ctx:list("Certificate")
+    ctx:get("cert-manager.io/v1/Certificate", req)
+    return ctx:delete("Certificate", req), ctx:get("Secrets", req), ctx:get("Secrets", req)
+  end,
+}
+]])
+      local code, out, err = check(path)
+      assert.are.equal(1, code)
+      local bare = ": neither Kubernetes v1.34.4 nor a CRD found serves it, so it is not checked (give luaop --check "
+        .. "its CRDs with --crds DIR)"
+      assert.are.equal(table.concat({
+        path .. ":3: warning: controller k: owns: kind cert-manager.io/v1/Certificate: no CRD found defines the group "
+          .. "cert-manager.io, so it is not checked (give luaop --check the vendor's CRDs with --crds DIR); 1 other "
+          .. "place in this script uses it too",
+        path .. ":5: warning: ctx:get: kind Certificate" .. bare .. "; 2 other places in this script use it too",
+        path .. ":6: warning: ctx:get: kind Issuer" .. bare,
+        path .. ":9: ctx:get: kind Secrets is not served by Kubernetes v1.34.4 (did you mean Secret?)",
+        path .. ":9: ctx:get: kind Secrets is not served by Kubernetes v1.34.4 (did you mean Secret?)",
+      }, "\n") .. "\n", out)
+      assert.matches("1 script, 2 findings, 3 warnings\n$", err)
+    end)
+
     it("refuses a constant kind given to ctx that is not Kind, version/Kind or group/version/Kind", function()
       local path = write("form.lua", [[
 local luaop = require "luaop"
@@ -325,6 +391,47 @@ return luaop.controller {
       assert.are.equal(3, #lines, out) -- (and the warning)
       assert.are.equal("--crds " .. dir .. "/missing: cannot read it", lines[1])
       assert.matches("^" .. dir:gsub("%p", "%%%0") .. "/manifests/kustomization%.yaml: line %d+: ", lines[2])
+    end)
+
+    it("reads the manifests of a CRD directory, follows no link to a directory in it, and stops at its limits", function()
+      proc.sh("mkdir -p " .. dir .. "/ops " .. dir .. "/manifests/deep/1/2/3/4/5/6/7/8/9 " .. dir .. "/elsewhere")
+      local crd = [[{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "spec": {"group": "%s", "names": {"kind": "%s"}, "versions": [{"name": "v1", "served": true}]}}
+]]
+      write("manifests/widget.json", crd:format("example.com", "Widget"))
+      write("manifests/gizmo.txt", crd:format("example.net", "Gizmo"))
+      write("elsewhere/gadget.yaml", crd:format("example.org", "Gadget"))
+      write("elsewhere/part.yaml", crd:format("example.io", "Part"))
+      proc.sh("ln -s ../elsewhere " .. dir .. "/manifests/linked && ln -s .. " .. dir .. "/manifests/loop && ln -s "
+        .. "../elsewhere/part.yaml " .. dir .. "/manifests/part.yaml")
+      local path = write("ops/m.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "m", resource = "example.com/v1/Widget",
+  owns = { "example.net/v1/Gizmo", "example.org/v1/Gadget", "example.io/v1/Part" },
+  reconcile = function() end,
+}
+]])
+      local code, out = check(dir .. "/ops")
+      assert.are.equal(1, code)
+      local lines = {}
+      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+      assert.are.equal(3, #lines, out)
+      assert.are.equal(dir .. "/manifests: directories more than 8 deep: not read past them, so kinds of CRDs there "
+        .. "are not known (give the directory that holds the CRDs)", lines[1])
+      assert.matches("^" .. path:gsub("%p", "%%%0") .. ":4: warning: controller m: owns: kind example.net/v1/Gizmo: ",
+        lines[2])
+      assert.matches("^" .. path:gsub("%p", "%%%0") .. ":4: warning: controller m: owns: kind example.org/v1/Gadget: ",
+        lines[3])
+      -- a --crds path given as a link is followed; so many manifests are cut short
+      proc.sh("rm -r " .. dir .. "/manifests/deep && cd " .. dir .. "/elsewhere && for i in $(seq 1001); do "
+        .. ": > m$i.yaml; done")
+      code, out = check("--crds", dir .. "/manifests/linked", dir .. "/ops")
+      assert.are.equal(1, code)
+      assert.are.equal("--crds " .. dir .. "/manifests/linked: more than 1000 manifests: not read past them, so kinds "
+        .. "of CRDs there are not known (give the directory that holds the CRDs)\n" .. path .. ":4: warning: "
+        .. "controller m: owns: kind example.net/v1/Gizmo: no CRD found defines the group example.net, so it is not "
+        .. "checked (give luaop --check the vendor's CRDs with --crds DIR)\n", out)
     end)
 
     it("finds two controllers of one name across scripts, a script that returns none, and no scripts at all", function()

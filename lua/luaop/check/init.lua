@@ -6,15 +6,20 @@
 --     (a typo, or a missing `local`; read from the bytecode, so code that
 --     has never run is checked too: core.check);
 --   - every luaop function and ctx method it uses exists (read from the
---     bytecode too: luaop.check.uses), and the kinds it gives ctx:get,
---     list, patch and delete as constants are served (luaop.check.kinds);
+--     bytecode too: luaop.check.uses; a ctx may be a table of the script's
+--     own, so only a ctx method call near a real one is an error, other
+--     unknown reads through ctx warnings, and what the script writes to ctx
+--     its own), and the kinds it gives ctx:get, list, patch and delete as
+--     constants are served (luaop.check.kinds);
 --   - its top level runs under the load budget (run even when the above
 --     found something) and every problem of every definition it makes is
 --     reported: unknown fields (with the nearest known one), values out of
 --     range, kinds not served; names unique across the scripts.
 -- Each finding is printed as `file:line: message`, the line of the field or
--- call at fault; a warning as `file:line: warning: message`. The exit
--- status is 1 when there is a finding (warnings aside), else 0.
+-- call at fault; a warning as `file:line: warning: message`, one about a
+-- kind or a ctx field once a script, at its first line, with how many other
+-- places it holds at. The exit status is 1 when there is a finding
+-- (warnings aside), else 0.
 local core = require "luaop.core"
 local definition = require "luaop.definition"
 local kinds = require "luaop.check.kinds"
@@ -79,7 +84,7 @@ local function definitions(made, fields, text, catalog, add)
         local level, msg = kinds.check(catalog, spec)
         if level then
           add(watch and line_of(nil, watch) or line_of(field), ("controller %s: %s: %s"):format(def.name, field, msg),
-            level == "warning")
+            level == "warning", "kind " .. spec)
         end
       end
       kind("resource", def.resource)
@@ -99,8 +104,10 @@ function M.file(path, text, env)
   local chunk, err = script.compile(path, text)
   if not chunk then return { script.located(path, err) } end
   local found, at = {}, {}
-  local function add(line, msg, warning)
-    found[#found + 1] = { line = line, msg = msg, warning = warning, n = #found }
+  -- (a warning with a key is said once, at its first line, with how many
+  -- other places it holds at)
+  local function add(line, msg, warning, key)
+    found[#found + 1] = { line = line, msg = msg, warning = warning, key = warning and key or nil, n = #found }
     if line and not warning then at[line] = true end
   end
   local sets = {}
@@ -119,10 +126,10 @@ function M.file(path, text, env)
     end
   end
   local wrong, kinds_used = uses.check(core.check.uses(chunk))
-  for _, w in ipairs(wrong) do add(w.line, w.message) end
+  for _, w in ipairs(wrong) do add(w.line, w.message, w.warning, w.key) end
   for _, k in ipairs(kinds_used) do
     local level, msg = kinds.check(env.catalog, k.kind, true)
-    if level then add(k.line, ("ctx:%s: %s"):format(k.method, msg), level == "warning") end
+    if level then add(k.line, ("ctx:%s: %s"):format(k.method, msg), level == "warning", "kind " .. k.kind) end
   end
   -- the top level runs all the same, every definition it makes collected
   -- with its problems rather than raised
@@ -147,8 +154,18 @@ function M.file(path, text, env)
     if (a.line or math.huge) ~= (b.line or math.huge) then return (a.line or math.huge) < (b.line or math.huge) end
     return a.n < b.n
   end)
-  local out = {}
+  local kept, once = {}, {}
   for _, f in ipairs(found) do
+    local one = f.key and once[f.key]
+    if one then one.others = (one.others or 0) + 1 else kept[#kept + 1] = f end -- (said at its first line)
+    if f.key then once[f.key] = once[f.key] or f end
+  end
+  local out = {}
+  for _, f in ipairs(kept) do
+    if f.others then
+      f.msg = ("%s; %d other place%s in this script use%s it too"):format(f.msg, f.others,
+        f.others == 1 and "" or "s", f.others == 1 and "s" or "")
+    end
     if f.raw then out[#out + 1] = f.msg
     elseif f.line then out[#out + 1] = ("%s:%d: %s%s"):format(path, f.line, f.warning and "warning: " or "", f.msg)
     else out[#out + 1] = ("%s: %s%s"):format(path, f.warning and "warning: " or "", f.msg) end

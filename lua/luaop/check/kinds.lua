@@ -40,23 +40,43 @@ function M.default_dirs(sources)
   return out
 end
 
--- The YAML files a path holds (a file, or a directory's *.yaml and *.yml,
--- its subdirectories' too, hidden ones aside), sorted.
-local function yaml_files(path, out, depth)
-  local kind = fs.kind(path)
-  if kind == "file" then
-    out[#out + 1] = path
-  elseif kind == "directory" and depth < 8 then
-    local names = fs.list(path) or {}
+-- How far the walk of a directory for CRDs goes: MAX_DEPTH directories
+-- down, MAX_FILES files read, MAX_ENTRIES entries looked at (`--crds /`
+-- ends there, said as a finding).
+M.MAX_DEPTH, M.MAX_FILES, M.MAX_ENTRIES = 8, 1000, 20000
+
+-- The manifests a path holds (a file, whatever its name; or a directory's
+-- *.yaml, *.yml and *.json, its subdirectories' too, hidden ones aside),
+-- in sorted order, up to the limits above; and the limit that cut the
+-- walk short, if one did. A link to a directory inside is not followed (a
+-- link to a file is read).
+local function manifest_files(path)
+  local out, entries, cut, full = {}, 0, nil, false
+  local function walk(dir, depth)
+    local names = fs.list(dir) or {}
     table.sort(names)
     for _, name in ipairs(names) do
-      local p = path .. "/" .. name
-      local k = not name:match("^%.") and fs.kind(p)
-      if k == "directory" then yaml_files(p, out, depth + 1)
-      elseif k == "file" and (name:match("%.ya?ml$")) then out[#out + 1] = p end
+      if not full and entries >= M.MAX_ENTRIES then
+        full, cut = true, ("more than %d entries"):format(M.MAX_ENTRIES)
+      end
+      if full then return end
+      local p = dir .. "/" .. name
+      local k = not name:match("^%.") and core.check.entry(p)
+      entries = entries + 1
+      if k == "link" then k = fs.kind(p) == "file" and "file" end -- (a directory's: not followed)
+      if k == "directory" then
+        if depth < M.MAX_DEPTH then walk(p, depth + 1)
+        else cut = cut or ("directories more than %d deep"):format(M.MAX_DEPTH) end
+      elseif k == "file" and (name:match("%.ya?ml$") or name:match("%.json$")) then
+        if #out < M.MAX_FILES then out[#out + 1] = p
+        else full, cut = true, ("more than %d manifests"):format(M.MAX_FILES) end
+      end
     end
   end
-  return out
+  local kind = fs.kind(path)
+  if kind == "file" then out[1] = path
+  elseif kind == "directory" then walk(path, 0) end
+  return out, cut
 end
 
 -- What the checks know: { kubernetes = "v1.34.4", entries = { {group,
@@ -73,7 +93,12 @@ function M.catalog(explicit, defaults)
   local problems = {}
   local function read(path, strict)
     if strict and not fs.kind(path) then problems[#problems + 1] = ("--crds %s: cannot read it"):format(path) end
-    for _, file in ipairs(yaml_files(path, {}, 0)) do
+    local files, cut = manifest_files(path)
+    if cut then
+      problems[#problems + 1] = ("%s%s: %s: not read past them, so kinds of CRDs there are not known (give the "
+        .. "directory that holds the CRDs)"):format(strict and "--crds " or "", path, cut)
+    end
+    for _, file in ipairs(files) do
       local docs, err = core.yaml.decode(fs.read(file) or "")
       if not docs and strict then problems[#problems + 1] = ("%s: %s"):format(file, err) end
       for _, d in ipairs(docs or {}) do

@@ -52,47 +52,74 @@ local function names_of(v, r)
   return out
 end
 
--- The findings of uses (core.check.uses): { {line =, message =} }, and
--- the kinds ctx's methods are given as constants: { {line =, kind =,
--- method =} }.
+-- What the last part of a use's path is: true when it exists, false when
+-- its parent is a table without it, nil when that is not known (a part
+-- before it is not a table); and the parent.
+local function lookup(r, root, path)
+  local v, parent, n = r[root], nil, 0
+  for part in path:gmatch("[^.]+") do
+    if n > 0 and v == nil then return nil end -- (a part before the last is absent)
+    if type(v) ~= "table" then return nil end
+    n, parent = n + 1, v
+    local ok, got = pcall(function() return v[part] end)
+    v = ok and got or nil
+  end
+  return v ~= nil, parent
+end
+
+-- The finding of one use found unknown (u, its parent, written: whether it
+-- is a field below another the script writes): { line =, message =,
+-- warning =, key = (one finding a script for a warning's key) }. A ctx may
+-- be a table of the script's own that is not luaop's reconcile context: a
+-- method call near a real method is a typo (an error), any other unknown
+-- read through ctx only a warning.
+local function unknown(u, parent, r, deeper)
+  local last = u.path:match("([^.]+)$")
+  local near = definition.nearest(last, names_of(parent, r))
+  local shown = u.root .. "." .. u.path
+  if u.method then shown = shown:gsub("%.([^.]+)$", ":%1") end
+  local what
+  if u.root == "ctx" and not u.path:find(".", 1, true) then
+    what = ("unknown ctx %s %s"):format(u.method and "method" or "field", u.path)
+  else
+    what = ("unknown %s %s"):format(u.method and "method" or deeper[shown] and "field" or "function", shown)
+  end
+  local mean = near and (" (did you mean %s?)"):format(u.root == "ctx" and not u.path:find(".", 1, true) and near
+    or (shown:gsub("[^.:]+$", near)))
+  if u.root == "luaop" or (u.method and near) then
+    return { line = u.line, message = what .. (mean or "") }
+  end
+  return { line = u.line, warning = true, key = "ctx " .. shown,
+    message = ("%s%s: if this ctx is not luaop's, rename it (only luaop's ctx is checked)"):format(what, mean or "") }
+end
+
+-- The findings of uses (core.check.uses): { {line =, message =, warning
+-- = bool, key =} }, and the kinds ctx's methods are given as constants: {
+-- {line =, kind =, method =} }. What the script writes to ctx (`ctx.seen =
+-- 1`) is the script's own: neither it nor reads of it are reported.
 function M.check(uses)
   local r = roots()
-  local out, kinds, deeper = {}, {}, {}
+  local out, kinds, deeper, written, known = {}, {}, {}, {}, {}
   for _, u in ipairs(uses) do
     deeper[u.root .. "." .. (u.path:match("^(.*)%.[^.]*$") or "")] = true
+    if u.set then written[u.root .. "." .. u.path] = true end
   end
   for _, u in ipairs(uses) do
-    local parts = {}
-    for part in u.path:gmatch("[^.]+") do parts[#parts + 1] = part end
     -- only the last part of a use is its to report (each shorter path is a
     -- use of its own), and only below tables
-    local v, known, parent = r[u.root], true, nil
-    for i, part in ipairs(parts) do
-      if type(v) ~= "table" then known = nil break end
-      parent = v
-      local ok, got = pcall(function() return v[part] end)
-      v = ok and got or nil
-      if v == nil then
-        if i == #parts then known = false else known = nil end
-        break
+    local id = u.root .. "." .. u.path
+    if not u.set and not (u.root == "ctx" and written[id]) then
+      local k = known[id]
+      if k == nil then
+        local found, parent = lookup(r, u.root, u.path)
+        k = { found = found, parent = parent }
+        known[id] = k
       end
-    end
-    if known == false then
-      local last = u.path:match("([^.]+)$")
-      local near = definition.nearest(last, names_of(parent, r))
-      local shown = u.root .. "." .. u.path
-      local what
-      if u.root == "ctx" and not u.path:find(".", 1, true) then
-        what = ("unknown ctx %s %s%s"):format(u.method and "method" or "field", u.path,
-          near and (" (did you mean %s?)"):format(near) or "")
-      else
-        if u.method then shown = shown:gsub("%.([^.]+)$", ":%1") end
-        what = ("unknown %s %s%s"):format(u.method and "method" or deeper[shown] and "field" or "function", shown,
-          near and (" (did you mean %s?)"):format((shown:gsub("[^.:]+$", near))) or "")
+      if k.found == false then
+        out[#out + 1] = unknown(u, k.parent, r, deeper)
+      elseif k.found and u.root == "ctx" and u.method and M.KIND_METHODS[u.path] and u.arg then
+        kinds[#kinds + 1] = { line = u.line, kind = u.arg, method = u.path }
       end
-      out[#out + 1] = { line = u.line, message = what }
-    elseif known and u.root == "ctx" and u.method and M.KIND_METHODS[u.path] and u.arg then
-      kinds[#kinds + 1] = { line = u.line, kind = u.arg, method = u.path }
     end
   end
   return out, kinds
