@@ -83,13 +83,21 @@ M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector"
   "resync", "instructions", "memory", "reconcile", "on_add", "on_update", "on_delete" }
 M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector" }
 
--- The candidate nearest to word (case aside first, then by edit distance
--- with transpositions, at most a third of word's length), or nil.
+-- The candidate nearest to word, or nil when none is near enough to be
+-- the one meant: the same but for case; or one "s" more or less at the end
+-- (a plural); or at most 2 edits away (with transpositions) and at most a
+-- third of the name's length (at least 1; of a kind, its last part: "v1/Foo"
+-- is not "v1/Pod"). The first in candidates' order of the nearest wins.
 function M.nearest(word, candidates)
-  local lw, best, bestd = word:lower(), nil, math.max(1, math.min(3, #word // 3)) + 1
+  local lw = word:lower()
   for _, c in ipairs(candidates) do
     if c:lower() == lw then return c end
   end
+  for _, c in ipairs(candidates) do
+    local lc = c:lower()
+    if lc .. "s" == lw or lw .. "s" == lc then return c end
+  end
+  local best, bestd = nil, math.min(2, math.max(1, #(word:match("([^/]*)$")) // 3)) + 1
   for _, c in ipairs(candidates) do
     local a, b, d = lw, c:lower(), {}
     if math.abs(#a - #b) < bestd then
@@ -250,12 +258,28 @@ function M.is_definition(v)
   return getmetatable(v) == Definition
 end
 
+-- A value as a message about misuse shows it: the string "30s", the
+-- number -5, nil, a table.
+function M.shown(v)
+  if type(v) == "string" then return ("the string %q"):format(v) end
+  if type(v) == "number" or type(v) == "boolean" then return ("the %s %s"):format(type(v), tostring(v)) end
+  if v == nil then return "nil" end
+  return "a " .. type(v)
+end
+
+-- The markers reconcile returns. Misuse raises at the script's line.
 function M.requeue_after(seconds)
-  assert(type(seconds) == "number" and seconds >= 0, "requeue_after needs seconds >= 0")
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds < 0 then
+    error(("requeue_after needs a number of seconds >= 0, got %s"):format(M.shown(seconds)), 2)
+  end
   return { requeue_after = seconds }
 end
 
-function M.requeue()
+function M.requeue(...)
+  if select("#", ...) > 0 then
+    error(("requeue() takes no argument (it requeues with the per-key backoff), got %s: for a delay, "
+      .. "return luaop.requeue_after(seconds)"):format(M.shown((...))), 2)
+  end
   return { requeue = true }
 end
 

@@ -153,6 +153,51 @@ describe("luaop.definition", function()
     assert.has_error(function() definition.requeue_after("1") end)
   end)
 
+  it("raises a marker's misuse at the caller's line, saying what was given", function()
+    local line = debug.getinfo(1, "l").currentline
+    local errs = {
+      select(2, pcall(function() local _ = definition.requeue_after("30s") end)),
+      select(2, pcall(function() local _ = definition.requeue_after(-5) end)),
+      select(2, pcall(function() local _ = definition.requeue_after(0 / 0) end)),
+      select(2, pcall(function() local _ = definition.requeue(30) end)),
+    }
+    local want = {
+      'requeue_after needs a number of seconds >= 0, got the string "30s"',
+      "requeue_after needs a number of seconds >= 0, got the number %-5",
+      "requeue_after needs a number of seconds >= 0, got the number %-?nan",
+      "requeue%(%) takes no argument %(it requeues with the per%-key backoff%), got the number 30: for a delay, "
+        .. "return luaop%.requeue_after%(seconds%)",
+    }
+    for i, err in ipairs(errs) do
+      assert.matches("^spec/unit/definition_spec%.lua:" .. (line + 1 + i) .. ": " .. want[i] .. "$", err)
+    end
+    assert.are.same({ requeue_after = math.huge }, definition.requeue_after(math.huge))
+  end)
+
+  it("suggests a name only when it is near enough to be the one meant (issue 31's trial)", function()
+    local fields, methods = definition.FIELDS, { "get", "list", "create", "update", "update_status", "patch", "apply",
+      "delete", "event" }
+    for word, want in pairs { watchs = "watches", lable_selector = "label_selector", concurency = "concurrency",
+      reconcille = "reconcile", namespaec = "namespace", Resource = "resource", resyncs = "resync" } do
+      assert.are.equal(want, definition.nearest(word, fields), word)
+    end
+    assert.are.equal("update", definition.nearest("udpate", methods))
+    assert.are.equal("encode", definition.nearest("encdoe", { "decode", "encode", "null" }))
+    local kinds = { "v1/Pod", "v1/ConfigMap", "v1/Service", "apps/v1/Deployment", "apps/v1/DaemonSet" }
+    assert.are.equal("apps/v1/Deployment", definition.nearest("apps/v1/Deployments", kinds))
+    assert.are.equal("v1/ConfigMap", definition.nearest("v1/Configmap", kinds))
+    assert.are.equal("v1/Pod", definition.nearest("v1/Pods", kinds))
+    assert.are.equal("ConfigMap", definition.nearest("ConfigMaps", { "ConfigMap", "Secret" }))
+    -- what misled: a different short name two edits away
+    assert.is_nil(definition.nearest("v1/Foo", kinds))
+    assert.is_nil(definition.nearest("Foo", { "Pod" }))
+    assert.is_nil(definition.nearest("lst", { "get" }))
+    -- at most 2 edits, however long the name
+    assert.is_nil(definition.nearest("reconcilerrr", { "reconcile" }))
+    assert.are.equal("reconcile", definition.nearest("reconcilerr", { "reconcile" }))
+    assert.is_nil(definition.nearest("label_selectr_xyz", { "label_selector" }))
+  end)
+
   it("knows a kind's name in every form", function()
     assert.are.equal("At", definition.kind_name("cnat.programming-kubernetes.info/v1alpha1/At"))
     assert.are.equal("Pod", definition.kind_name("Pod"))
