@@ -36,4 +36,35 @@ describe("luaop.logging", function()
     assert.are.same({}, a.values)
     assert.are.same({ k = "v" }, b.values)
   end)
+
+  -- issue 31's trial: fields as a string, a list, or a dot for a colon
+  -- raised inside luaop.logging (or in the core's write on a cluster)
+  it("raises misuse at the caller's line, saying what is wrong", function()
+    local log = logging.logger("t")
+    local function raised(f)
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      return err
+    end
+    local line = debug.getinfo(1, "l").currentline
+    local errs = {
+      raised(function() log:info("msg", "fields as a string") end),
+      raised(function() log.info("msg", { a = 1 }) end),
+      raised(function() log:error({ a = 1 }) end),
+      raised(function() log:debug("msg", { "a list" }) end),
+      raised(function() local _ = log:with("k=v") end),
+      raised(function() log.with({ k = "v" }) end),
+    }
+    local want = {
+      'log:info%(msg %[, fields%]%): fields must be a table {key = value, ...}, got the string "fields as a string"$',
+      "log:info is a method: call it with a colon %(ctx%.log:info%(%.%.%.%)%)$",
+      "log:error%(msg %[, fields%]%): msg must be a string, got a table$",
+      "log:debug%(msg %[, fields%]%): fields must be a table {key = value, ...} with string keys, got the key 1$",
+      'log:with%(fields%): fields must be a table {key = value, ...}, got the string "k=v"$',
+      "log:with is a method: call it with a colon %(ctx%.log:with%(%.%.%.%)%)$",
+    }
+    for i, err in ipairs(errs) do
+      assert.matches("^spec/unit/logging_spec%.lua:" .. (line + 1 + i) .. ": " .. want[i], err)
+    end
+  end)
 end)
