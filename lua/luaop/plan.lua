@@ -24,6 +24,44 @@ end
 
 M.split_key = split_key
 
+-- Where a script's function is written ("file.lua:12"), or "?".
+local function line_of(f)
+  local ok, line, source = pcall(core.check.line, f)
+  if ok and type(source) == "string" and source:sub(1, 1) == "@" then return ("%s:%d"):format(source:sub(2), line) end
+  return "?"
+end
+
+-- The requests a watch's map returned: nothing (nil or false), a list of
+-- requests, or one request (a table with a name) as a list of one; each
+-- read raw (no metamethod of the script's runs outside its budget), as
+-- {namespace, name}. Anything else raises, naming the map: enqueueing
+-- nothing would hide the mistake.
+function M.map_requests(reqs, w)
+  if reqs == nil or reqs == false then return {} end
+  local function bad(what)
+    error(("watch map of %s (%s) returned %s: want a list of requests { { namespace =, name = }, ... } or one "
+      .. "request { namespace =, name = }"):format(w[1], line_of(w.map), what), 0)
+  end
+  if type(reqs) ~= "table" then bad(definition.shown(reqs)) end
+  if rawget(reqs, "name") ~= nil then reqs = { reqs } end
+  local n = rawlen(reqs)
+  if n == 0 and next(reqs) ~= nil then bad("a table that is neither a list of requests nor a request (no name)") end
+  local out = {}
+  for i = 1, n do
+    local r = rawget(reqs, i)
+    if type(r) ~= "table" then bad(("%s as request %d"):format(definition.shown(r), i)) end
+    local name, ns = rawget(r, "name"), rawget(r, "namespace")
+    if type(name) ~= "string" or name == "" then
+      bad(("a request (%d) whose name is %s, not a non-empty string"):format(i, definition.shown(name)))
+    end
+    if ns ~= nil and type(ns) ~= "string" then
+      bad(("a request (%d) whose namespace is %s, not a string"):format(i, definition.shown(ns)))
+    end
+    out[i] = { ns, name }
+  end
+  return out
+end
+
 -- Tell controller c's handler `h` of an event (copies of the objects), in
 -- the informer's task under the controller's instruction budget: like a
 -- watch's map it may read the caches, log and record Events, not wait.
@@ -91,7 +129,7 @@ function M.plan(self, c, def)
     local function map(o)
       local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, copy(o), map_ctx)
       if not ok then error(("watch map of %s: %s"):format(w[1], error_text(reqs)), 0) end
-      for _, req in ipairs(reqs or {}) do enqueue(req_key(req.namespace, req.name)) end
+      for _, req in ipairs(M.map_requests(reqs, w)) do enqueue(req_key(req[1], req[2])) end
     end
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
       field_selector = w.field_selector }), { add = map, update = function(_, o) map(o) end, delete = map })

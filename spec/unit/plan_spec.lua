@@ -65,3 +65,65 @@ describe("luaop.plan", function()
     assert.are.same({ nil, "cluster-wide" }, { plan.split_key("cluster-wide") })
   end)
 end)
+
+-- A map that returns one request where a list is wanted enqueued nothing,
+-- silently (issue 31's trial): one request is taken as a list of one, and
+-- what is neither fails the event, naming the map.
+describe("a watch's map", function()
+  local dir, env
+  before_each(function() dir = proc.tempdir() end)
+  after_each(function()
+    if env then env:stop() end
+    env = nil
+    proc.sh("rm -rf " .. dir)
+  end)
+
+  it("may return one request, or nothing; anything else fails the event naming the map's file and line", function()
+    env = testing.env { script = proc.write(dir, "m.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "m", resource = "v1/ConfigMap",
+  watches = { { "v1/Service", map = function(svc)
+    local ret = svc.metadata.labels.ret
+    if ret == "one" then return { namespace = svc.metadata.namespace, name = "target" } end
+    if ret == "list" then return { { namespace = "default", name = "target" }, { name = "cluster-wide" } } end
+    if ret == "nil" then return nil end
+    if ret == "false" then return false end
+    if ret == "string" then return "target" end
+    if ret == "object" then return svc end
+    if ret == "noname" then return { { namespace = "default" } } end
+    if ret == "badns" then return { namespace = 5, name = "target" } end
+  end } },
+  reconcile = function(ctx, req) ctx.log:info("reconciled", { key = (req.namespace or "") .. "/" .. req.name }) end,
+}
+]]) }
+    local function service(name, ret)
+      assert(env:create { apiVersion = "v1", kind = "Service",
+        metadata = { name = name, namespace = "default", labels = { ret = ret } } })
+    end
+    local function keys()
+      local out = {}
+      for _, l in ipairs(env:logs { msg = "^reconciled$" }) do out[#out + 1] = l.fields.key end
+      return out
+    end
+    service("a", "one")
+    assert.are.same({ "default/target" }, keys())
+    service("b", "list")
+    assert.are.same({ "default/target", "default/target", "/cluster-wide" }, keys())
+    for _, ret in ipairs { "nil", "false" } do service(ret, ret) end
+    assert.are.same({}, env:logs { msg = "^event handler failed$" })
+    local want = {
+      string = 'returned the string "target": want a list of requests',
+      object = "returned a table that is neither a list of requests nor a request %(no name%)",
+      noname = "returned a request %(1%) whose name is nil, not a non%-empty string",
+      badns = "returned a request %(1%) whose namespace is the number 5, not a string",
+    }
+    for _, ret in ipairs { "string", "object", "noname", "badns" } do
+      service(ret, ret)
+      local failed = env:logs { msg = "^event handler failed$" }
+      assert.matches("^watch map of v1/Service %(.*m%.lua:4%) " .. want[ret], failed[#failed].fields.error)
+    end
+    assert.are.equal(4, #env:logs { msg = "^event handler failed$" })
+    assert.are.equal(3, #keys())
+  end)
+end)
