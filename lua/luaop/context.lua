@@ -4,7 +4,8 @@
 local copy = require("luaop.object").copy
 local client = require "luaop.client"
 local events = require "luaop.events"
-local kind_name = require("luaop.definition").kind_name
+local definition = require "luaop.definition"
+local kind_name, shown = definition.kind_name, definition.shown
 
 local M = {}
 
@@ -79,33 +80,142 @@ local function not_found(kind, name)
     message = ("%s %q not found"):format(kind_name(kind), tostring(name)) })
 end
 
+-- Misuse raises at the script's line: these checks answer what is wrong
+-- (saying what was given), which the method raises at level 2.
+local function misuse(form, what, got)
+  return ("%s: %s, got %s"):format(form, what, shown(got))
+end
+
+local function bad_kind(form, kind)
+  if type(kind) ~= "string" or kind == "" then
+    return misuse(form, 'kind must be a string such as "v1/ConfigMap"', kind)
+  end
+end
+
+-- The object a (kind, req_or_name [, namespace] [, opts]) call names: its
+-- name and its namespace (nil when none is said; "" is none), said by the
+-- request, the namespace argument or opts.namespace, which must agree.
+-- nil and what is wrong when something is.
+local function target(form, kind, req, ns, opts)
+  local bad = bad_kind(form, kind)
+  if bad then return nil, bad end
+  local name, rns
+  if type(req) == "table" then
+    name, rns = req.name, req.namespace
+    if type(name) ~= "string" or name == "" then
+      return nil, misuse(form, "the request's name must be a non-empty string", name)
+    end
+    if rns ~= nil and type(rns) ~= "string" then
+      return nil, misuse(form, "the request's namespace must be a string", rns)
+    end
+  elseif type(req) == "string" and req ~= "" then
+    name = req
+  else
+    return nil, misuse(form, "name_or_req must be a name or a request {namespace =, name =}", req)
+  end
+  if ns ~= nil and type(ns) ~= "string" then return nil, misuse(form, "namespace must be a string", ns) end
+  if opts ~= nil and type(opts) ~= "table" then return nil, misuse(form, "opts must be a table", opts) end
+  local ons = opts and opts.namespace
+  if ons ~= nil and type(ons) ~= "string" then return nil, misuse(form, "opts.namespace must be a string", ons) end
+  local out
+  for _, v in ipairs { rns or "", ns or "", ons or "" } do
+    if v ~= "" then
+      if out and out ~= v then return nil, ("%s: two namespaces, %q and %q: say one"):format(form, out, v) end
+      out = v
+    end
+  end
+  return name, out
+end
+
+-- What the caches say of kind ns/name (ns nil: a cluster-scoped name):
+-- the object or nil, and whether a cache answered at all.
+local function cached(self, kind, ns, name)
+  local own = own_object(self, kind, ns, name)
+  if own ~= false then return own, true end
+  local inf = cache(self, kind, { namespace = ns })
+  if not inf then return nil, false end
+  if ns then return inf:get(ns, name), true end
+  return inf:get(name), true
+end
+
 -- get(kind, req_or_name [, namespace]) -> obj | nil, err: from the cache
 -- when the kind is watched (never yields), else from the API server. Gone
--- is nil and an error whose reason is NotFound either way.
+-- is nil and an error whose reason is NotFound either way. No namespace
+-- said: a cluster-scoped kind's object, else the one in the client's
+-- namespace (where create puts an object that names none, and where a GET
+-- looks), cached or not: never the request's.
 function Ctx:get(kind, req, ns)
-  local name = type(req) == "table" and req.name or req
-  ns = type(req) == "table" and req.namespace or ns
-  if ns == "" then ns = nil end
-  local own = own_object(self, kind, ns, name)
-  if own ~= false then
-    if own == nil then return nil, not_found(kind, name) end
-    return copy(own)
+  local name
+  name, ns = target("ctx:get(kind, name_or_req [, namespace])", kind, req, ns)
+  if not name then error(ns, 2) end
+  local obj, answered = cached(self, kind, ns, name)
+  local dns = private[self].client.namespace
+  if obj == nil and ns == nil and type(dns) == "string" then
+    -- (a cluster-scoped object's key has no namespace, a namespaced one's
+    -- always has: one of the two reads finds nothing for either scope)
+    local o, a = cached(self, kind, dns, name)
+    obj, answered = o, answered or a
   end
-  local inf = cache(self, kind, { namespace = ns })
-  if inf then
-    -- a copy: what the reconcile changes is not the cache's until written
-    local obj = ns and inf:get(ns, name) or (not ns and inf:get(name)) or nil
-    if obj == nil then return nil, not_found(kind, name) end
-    return copy(obj)
-  end
+  if obj ~= nil then return copy(obj) end -- a copy: what the reconcile changes is not the cache's until written
+  if answered then return nil, not_found(kind, name) end
   return private[self].client:get(kind, name, ns)
+end
+
+-- The type ctx:list's option k must have, nil when there is no such option.
+-- (No table of them: an upvalue table of a method is one every script's ctx
+-- would reach, spec/unit/reach_spec.lua.)
+local function list_option(k)
+  if k == "namespace" or k == "label_selector" or k == "field_selector" then return "string" end
+  if k == "labels" then return "table" end
+  if k == "filter" then return "function" end
+  return nil
+end
+
+-- ctx:list's opts, checked: the options to list with | nil, what is wrong.
+local function list_options(kind, opts)
+  local form = "ctx:list(kind [, opts])"
+  local bad = bad_kind(form, kind)
+  if bad then return nil, bad end
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then return nil, misuse(form, "opts must be a table", opts) end
+  for k, v in pairs(opts) do
+    local want = list_option(k)
+    if not want then
+      local names = { "field_selector", "filter", "label_selector", "labels", "namespace" }
+      local near = type(k) == "string" and definition.nearest(k, names)
+      return nil, ("%s: unknown option %s%s (options: %s)"):format(form,
+        type(k) == "string" and k or "[" .. shown(k) .. "]", near and (" (did you mean %s?)"):format(near) or "",
+        table.concat(names, ", "))
+    end
+    if type(v) ~= want then
+      local hint = k == "labels" and type(v) == "string"
+        and ' (a selector string such as "team=a" goes in label_selector)' or ""
+      return nil, misuse(form, ("opts.%s must be a %s%s"):format(k, want, hint), v)
+    end
+  end
+  for k, v in pairs(opts.labels or {}) do
+    if type(k) ~= "string" or type(v) ~= "string" then
+      return nil, ("%s: opts.labels must be {key = \"value\", ...}, all strings, got [%s] = %s"):format(form,
+        shown(k), shown(v))
+    end
+  end
+  if opts.namespace == "" then -- every namespace, as Kubernetes' NamespaceAll
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.namespace = nil
+    return o
+  end
+  return opts
 end
 
 -- list(kind [, opts]): cached objects (opts.namespace, opts.label_selector
 -- and opts.field_selector choose the cache; opts.labels = {k = v} and
 -- opts.filter = function(obj) filter it), or a LIST when no cache holds them.
+-- No namespace: every namespace's, cached or not (controller-runtime's List).
 function Ctx:list(kind, opts)
-  opts = opts or {}
+  local bad
+  opts, bad = list_options(kind, opts)
+  if not opts then error(bad, 2) end
   -- (read only: o may be the cache's own; the script's filter gets copies)
   local function selected(o)
     local md = o.metadata
@@ -149,7 +259,23 @@ local function written(self, kind, obj)
   return obj
 end
 
+-- What is wrong with the object and opts of a write (verb(obj [, opts])), or nil.
+local function bad_object(verb, obj, opts)
+  local form = ("ctx:%s(obj [, opts])"):format(verb)
+  if type(obj) ~= "table" then return misuse(form, "obj must be an object (a table)", obj) end
+  if type(obj.apiVersion) ~= "string" then
+    return misuse(form, 'obj.apiVersion must be a string such as "v1"', obj.apiVersion)
+  end
+  if type(obj.kind) ~= "string" then return misuse(form, 'obj.kind must be a string such as "ConfigMap"', obj.kind) end
+  if obj.metadata ~= nil and type(obj.metadata) ~= "table" then
+    return misuse(form, "obj.metadata must be a table", obj.metadata)
+  end
+  if opts ~= nil and type(opts) ~= "table" then return misuse(form, "opts must be a table", opts) end
+end
+
 function Ctx:create(obj, opts)
+  local bad = bad_object("create", obj, opts)
+  if bad then error(bad, 2) end
   local res, err = private[self].client:create(obj, opts)
   if not res then return nil, err end
   if opts and opts.dry_run then return res end -- nothing was written
@@ -158,14 +284,39 @@ end
 
 for _, verb in ipairs { "update", "update_status", "apply" } do
   Ctx[verb] = function(self, obj, opts)
+    local bad = bad_object(verb, obj, opts)
+    if bad then error(bad, 2) end
     local res, err = private[self].client[verb](private[self].client, obj, opts)
     if not res then return nil, err end
     return written(self, obj.apiVersion .. "/" .. obj.kind, res)
   end
 end
 
-function Ctx:patch(kind, req, patch, opts)
-  local res, err = private[self].client:patch(kind, req, patch, opts)
+-- opts with the namespace ns (nil: opts itself), for the client.
+local function in_namespace(opts, ns)
+  if ns == nil then return opts end
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.namespace = ns
+  return o
+end
+
+-- patch(kind, name_or_req [, namespace], patch [, opts]): the patch a
+-- table, or its JSON text (which starts with { or [, as no namespace can).
+function Ctx:patch(kind, req, ns, patch, opts)
+  local form = "ctx:patch(kind, name_or_req [, namespace], patch [, opts])"
+  if type(ns) ~= "string" or ns:match("^%s*[%[{]") then ns, patch, opts = nil, ns, patch end
+  local name
+  name, ns = target(form, kind, req, ns, opts)
+  if not name then error(ns, 2) end
+  if type(patch) ~= "table" and type(patch) ~= "string" then
+    error(misuse(form, "patch must be a table (or its JSON text)", patch), 2)
+  end
+  local t = opts and opts.type
+  if t ~= nil and t ~= "merge" and t ~= "json" and t ~= "strategic" then
+    error(misuse(form, 'opts.type must be "merge", "json" or "strategic"', t), 2)
+  end
+  local res, err = private[self].client:patch(kind, name, patch, in_namespace(opts, ns))
   if not res then return nil, err end
   return written(self, kind, res)
 end
@@ -173,12 +324,15 @@ end
 -- delete(obj [, opts]) deletes exactly that object: preconditions on its
 -- uid and resourceVersion (a Conflict when it changed or was replaced
 -- since it was read); one already gone is deleted (true). Or
--- delete(kind, name_or_req [, opts]), as the client's.
-function Ctx:delete(kind, req, opts)
-  local ns, name
+-- delete(kind, name_or_req [, namespace] [, opts]), as the client's (no
+-- namespace said: as ctx:get, the client's for a namespaced kind).
+function Ctx:delete(kind, req, ns, opts)
+  local name
   if type(kind) == "table" then
     local obj = kind
+    if ns ~= nil then error("ctx:delete(obj [, opts]): the object names its namespace: no third argument", 2) end
     opts = req or {}
+    if type(opts) ~= "table" then error(misuse("ctx:delete(obj [, opts])", "opts must be a table", opts), 2) end
     if type(obj.metadata) ~= "table" or type(obj.kind) ~= "string" or type(obj.apiVersion) ~= "string" then
       error("delete(obj) needs an object with apiVersion, kind and metadata", 2)
     end
@@ -201,9 +355,16 @@ function Ctx:delete(kind, req, opts)
     private[self].manager:observe_delete(kind, ns, name, md.uid, res)
     return res
   end
-  local res, err = private[self].client:delete(kind, req, opts)
+  if type(ns) == "table" and opts == nil then ns, opts = nil, ns end
+  name, ns = target("ctx:delete(kind, name_or_req [, namespace] [, opts])", kind, req, ns, opts)
+  if not name then error(ns, 2) end
+  local c = private[self].client
+  local res, err = c:delete(kind, name, in_namespace(opts, ns))
   if not res then return nil, err end
-  if type(req) == "table" then ns, name = req.namespace, req.name else ns, name = opts and opts.namespace, req end
+  if ns == nil then -- the namespace the client deleted in (its kind resolved: that never waits now)
+    local r = c:resolve(kind)
+    ns = r and c:namespace_of(r, nil) or nil
+  end
   -- the uid of what went: the object answered, or the Status's details
   local uid = type(res) == "table" and (type(res.metadata) == "table" and res.metadata.uid
     or type(res.details) == "table" and res.details.uid) or nil

@@ -364,3 +364,151 @@ return luaop.controller { name = "all", resource = "v1/ConfigMap", reconcile = f
     end
   end)
 end)
+
+-- Issue 31's trial: a read whose answer depended on whether a cache held
+-- the kind, a delete in the wrong namespace, and misuse that raised deep
+-- inside luaop instead of at the script's line.
+describe("ctx's (kind, name_or_req, ...) calls", function()
+  local t = kit.per_test(before_each, after_each)
+
+  local objects = {
+    { apiVersion = "v1", kind = "Namespace", metadata = { name = "team-a" } },
+    cm("cfg"),
+    { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "only-a", namespace = "team-a" } },
+  }
+
+  -- What a reconcile reads with no namespace said, the kinds cached (its
+  -- owns) or not, luaop running in namespace ns.
+  local function reads(cached, ns)
+    local text = [[
+local luaop = require "luaop"
+return luaop.controller { name = "reads", resource = "v1/Secret", owns = { OWNS },
+  reconcile = function(ctx, req)
+    local function found(kind, name)
+      local o, err = ctx:get(kind, name)
+      return o and o.metadata.namespace or o and "cluster" or err.reason
+    end
+    local spaces = {}
+    for _, o in ipairs(ctx:list("ConfigMap")) do spaces[#spaces + 1] = o.metadata.namespace end
+    table.sort(spaces)
+    ctx.log:info("read", { cfg = found("ConfigMap", "cfg"), only_a = found("ConfigMap", "only-a"),
+      ns = found("Namespace", "team-a"), by_req = found("ConfigMap", { name = "cfg" }),
+      list = table.concat(spaces, ","), all = #ctx:list("ConfigMap", { namespace = "" }) })
+  end }
+]]
+    text = text:gsub("OWNS", cached and '"v1/ConfigMap", "v1/Namespace"' or "")
+    t.env = testing.env { namespace = ns, objects = objects, script = write(t.dir, "reads.lua", text) }
+    local caches = t.env.manager.by_kind
+    assert.are.equal(cached, caches.ConfigMap ~= nil and caches.Namespace ~= nil)
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
+    local f = t.env:logs { msg = "^read$" }[1].fields
+    f.namespace, f.name = nil, nil -- the logger's
+    t.env:stop()
+    t.env = nil
+    return f
+  end
+
+  it("read a namespaced kind named without a namespace in luaop's namespace, cached or not", function()
+    local want = { cfg = "default", only_a = "NotFound", ns = "cluster", by_req = "default",
+      list = "default,team-a", all = 2 }
+    assert.are.same(want, reads(false))
+    assert.are.same(want, reads(true))
+    want = { cfg = "NotFound", only_a = "team-a", ns = "cluster", by_req = "NotFound", list = "default,team-a", all = 2 }
+    assert.are.same(want, reads(false, "team-a"))
+    assert.are.same(want, reads(true, "team-a"))
+  end)
+
+  it("delete and patch in the namespace given third, as get reads, and in luaop's when none is", function()
+    t.env = testing.env { objects = objects, script = write(t.dir, "writes.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "writes", resource = "v1/Secret", owns = { "v1/ConfigMap" },
+  reconcile = function(ctx, req)
+    assert(ctx:patch("ConfigMap", "only-a", "team-a", { data = { patched = "third" } }))
+    assert(ctx:patch("ConfigMap", "cfg", { data = { patched = "none" } }, { type = "merge" }))
+    assert(ctx:patch("ConfigMap", "cfg", '{"data":{"json":"text"}}'))
+    assert(ctx:delete("ConfigMap", "only-a", "team-a", { propagation = "Background" }))
+    assert(ctx:delete("ConfigMap", "cfg"))
+    ctx.log:info("after", { only_a = ctx:get("ConfigMap", "only-a", "team-a") == nil,
+      cfg = ctx:get("ConfigMap", "cfg") == nil })
+  end }
+]]) }
+    local a = t.env:get("ConfigMap", "only-a", "team-a")
+    local c = t.env:get("ConfigMap", "cfg")
+    t.env:hold_watches("configmaps") -- what the reconcile reads back is its own writes'
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
+    local after = t.env:logs { msg = "^after$" }[1].fields
+    assert.are.same({ true, true }, { after.only_a, after.cfg })
+    local patches, deletes = {}, {}
+    for _, act in ipairs(t.env:actions { verb = "patch", kind = "ConfigMap" }) do
+      patches[#patches + 1] = act.namespace .. "/" .. act.name
+    end
+    for _, act in ipairs(t.env:actions { verb = "delete", kind = "ConfigMap" }) do
+      deletes[#deletes + 1] = act.namespace .. "/" .. act.name
+    end
+    assert.are.same({ "team-a/only-a", "default/cfg", "default/cfg" }, patches)
+    assert.are.same({ "team-a/only-a", "default/cfg" }, deletes)
+    assert.is_not_nil(a)
+    assert.is_not_nil(c)
+  end)
+
+  it("raise misuse at the script's line, saying what was given", function()
+    local calls = {
+      { [[ctx:get(5, "x")]],
+        'ctx:get%(kind, name_or_req %[, namespace%]%): kind must be a string such as "v1/ConfigMap", got the number 5' },
+      { [[ctx:get("ConfigMap", 5)]], "name_or_req must be a name or a request {namespace =, name =}, got the number 5" },
+      { [[ctx:get("ConfigMap", { namespace = "a" })]], "the request's name must be a non%-empty string, got nil" },
+      { [[ctx:get("ConfigMap", "x", {})]], "namespace must be a string, got a table" },
+      { [[ctx:get("ConfigMap", { namespace = "a", name = "x" }, "b")]], 'two namespaces, "a" and "b": say one' },
+      { [[ctx:delete("ConfigMap", "x", 5)]],
+        "ctx:delete%(kind, name_or_req %[, namespace%] %[, opts%]%): namespace must be a string, got the number 5" },
+      { [[ctx:delete("ConfigMap", "x", "team-a", "now")]], 'opts must be a table, got the string "now"' },
+      { [[ctx:delete("ConfigMap", "x", "a", { namespace = "b" })]], 'two namespaces, "a" and "b"' },
+      { [[ctx:delete({ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "x" } }, {}, "a")]], "no third argument" },
+      { [[ctx:patch("ConfigMap", "x", "team-a")]], "patch must be a table %(or its JSON text%), got nil" },
+      { [[ctx:patch("ConfigMap", "x", {}, { type = "xml" })]], 'opts.type must be "merge", "json" or "strategic", got the string "xml"' },
+      { [[ctx:list("ConfigMap", { labels = "team=a" })]],
+        'opts.labels must be a table %(a selector string such as "team=a" goes in label_selector%), got the string "team=a"' },
+      { [[ctx:list("ConfigMap", { labels = { team = 1 } })]],
+        'opts.labels must be {key = "value", ...}, all strings, got %[the string "team"%] = the number 1' },
+      { [[ctx:list("ConfigMap", { lables = { team = "a" } })]], "unknown option lables %(did you mean labels%?%)" },
+      { [[ctx:list("ConfigMap", { namespace = 5 })]], "opts.namespace must be a string, got the number 5" },
+      { [[ctx:list("ConfigMap", { label_selector = { team = "a" } })]], "opts.label_selector must be a string, got a table" },
+      { [[ctx:list("ConfigMap", { filter = "x" })]], 'opts.filter must be a function, got the string "x"' },
+      { [[ctx:list("ConfigMap", "team-a")]], 'ctx:list%(kind %[, opts%]%): opts must be a table, got the string "team%-a"' },
+      { [[ctx:create("x")]], 'ctx:create%(obj %[, opts%]%): obj must be an object %(a table%), got the string "x"' },
+      { [[ctx:update({ apiVersion = "v1", metadata = {} })]],
+        'ctx:update%(obj %[, opts%]%): obj.kind must be a string such as "ConfigMap", got nil' },
+      { [[ctx.log:info("msg", "fields as a string")]],
+        'log:info%(msg %[, fields%]%): fields must be a table {key = value, ...}, got the string "fields as a string"' },
+      { [[ctx.log.info("msg", { a = 1 })]], "log:info is a method: call it with a colon %(ctx.log:info%(...%)%)" },
+      { [[ctx.log:error({ a = 1 })]], "log:error%(msg %[, fields%]%): msg must be a string, got a table" },
+      { [[ctx.log:info("msg", { "a list" })]], "with string keys, got the key 1" },
+      { [[luaop.requeue_after("30s")]], 'requeue_after needs a number of seconds >= 0, got the string "30s"' },
+      { [[luaop.requeue_after(-5)]], "requeue_after needs a number of seconds >= 0, got the number %-5" },
+      { [[luaop.requeue(30)]], "requeue%(%) takes no argument .*, got the number 30: for a delay, return luaop.requeue_after%(seconds%)" },
+    }
+    local lines = {}
+    for i, c in ipairs(calls) do lines[i] = ("  tries[%d] = { pcall(function() local _ = %s end) }"):format(i, c[1]) end
+    local head = [[
+local luaop = require "luaop"
+return luaop.controller { name = "misuse", resource = "v1/Secret",
+  reconcile = function(ctx, req)
+  local tries = {}
+]]
+    t.env = testing.env { objects = objects, script = write(t.dir, "misuse.lua", head .. table.concat(lines, "\n") .. [[
+
+  for i, r in ipairs(tries) do ctx.log:info("try", { i = i, ok = r[1], err = tostring(r[2]) }) end
+  end }
+]]) }
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
+    local tries = t.env:logs { msg = "^try$" }
+    assert.are.equal(#calls, #tries)
+    local first = select(2, head:gsub("\n", "")) + 1
+    for i, c in ipairs(calls) do
+      local f = tries[i].fields
+      assert.is_false(f.ok, c[1])
+      assert.matches("misuse%.lua:" .. (first + i - 1) .. ": ", f.err, nil, false, c[1])
+      assert.matches(c[2], f.err, nil, false, c[1])
+    end
+  end)
+end)
