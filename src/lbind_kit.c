@@ -17,11 +17,17 @@
  *     it drives the loop that runs them.
  *   kit.clock() -> seconds  the real monotonic clock, whatever the
  *     virtual one says (the kit's wall deadlines: luaop.testing.guard)
- *   kit.alarm(seconds, message) | kit.alarm()  the runner's wall deadline:
- *     once seconds pass, the thread that armed it raises "where: message"
- *     at its next instruction (SIGALRM sets a count hook then, as lua.c
- *     does for ^C: no hook costs every instruction meanwhile); kit.alarm()
- *     disarms it. One in a process, on the thread of luaop --test's runner
+ *   kit.alarm(seconds, message [, thread]) | kit.alarm()  the runner's wall
+ *     deadline: once seconds pass, thread (default: the one that armed it;
+ *     luaop --test's runner gives each test a coroutine of its own) raises
+ *     "where: message" at its next instruction, and at every one after it
+ *     (a test that catches the error with pcall and goes on is stopped at
+ *     its next instruction outside the pcall: the thread ends). SIGALRM sets
+ *     a count hook then, as lua.c does for ^C: no hook costs every
+ *     instruction meanwhile. kit.alarm() disarms it. One in a process
+ *   kit.duration(text) -> seconds | nil, why  a duration as luaop's flags
+ *     read one (--test-timeout: "30s", "2m", "1.5", "1m30s"), above 0 and
+ *     at most 10^9 s (LUAOP_TEST_TIMEOUT)
  *   kit.kind(path), kit.list(dir)  core.fs's kind and list, answered at
  *     once, blocking (the spec files and manifests a test names: each trip
  *     to the thread pool and back woke a thread, and the loop waited) */
@@ -41,6 +47,7 @@
 
 #include "runtime.h"
 #include "scheduler.h"
+#include "str.h"
 
 static runtime *lbind_kit_virtual(lua_State *L, const char *what)
 {
@@ -146,7 +153,7 @@ static lua_State *volatile kit_alarm_L; /* the thread kit.alarm interrupts, or N
 static void kit_alarm_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
-    lua_sethook(L, NULL, 0, 0);
+    /* the hook stays: every later instruction of the thread raises again */
     luaL_where(L, 0); /* (in a hook, level 0 is the function it interrupted) */
     lua_getfield(L, LUA_REGISTRYINDEX, KIT_ALARM_MESSAGE);
     lua_concat(L, 2);
@@ -179,9 +186,16 @@ static int lbind_kit_alarm(lua_State *L)
     }
     lua_Number secs = luaL_checknumber(L, 1);
     struct sigaction sa;
+    lua_State *target = L;
 
-    luaL_argcheck(L, secs > 0 && secs < 1e9, 1, "seconds from 0 to 10^9");
+    luaL_argcheck(L, secs > 0 && secs <= 1e9, 1, "seconds from 0 to 10^9");
     luaL_checkstring(L, 2);
+    if (!lua_isnoneornil(L, 3)) {
+        target = lua_tothread(L, 3);
+        luaL_argcheck(L, target != NULL, 3, "a thread (coroutine) is needed");
+    }
+    if (kit_alarm_L != NULL && lua_gethook(kit_alarm_L) == kit_alarm_hook)
+        lua_sethook(kit_alarm_L, NULL, 0, 0); /* a thread armed before */
     lua_pushvalue(L, 2);
     lua_setfield(L, LUA_REGISTRYINDEX, KIT_ALARM_MESSAGE);
     memset(&sa, 0, sizeof sa);
@@ -190,9 +204,12 @@ static int lbind_kit_alarm(lua_State *L)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGALRM, &sa, NULL) != 0)
         return luaL_error(L, "kit.alarm: %s", strerror(errno));
-    lua_pushthread(L); /* anchored while armed: the handler never reaches a collected thread */
+    if (target == L)
+        lua_pushthread(L); /* anchored while armed: the handler never reaches a collected thread */
+    else
+        lua_pushvalue(L, 3);
     lua_setfield(L, LUA_REGISTRYINDEX, KIT_ALARM_THREAD);
-    kit_alarm_L = L;
+    kit_alarm_L = target;
     it.it_value.tv_sec = (time_t)secs;
     it.it_value.tv_usec = (suseconds_t)((secs - (lua_Number)it.it_value.tv_sec) * 1e6);
     if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
@@ -202,6 +219,20 @@ static int lbind_kit_alarm(lua_State *L)
         return luaL_error(L, "kit.alarm: %s", strerror(errno));
     }
     return 0;
+}
+
+static int lbind_kit_duration(lua_State *L)
+{
+    const char *text = luaL_checkstring(L, 1);
+    double secs = 0;
+
+    if (str_parse_duration(text, &secs) != 0 || !isfinite(secs) || secs <= 0 || secs > 1e9) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "a duration above 0 and at most 10^9 s, such as 30s or 2m, is needed, not \"%s\"", text);
+        return 2;
+    }
+    lua_pushnumber(L, secs);
+    return 1;
 }
 
 static int lbind_kit_fail(lua_State *L, const char *path, int err)
@@ -252,6 +283,7 @@ int lbind_kit_open(lua_State *L)
         {"run", lbind_kit_run},
         {"clock", lbind_kit_clock},
         {"alarm", lbind_kit_alarm},
+        {"duration", lbind_kit_duration},
         {"kind", lbind_kit_kind},
         {"list", lbind_kit_list},
         {NULL, NULL},

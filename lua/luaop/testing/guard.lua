@@ -3,15 +3,23 @@
 -- step of env:advance) is bounded while its clock stands still, the test
 -- has a wall deadline, and a failing test is told what the env logged.
 --
---   livelock: more than MAX_RECONCILES reconciles of one controller and key
---     in one run (no virtual time passes within a run: a reconcile that
---     writes a changed value every time, `return luaop.requeue_after(0)`)
---     fails, naming the controller and the key; MAX_ITERATIONS iterations
---     of the loop in one run fail too (a task that yields for ever)
---   deadline: a run past the test's wall deadline fails (TIMEOUT seconds, or
---     LUAOP_TEST_TIMEOUT, or testing.env{deadline =}; `luaop --test` sets it
---     for each test, with --test-timeout); counted from the test's start
---     under `luaop --test` and busted (its test start event), and from
+--   livelock: a key reconciled again and again in one run (no virtual time
+--     passes within a run) while nothing is created or deleted: more than
+--     MAX_RECONCILES (or testing.env{max_reconciles =}) reconciles of one
+--     controller and key in a row, each started with no create or delete
+--     served since the one before (a reconcile that writes a changed value
+--     every time; `return luaop.requeue_after(0)`, told as such from its
+--     result) fails, naming the controller, the key and the bound. A
+--     reconcile that creates or deletes is progress (an ordered rollout:
+--     one child each time), so a loop that creates and deletes for ever is
+--     left to MAX_ITERATIONS iterations of the loop in one run (as is a task
+--     that yields for ever) and to the deadline
+--   deadline: a run past the test's wall deadline fails, checked as a run
+--     starts, every CHUNK iterations and as it ends (TIMEOUT seconds, or
+--     LUAOP_TEST_TIMEOUT, a duration, or testing.env{deadline =}; `luaop
+--     --test` sets it for each test, with --test-timeout, and stops the
+--     test's own code too: runner.lua); counted from the test's start under
+--     `luaop --test` and busted (its test start event), and from
 --     testing.env's call
 --   report(): the reconciles' errors and the last log lines of the env
 --     a test used, which `luaop --test` prints under a failure, as does
@@ -23,8 +31,8 @@ local kit = core.kit
 local M = {}
 
 -- Bounds of one run while the clock stands still; chosen far above what
--- the operators' specs reach (at most 4 reconciles of a key and 24
--- iterations of the loop in one run).
+-- the operators' specs reach (at most 4 reconciles of a key in a row and
+-- 24 iterations of the loop in one run).
 M.MAX_RECONCILES = 100
 M.MAX_ITERATIONS = 100000
 M.CHUNK = 100 -- iterations between two looks at the bounds
@@ -38,11 +46,15 @@ M.timeout = nil -- the seconds the deadline was set with
 M.owner = nil -- "runner" once luaop --test sets the deadlines
 M.env = nil -- the env the current test made last
 
--- The default timeout: LUAOP_TEST_TIMEOUT, else TIMEOUT.
+-- The default timeout: LUAOP_TEST_TIMEOUT (a duration, as --test-timeout
+-- reads one: "30s", "2m", "1.5"), else TIMEOUT. Raises when it is set and
+-- is not one.
 function M.default_timeout()
-  local v = tonumber(os.getenv("LUAOP_TEST_TIMEOUT") or "")
-  if v and v > 0 then return v end
-  return M.TIMEOUT
+  local text = os.getenv("LUAOP_TEST_TIMEOUT")
+  if text == nil or text == "" then return M.TIMEOUT end
+  local v, why = kit.duration(text)
+  if not v then error("LUAOP_TEST_TIMEOUT: " .. why, 0) end
+  return v
 end
 
 -- A test starts: its deadline `timeout` seconds (default: default_timeout())
@@ -68,13 +80,26 @@ function M.env_started(env, deadline)
   end
 end
 
+-- The kit's own chunks: the chunk name of this file but its name (the
+-- embedded modules' "@lua/luaop/testing/", lua/'s own path under busted),
+-- then a module's file name; not a substring anywhere (a user's spec under
+-- a directory named luaop/testing/ is the user's).
+local KIT = debug.getinfo(1, "S").source:match("^(@.*)guard%.lua$")
+function M.is_kit(source)
+  if not KIT or source:sub(1, #KIT) ~= KIT then return false end
+  local rest = source:sub(#KIT + 1)
+  return (rest:match("^[%a_]+%.lua$") or rest:match("^apiserver/[%a_]+%.lua$"))
+    and not rest:match("_spec%.lua$") and not rest:match("_test%.lua$") or false
+end
+local is_kit = M.is_kit
+
 -- "file:line: " of the first caller outside the kit, or "".
 function M.where()
   for level = 2, 64 do
     local info = debug.getinfo(level, "Sl")
     if not info then break end
     if info.currentline and info.currentline > 0 and info.source:sub(1, 1) == "@"
-      and not info.source:find("luaop/testing/", 1, true) then
+      and not is_kit(info.source) then
       return ("%s:%d: "):format(info.short_src, info.currentline)
     end
   end
@@ -100,25 +125,71 @@ local function named(k)
 end
 M.named = named
 
-local function livelock_says(k, n)
-  return ("livelock: %s reconciled %d times in one run while the clock stood still (more than %d: a reconcile "
-    .. "that writes a changed value every time, or returns requeue_after(0)?)"):format(named(k), n, M.MAX_RECONCILES)
+local function times(n) return n == 1 and "1 time" or ("%d times"):format(n) end
+
+local function livelock_says(k, n, bound, zero)
+  return ("livelock: %s reconciled %s in a row in one run with nothing created or deleted meanwhile while the "
+    .. "clock stood still (more than max_reconciles = %d: testing.env{max_reconciles =})%s"):format(named(k), times(n),
+    bound, zero and ": its reconcile returns requeue_after(0) every time (wait for an event, or requeue_after a time)"
+    or " (a reconcile that writes a changed value every time?)")
+end
+
+local function past_deadline(counts)
+  local top = busiest(counts)
+  fail(("the test's deadline of %g s passed%s (luaop --test --test-timeout, testing.env{deadline =}, "
+    .. "LUAOP_TEST_TIMEOUT)"):format(M.timeout or M.default_timeout(),
+    top and " with the loop still busy (reconciling most: " .. named(top) .. ")" or ""))
+end
+
+-- The result of each reconcile, by its function (the env's definitions:
+-- env.reconcilers, function -> controller name) and request: whether it
+-- returned requeue_after(0). Wraps luaop.worker's reconcile while a run
+-- counts.
+local state -- the current run's {zero =, names =} | nil
+local unwrapped = setmetatable({}, { __mode = "k" }) -- a wrapper -> luaop.worker's own reconcile
+local function count_results(worker)
+  local reconcile = worker.reconcile
+  reconcile = unwrapped[reconcile] or reconcile -- (a run a deadline ended left its wrapper)
+  local function counted(fn, ctx, req)
+    local r = reconcile(fn, ctx, req)
+    local st = state
+    local name = st and st.names[fn]
+    if name and type(req) == "table" then
+      local k = name .. " " .. (req.namespace and req.namespace .. "/" .. req.name or tostring(req.name))
+      st.zero[k] = type(r) == "table" and r.requeue_after == 0 or nil
+    end
+    return r
+  end
+  unwrapped[counted] = reconcile
+  worker.reconcile = counted
+  return reconcile
 end
 
 -- Run the loop until idle (kit.run), within the bounds; env (or nil) is
 -- the env the reconciles are counted for. opts.unguarded: no deadline and
 -- no livelock (stopping an env). Raises what broke a bound.
 function M.run(env, opts)
-  local worker = require "luaop.worker"
-  local counts = {}
+  local counts, streak, seen = {}, {}, {}
   local unguarded = opts and opts.unguarded
-  local livelock
+  local bound = env and env.max_reconciles or M.MAX_RECONCILES
+  local livelock, livelock_n
+  if not unguarded and M.deadline and kit.clock() > M.deadline then past_deadline() end
+  local st = { zero = {}, names = env and env.reconcilers or {} }
+  state = st
+  local worker = require "luaop.worker"
+  local reconcile = count_results(worker)
   worker.on_reconcile = function(controller, key)
     local k = controller .. " " .. key
-    local n = (counts[k] or 0) + 1
-    counts[k] = n
+    counts[k] = (counts[k] or 0) + 1
     if env and env.advance_counts then env.advance_counts[k] = (env.advance_counts[k] or 0) + 1 end
-    if n > M.MAX_RECONCILES and not livelock and not unguarded then livelock = k end
+    -- progress: a create or delete served since this key's last reconcile
+    local p = env and env.progress or 0
+    streak[k] = seen[k] == p and (streak[k] or 0) + 1 or 0
+    seen[k] = p
+    if streak[k] > bound and not livelock and not unguarded then livelock, livelock_n = k, streak[k] end
+  end
+  local function done()
+    worker.on_reconcile, worker.reconcile, state = nil, reconcile, nil
   end
   local iterations = 0
   while true do
@@ -126,25 +197,23 @@ function M.run(env, opts)
     iterations = iterations + n
     if n < M.CHUNK then break end
     if livelock then
-      worker.on_reconcile = nil
-      fail(livelock_says(livelock, counts[livelock]))
+      done()
+      fail(livelock_says(livelock, livelock_n, bound, st.zero[livelock]))
     end
     if not unguarded and M.deadline and kit.clock() > M.deadline then
-      worker.on_reconcile = nil
-      local top = busiest(counts)
-      fail(("the test ran past its deadline of %g s with the loop still busy%s (luaop --test --test-timeout, "
-        .. "testing.env{deadline =}, LUAOP_TEST_TIMEOUT)"):format(M.timeout or M.default_timeout(),
-        top and " (reconciling most: " .. named(top) .. ")" or ""))
+      done()
+      past_deadline(counts)
     end
     if iterations >= (unguarded and 100 * M.MAX_ITERATIONS or M.MAX_ITERATIONS) then
-      worker.on_reconcile = nil
+      done()
       local top, c = busiest(counts)
       fail(("the loop still had work after %d iterations while the clock stood still (a task that yields for "
-        .. "ever?)%s"):format(iterations, top and (": %s reconciled %d times"):format(named(top), c) or ""))
+        .. "ever?)%s"):format(iterations, top and (": %s reconciled %s"):format(named(top), times(c)) or ""))
     end
   end
-  worker.on_reconcile = nil
-  if livelock then fail(livelock_says(livelock, counts[livelock])) end
+  done()
+  if livelock then fail(livelock_says(livelock, livelock_n, bound, st.zero[livelock])) end
+  if not unguarded and M.deadline and kit.clock() > M.deadline then past_deadline(counts) end
   return iterations
 end
 

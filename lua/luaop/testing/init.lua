@@ -10,6 +10,7 @@
 --     time = "2026-11-25T10:00:00Z",        -- where the clock starts (default 2030-01-01T00:00:00Z)
 --     namespace = "default",                -- the namespace luaop runs in (POD_NAMESPACE)
 --     deadline = 30,                        -- this env's wall deadline, in seconds (luaop.testing.guard)
+--     max_reconciles = 100,                 -- the livelock bound (luaop.testing.guard)
 --   }
 --   env:create(at)                          -- as a user would; the operators react, until idle
 --   env:advance(3600)                       -- an hour passes: what comes due runs, in order
@@ -23,10 +24,10 @@
 -- a backoff) or on an event; within luaop.testing.guard's bounds (a
 -- livelock fails, naming its controller and key; so does a run past the
 -- test's wall deadline). Paths are found beside the calling spec file
--- first (luaop.testing.paths); a kind the API server does not serve is an
--- error at once. One environment at a time (the kit takes the
--- process's API transport); works in busted (luaop.core as a module) and
--- under `luaop --test`.
+-- first (luaop.testing.paths); a kind the API server does not serve, an
+-- unknown option, filter key, verb or reason is an error at once
+-- (luaop.testing.checks). One environment at a time (the kit takes the
+-- process's API transport); busted (luaop.core as a module) or `luaop --test`.
 local core = require "luaop.core"
 local time = require "luaop.time"
 local apiserver = require "luaop.testing.apiserver"
@@ -36,8 +37,8 @@ local events = require "luaop.events"
 local script = require "luaop.script"
 local guard = require "luaop.testing.guard"
 local paths = require "luaop.testing.paths"
+local checks = require "luaop.testing.checks"
 local informer = require "luaop.informer"
-local copy = require("luaop.object").copy
 
 local kit, api = core.kit, core.api
 
@@ -82,14 +83,6 @@ local function in_task(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then error("cannot read " .. tostring(err), 3) end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
 -- The kind server s serves for spec (a kind, or as the test may name one
 -- too: a resource, a short name, resource.group), or raises what
 -- s:resolve_kind says of it.
@@ -110,42 +103,6 @@ local function def_kinds(def)
   for _, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
     out[#out + 1] = { "watches", type(w) == "table" and (w[1] or w.kind) or w }
   end
-  return out
-end
-
--- The YAML files a path names: itself, or a directory's *.yaml and *.yml
--- (sorted; kustomization.yaml is not a manifest).
-local function yaml_files(path)
-  local kind, err = kit.kind(path) -- (at once: core.fs's are a trip to the thread pool)
-  if not kind then error("cannot read manifests " .. tostring(err), 0) end
-  if kind ~= "directory" then return { path } end
-  local names = assert(kit.list(path))
-  table.sort(names)
-  local out = {}
-  for _, name in ipairs(names) do
-    if name:match("%.ya?ml$") and not name:match("^kustomization%.") then out[#out + 1] = path .. "/" .. name end
-  end
-  return out
-end
-
--- The documents of a manifest file (empty ones left out): copies of what
--- its text decoded to the first time (specs seed the same manifests for
--- every test).
-local decoded = {}
-local function documents(path)
-  local text = read_file(path)
-  local docs = decoded[text]
-  if not docs then
-    local all, err = core.yaml.decode(text)
-    if not all then error(("%s: %s"):format(path, err), 3) end
-    docs = {}
-    for _, d in ipairs(all) do
-      if next(d) ~= nil then docs[#docs + 1] = d end
-    end
-    decoded[text] = docs
-  end
-  local out = {}
-  for i, d in ipairs(docs) do out[i] = copy(d) end
   return out
 end
 
@@ -186,6 +143,8 @@ local function install(env)
     end
     if not ok then error(status, 0) end
     if mine then env.test_actions[#s.log] = true end
+    -- (progress, for the livelock bound: a create or a delete served)
+    if (spec.method == "POST" or spec.method == "DELETE") and status < 300 then env.progress = env.progress + 1 end
     return status, text
   end
   api.request = function(spec)
@@ -207,11 +166,11 @@ end
 -- A new environment, started: the clock set, the API server seeded, the
 -- scripts loaded and their caches synced, and everything run until idle.
 function M.env(opts)
+  checks.keys(opts, checks.ENV, "testing.env")
   opts = opts or {}
   if current then current:stop() end
-  local env = setmetatable({
-    namespace = opts.namespace or "default", test_actions = {}, scripts = {},
-  }, Env)
+  local env = setmetatable({ namespace = opts.namespace or "default", test_actions = {}, scripts = {},
+    max_reconciles = opts.max_reconciles, progress = 0, reconcilers = {} }, Env)
   kit.virtual_clock(seconds(opts.time or M.START))
   events.reset()
   env.server = apiserver.new { now = core.task.wall }
@@ -220,7 +179,9 @@ function M.env(opts)
   -- env:logs(); written too with LUAOP_TEST_LOG set
   local write, verbose = core.log.write, os.getenv("LUAOP_TEST_LOG")
   env.logged, env.saved.log_write = {}, write
-  core.log.write = function(level, logger, msg, fields)
+  core.log.write = function(...)
+    local level, logger, msg, fields = ...
+    checks.log_args(select("#", ...), level, logger, msg, fields) -- (what the C one refuses, refused)
     env.logged[#env.logged + 1] = { level = level, logger = logger, msg = msg, fields = fields or {} }
     if verbose then write(level, logger, msg, fields) end
   end
@@ -229,13 +190,15 @@ function M.env(opts)
   env.manager = manager.new()
   env.manager.idle_gc = false -- (luaop.collector: wall-clock seconds, not the kit's)
   local ok, err = pcall(function()
-    for _, path in ipairs(opts.manifests or {}) do
-      for _, file in ipairs(yaml_files(paths.resolve(path))) do
-        for _, doc in ipairs(documents(file)) do env:seed(doc) end
+    for _, path in ipairs(type(opts.manifests) == "string" and { opts.manifests } or opts.manifests or {}) do
+      for _, file in ipairs(paths.yaml_files(paths.resolve(path))) do
+        for _, doc in ipairs(paths.documents(file)) do env:seed(doc) end
       end
     end
     for _, obj in ipairs(opts.objects or {}) do env:seed(obj) end
-    for _, path in ipairs(opts.scripts or { opts.script }) do env:load(path) end
+    local scripts = type(opts.scripts) == "string" and { opts.scripts } or opts.scripts or {}
+    if opts.script then table.insert(scripts, 1, opts.script) end
+    for _, path in ipairs(scripts) do env:load(path) end
     local started, serr = pcall(in_task, function() env.manager:start() end)
     if not started then
       -- the caches that never synced (a LIST the API server keeps refusing)
@@ -271,7 +234,7 @@ end
 -- source (default: the file's).
 function Env:load(path, text)
   if not text then path = paths.resolve(path) end
-  text = text or read_file(path)
+  text = text or paths.read(path)
   local defs, owner = in_task(function()
     local d, err = script.load(path, text)
     if not d then error(err, 0) end
@@ -299,6 +262,9 @@ function Env:load(path, text)
     return d
   end)
   self.scripts[path] = defs
+  for _, def in ipairs(defs) do
+    if def.reconcile then self.reconcilers[def.reconcile] = def.name end -- (guard: requeue_after(0))
+  end
   return defs
 end
 
@@ -309,10 +275,12 @@ end
 
 -- Let `secs` seconds pass: the clock moves to each time something is due
 -- on the way (a requeue_after, a backoff, a sleep), runs it until idle,
--- and ends at now + secs.
+-- and ends at now + secs (a number of seconds, or a duration: "10m").
 function Env:advance(secs)
+  if type(secs) == "string" then secs = kit.duration(secs) or secs end
   if type(secs) ~= "number" or not (secs >= 0 and secs <= 100 * 365 * 86400) then
-    error("advance needs seconds from 0 to 100 years", 2)
+    error(("%senv:advance needs a number of seconds from 0 to 100 years, or a duration such as \"10m\", got %s")
+      :format(guard.where(), type(secs) == "string" and ("%q"):format(secs) or tostring(secs)), 0)
   end
   self.advance_counts = nil
   guard.run(self)
@@ -404,7 +372,9 @@ end
 -- action must have (verb = "create", kind = "Pod", ...); reads are left
 -- out unless filter.reads.
 function Env:actions(filter)
+  checks.keys(filter, checks.ACTION, "env:actions")
   filter = filter or {}
+  checks.verb(filter.verb, "env:actions")
   -- (only those kept are copied)
   return self.server:actions(1, function(i, a)
     local keep = not self.test_actions[i] and (filter.reads or (a.verb ~= "get" and a.verb ~= "list"
@@ -428,6 +398,9 @@ end
 -- too.
 function Env:fail(spec)
   if type(spec) ~= "table" then error(guard.where() .. "env:fail needs a table", 0) end
+  checks.keys(spec, checks.RULE, "env:fail")
+  checks.verb(spec.verb, "env:fail")
+  checks.reason(spec.reason, "env:fail")
   if spec.kind then resolve_kind(self.server, spec.kind, "env:fail") end
   return self.server:fail(spec)
 end

@@ -206,42 +206,56 @@ local function message(e)
   return show(e)
 end
 
--- An error handler for a test of `path`: a value that is not a string
--- (assert(env:create(obj)) raises the API error itself) is told with the
--- file and line of the spec where it was raised.
-local function located(path)
-  return function(e)
-    if type(e) == "string" then return e end
-    for level = 2, 64 do
-      local info = debug.getinfo(level, "Sl")
-      if not info then break end
-      if info.source == "@" .. path and info.currentline > 0 then
-        return ("%s:%d: %s"):format(info.short_src, info.currentline, message(e))
-      end
+-- What a test of `path` that failed in thread co says: a value that is
+-- not a string (assert(env:create(obj)) raises the API error itself) is
+-- told with the file and line of the spec where it was raised (the dead
+-- thread's stack is still there to read).
+-- The deadline's error, raised wherever the thread was (in the kit, say),
+-- is told at the spec's line too.
+local function located(path, co, e)
+  local deadline = type(e) == "string" and e:match("^[^\n]-:%d+: (the test's deadline of [^\n]*)$")
+  if type(e) == "string" and not deadline then return e end
+  for level = 0, 64 do
+    local info = debug.getinfo(co, level, "Sl")
+    if not info then break end
+    if info.source == "@" .. path and info.currentline > 0 then
+      return ("%s:%d: %s"):format(info.short_src, info.currentline, deadline or message(e))
     end
-    return message(e)
   end
+  return deadline and e or message(e)
 end
 
 -- The wall deadline of each test (luaop --test --test-timeout), in seconds.
 M.timeout = nil
 
--- Run fn under the test's deadline: once it passed, the next instruction
--- raises, even in a loop of the test's own that never calls the kit
--- (core.kit.alarm: a signal sets the hook then; a count hook checking the
--- clock all along cost 3% of the operators' specs).
-local function with_deadline(fn, handler)
-  core.kit.alarm(M.timeout, ("the test ran past its deadline of %g s (luaop --test --test-timeout SECONDS)")
-    :format(M.timeout))
-  local ok = xpcall(fn, handler)
+-- Run fn in a coroutine of its own under the test's deadline: once it
+-- passed, its next instruction raises, and every one after it, even in a
+-- loop of the test's own that never calls the kit and catches errors with
+-- pcall (core.kit.alarm: a signal sets the hook then; a count hook checking
+-- the clock all along cost 3% of the operators' specs); the coroutine
+-- ends, and is closed. ok, what it raised (as located() tells it).
+local function with_deadline(path, fn)
+  local co = coroutine.create(fn)
+  core.kit.alarm(M.timeout, ("the test's deadline of %g s passed (luaop --test --test-timeout DURATION)")
+    :format(M.timeout), co)
+  local ok, err = coroutine.resume(co)
   core.kit.alarm()
-  return ok
+  if not ok then err = located(path, co, err) end
+  coroutine.close(co)
+  return ok, err
 end
 
 -- Run every test of the files; print TAP and the tally; the exit status.
 function M.run_files(files)
   local guard = require "luaop.testing.guard"
-  M.timeout = M.timeout or guard.default_timeout()
+  if not M.timeout then
+    local ok, t = pcall(guard.default_timeout)
+    if not ok then
+      io.stderr:write("luaop --test: ", tostring(t), "\n")
+      return 1
+    end
+    M.timeout = t
+  end
   local n, passed, failed, skipped = 0, 0, 0, 0
   local t0 = os.clock()
   for _, path in ipairs(files) do
@@ -260,18 +274,16 @@ function M.run_files(files)
         skipped = skipped + 1
         io.stdout:write(("ok %d - %s # SKIP pending\n"):format(n, t.name))
       else
-        local terr
-        local where = located(path)
         guard.test_started(M.timeout, "runner")
-        local tok = with_deadline(function()
+        local tok, terr = with_deadline(path, function()
           for _, f in ipairs(t.befores) do f() end
           t.fn()
-        end, function(e) terr = where(e); return terr end)
+        end)
         -- (the env the test made, before after_each stops it)
         local report = not tok and guard.report() or ""
         for _, f in ipairs(t.afters) do
-          local aok = with_deadline(f, function(e) if tok then terr = where(e) end end)
-          if not aok and tok then tok = false end
+          local aok, aerr = with_deadline(path, f)
+          if not aok and tok then tok, terr = false, aerr end
         end
         if tok then
           passed = passed + 1

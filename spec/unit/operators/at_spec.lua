@@ -13,7 +13,7 @@ describe("operators/at.lua", function()
       script = "operators/at.lua", manifests = { "manifests/crds" }, time = "2026-11-25T10:00:00Z",
     }
   end)
-  after_each(function() env:stop() end)
+  after_each(function() if env then env:stop() end end)
 
   local function new_at(name, schedule, command)
     return {

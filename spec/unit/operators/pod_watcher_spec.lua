@@ -11,7 +11,7 @@ describe("operators/pod-watcher.lua", function()
         spec = { containers = { { name = "c", image = "busybox" } } } } },
     }
   end)
-  after_each(function() env:stop() end)
+  after_each(function() if env then env:stop() end end)
 
   local function logged()
     local out = {}

@@ -14,7 +14,7 @@ describe("operators/secret-copy.lua", function()
       },
     }
   end)
-  after_each(function() env:stop() end)
+  after_each(function() if env then env:stop() end end)
 
   local function source(name, data, type_)
     return { apiVersion = "v1", kind = "Secret", type = type_ or TYPE,

@@ -11,7 +11,7 @@ describe("operators/useless-machine.lua", function()
       script = "operators/useless-machine.lua", manifests = { "manifests/crds" }, time = "2026-11-25T10:00:00Z",
     }
   end)
-  after_each(function() env:stop() end)
+  after_each(function() if env then env:stop() end end)
 
   local function machine(name, switches)
     return { apiVersion = GROUP, kind = "Machine", metadata = { name = name, namespace = "default" },

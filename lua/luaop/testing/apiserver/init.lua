@@ -431,4 +431,5 @@ function M.new(opts)
   return s
 end
 
+M.REASON_CODES = REASON_CODES -- (luaop.testing.checks: the reasons env:fail knows)
 return M
