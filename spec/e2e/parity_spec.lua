@@ -382,6 +382,15 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
       spec = { scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "d1" }, maxReplicas = 5,
         metrics = { { type = "Resource", resource = { name = "cpu", target = { type = "AverageValue",
           averageValue = 0.5 } } } } } }
+    -- no metric: CPU at 80%; a behavior: each direction's rules filled
+    same { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = "h2" },
+      spec = { scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "d1" }, maxReplicas = 5 } }
+    same { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = "h3" },
+      spec = { scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "d1" }, maxReplicas = 5,
+        behavior = { scaleDown = { stabilizationWindowSeconds = 60 } } } }
+    same { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = "h4" },
+      spec = { scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "d1" }, maxReplicas = 5,
+        behavior = { scaleUp = { policies = { { type = "Pods", value = 1, periodSeconds = 60 } } } } } }
     same { apiVersion = "policy/v1", kind = "PodDisruptionBudget", metadata = { name = "pdb1" },
       spec = { minAvailable = 1, selector = { matchLabels = { a = "b" } } } }
     same { apiVersion = "networking.k8s.io/v1", kind = "Ingress", metadata = { name = "i1" },

@@ -64,9 +64,9 @@ describe("the test kit's checks", function()
   it("takes env:advance's seconds as a number or a duration, and says so of anything else", function()
     t.env = testing.env { script = proc.write(t.dir, "chk.lua", SCRIPT), time = 0 }
     t.env:advance("10m")
-    assert.are.equal(600, t.env:now())
+    assert.is_true(math.abs(t.env:now() - 600) < 1e-6, t.env:now()) -- (valgrind rounds doubles its own way)
     t.env:advance(30)
-    assert.are.equal(630, t.env:now())
+    assert.is_true(math.abs(t.env:now() - 630) < 1e-6, t.env:now())
     has(raises(t.env.advance, t.env, "soon"), 'env:advance needs a number of seconds from 0 to 100 years, or a '
       .. 'duration such as "10m", got "soon"')
     has(raises(t.env.advance, t.env, -1), "got -1")

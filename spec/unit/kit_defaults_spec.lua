@@ -91,4 +91,33 @@ describe("the test kit, as kube-apiserver,", function()
     local q = env:list("ResourceQuota")[1]
     assert.are.same({ ["requests.cpu"] = "500m", pods = "10" }, q.spec.hard)
   end)
+
+  it("defaults a HorizontalPodAutoscaler as autoscaling/v2 does: CPU at 80% with no metric, a behavior's rules filled",
+    function()
+    env = testing.env {}
+    local function hpa(name, spec)
+      spec.scaleTargetRef = { apiVersion = "apps/v1", kind = "Deployment", name = "x" }
+      spec.maxReplicas = 3
+      assert(env:create { apiVersion = "autoscaling/v2", kind = "HorizontalPodAutoscaler", metadata = { name = name },
+        spec = spec })
+      return env:get("HorizontalPodAutoscaler", name).spec
+    end
+    local cpu80 = { { type = "Resource", resource = { name = "cpu", target = { type = "Utilization",
+      averageUtilization = 80 } } } }
+    local a = hpa("a", {})
+    assert.are.same(cpu80, a.metrics)
+    assert.are.equal(1, a.minReplicas)
+    assert.is_nil(a.behavior)
+    local b = hpa("b", { behavior = { scaleDown = { stabilizationWindowSeconds = 60 } } })
+    assert.are.same({
+      scaleDown = { policies = { { periodSeconds = 15, type = "Percent", value = 100 } }, selectPolicy = "Max",
+        stabilizationWindowSeconds = 60 },
+      scaleUp = { policies = { { periodSeconds = 15, type = "Pods", value = 4 }, { periodSeconds = 15,
+        type = "Percent", value = 100 } }, selectPolicy = "Max", stabilizationWindowSeconds = 0 },
+    }, b.behavior)
+    local c = hpa("c", { behavior = {}, metrics = { { type = "Resource", resource = { name = "memory",
+      target = { type = "AverageValue", averageValue = "0.5Gi" } } } } })
+    assert.is_nil(c.behavior.scaleDown.stabilizationWindowSeconds) -- (the controller's flag says)
+    assert.are.equal("512Mi", c.metrics[1].resource.target.averageValue)
+  end)
 end)

@@ -296,6 +296,27 @@ KINDS["autoscaling/HorizontalPodAutoscaler"] = function(_, obj, _, _, k)
   if k.version ~= "v2" then return end
   local spec = obj_at(obj, "spec")
   default(spec, "minReplicas", 1)
+  -- (autoscaling/v2's defaults.go: CPU at 80% when no metric is given; a
+  -- behavior given has each direction's rules filled, scale-down's
+  -- stabilization window left to the controller's flag)
+  if not is_array(spec.metrics) or #spec.metrics == 0 then
+    spec.metrics = array { { type = "Resource", resource = { name = "cpu",
+      target = { type = "Utilization", averageUtilization = 80 } } } }
+  end
+  if is_object(spec.behavior) then
+    local b = spec.behavior
+    for _, dir in ipairs { "scaleUp", "scaleDown" } do
+      local rules = is_object(b[dir]) and b[dir] or {}
+      b[dir] = rules
+      default(rules, "selectPolicy", "Max")
+      if dir == "scaleUp" then default(rules, "stabilizationWindowSeconds", 0) end
+      if rules.policies == nil or rules.policies == null then
+        rules.policies = dir == "scaleUp" and array { { type = "Pods", value = 4, periodSeconds = 15 },
+          { type = "Percent", value = 100, periodSeconds = 15 } } or array { { type = "Percent", value = 100,
+          periodSeconds = 15 } }
+      end
+    end
+  end
   for _, m in each(spec.metrics) do
     for _, src in ipairs { "resource", "pods", "object", "external", "containerResource" } do
       local target = is_object(m) and is_object(m[src]) and m[src].target
