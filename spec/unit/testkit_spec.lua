@@ -422,6 +422,7 @@ describe("l", function()
     local env = testing.env {}
     while true do pcall(env.advance, env, 1) end
   end)
+  it("yields", function() coroutine.yield() end)
   it("runs after", function() end)
 end)
 ]])
@@ -431,7 +432,8 @@ end)
     assert.matches("not ok 1 %- l loops\n# [^\n]*loop_spec%.lua:3: the test's deadline of 1 s passed", out)
     assert.matches("not ok 2 %- l swallows\n# [^\n]*loop_spec%.lua:%d: the test's deadline of 1 s passed", out)
     assert.matches("not ok 3 %- l swallows the kit's\n# [^\n]*loop_spec%.lua:%d+: the test's deadline of 1 s passed", out)
-    assert.matches("ok 4 %- l runs after\n", out)
+    assert.matches("not ok 4 %- l yields\n# [^\n]*loop_spec%.lua: the test yielded", out)
+    assert.matches("ok 5 %- l runs after\n", out)
     -- LUAOP_TEST_TIMEOUT: a duration, as the flag's
     for _, d in ipairs { { "1", "1" }, { "0.5s", "0.5" }, { "500ms", "0.5" } } do
       code, out = proc.run({ luaop_bin, "--test", dir .. "/loop_spec.lua" }, { LUAOP_TEST_TIMEOUT = d[1] },

@@ -241,6 +241,9 @@ local function with_deadline(path, fn)
   local ok, err = coroutine.resume(co)
   core.kit.alarm()
   if not ok then err = located(path, co, err) end
+  if ok and coroutine.status(co) ~= "dead" then
+    ok, err = false, path .. ": the test yielded (a coroutine.yield outside a coroutine of its own), so it never ended"
+  end
   coroutine.close(co)
   return ok, err
 end
