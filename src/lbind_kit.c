@@ -253,23 +253,43 @@ static int lbind_kit_kind(lua_State *L)
     return 1;
 }
 
+/* The directory kit.list reads, closed by its __gc should a push raise. */
+static int lbind_kit_dir_gc(lua_State *L)
+{
+    DIR **box = lua_touserdata(L, 1);
+
+    if (box != NULL && *box != NULL) {
+        closedir(*box);
+        *box = NULL;
+    }
+    return 0;
+}
+
 static int lbind_kit_list(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    DIR *d = opendir(path);
+    DIR **box = lua_newuserdatauv(L, sizeof *box, 0);
     struct dirent *e;
     lua_Integer n = 0;
 
-    if (d == NULL)
+    *box = NULL;
+    if (luaL_newmetatable(L, "luaop.kit.dir")) {
+        lua_pushcfunction(L, lbind_kit_dir_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    *box = opendir(path);
+    if (*box == NULL)
         return lbind_kit_fail(L, path, errno);
-    lua_newtable(L); /* (an allocation that raises leaks d: a test process, a few bytes) */
-    while ((e = readdir(d)) != NULL) {
+    lua_newtable(L);
+    while ((e = readdir(*box)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         lua_pushstring(L, e->d_name);
         lua_rawseti(L, -2, ++n);
     }
-    closedir(d);
+    closedir(*box);
+    *box = NULL;
     return 1;
 }
 
