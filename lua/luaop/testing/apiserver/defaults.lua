@@ -178,21 +178,25 @@ KINDS["/LimitRange"] = function(_, obj)
   end
 end
 
+-- The finalizer a protection admission plugin puts on a new object (once).
+local function protect(obj, finalizer)
+  local md = obj.metadata
+  local fins = is_array(md.finalizers) and md.finalizers or array()
+  for _, f in ipairs(fins) do
+    if f == finalizer then return end
+  end
+  fins[#fins + 1] = finalizer
+  md.finalizers = fins
+end
+
 KINDS["/PersistentVolumeClaim"] = function(_, obj, op)
   local ok, err = claim_spec(obj_at(obj, "spec"))
   local status = obj_at(obj, "status")
   if not nonempty(status.phase) then status.phase = "Pending" end
   if ok then ok, err = resource_list(status.capacity) end
   if not ok then return err end
-  if op == "create" then
-    -- StorageObjectInUseProtection admission
-    local md = obj.metadata
-    local fins = is_array(md.finalizers) and md.finalizers or array()
-    local has = false
-    for _, f in ipairs(fins) do has = has or f == "kubernetes.io/pvc-protection" end
-    if not has then fins[#fins + 1] = "kubernetes.io/pvc-protection" end
-    md.finalizers = fins
-  end
+  -- StorageObjectInUseProtection admission
+  if op == "create" then protect(obj, "kubernetes.io/pvc-protection") end
 end
 
 KINDS["/PersistentVolume"] = function(_, obj, op)
@@ -203,14 +207,7 @@ KINDS["/PersistentVolume"] = function(_, obj, op)
   default(spec, "volumeMode", "Filesystem")
   local status = obj_at(obj, "status")
   if not nonempty(status.phase) then status.phase = "Pending" end
-  if op == "create" then
-    local md = obj.metadata
-    local fins = is_array(md.finalizers) and md.finalizers or array()
-    local has = false
-    for _, f in ipairs(fins) do has = has or f == "kubernetes.io/pv-protection" end
-    if not has then fins[#fins + 1] = "kubernetes.io/pv-protection" end
-    md.finalizers = fins
-  end
+  if op == "create" then protect(obj, "kubernetes.io/pv-protection") end
 end
 
 KINDS["/Node"] = function(_, obj)
