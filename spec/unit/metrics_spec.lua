@@ -399,9 +399,12 @@ port = int(sys.argv[1])
 held, stop = [], threading.Event()
 for src in ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"):
     for _ in range(64):
-        s = socket.socket(); s.settimeout(1)
+        # 5 s to connect: on a busy machine the server's accepts lag, the
+        # listen queue (128) fills, and a SYN is only sent again after 1 s;
+        # a flood that gave up then would hold less than it could
+        s = socket.socket(); s.settimeout(5)
         try:
-            s.bind((src, 0)); s.connect(("127.0.0.1", port)); s.send(b"G"); held.append(s)
+            s.bind((src, 0)); s.connect(("127.0.0.1", port)); s.send(b"G"); s.settimeout(1); held.append(s)
         except OSError:
             s.close()
 def slow():
