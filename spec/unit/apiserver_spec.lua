@@ -247,6 +247,39 @@ describe("luaop.apiserver", function()
       for _, g in ipairs(groups.groups) do assert.are_not.equal("cnat.programming-kubernetes.info", g.name) end
     end)
 
+    it("writes a built-in group version's discovery once for every server, and anew for one whose kinds changed",
+      function()
+      local function kinds(s, path)
+        local code, list = call(s, "GET", path or "/api/v1")
+        assert.are.equal(200, code)
+        local out = {}
+        for _, r in ipairs(list.resources) do out[r.name] = true end
+        return out
+      end
+      local a, b = new { crd = false }, new { crd = false }
+      assert.is_true(kinds(a).configmaps)
+      -- a kind added to the core group of one server: only that one serves it
+      b:add_kind { version = "v1", kind = "Widget", resource = "widgets" }
+      assert.is_true(kinds(b).widgets)
+      assert.is_true(kinds(b).configmaps)
+      assert.is_nil(kinds(a).widgets)
+      assert.is_nil(kinds(new { crd = false }).widgets)
+      -- a CRD in a built-in group version, made and deleted through the
+      -- API: served with the built-in kinds, then gone
+      local crd = json.decode(json.encode(AT_CRD))
+      crd.metadata.name, crd.spec.group = "gadgets.apps", "apps"
+      crd.spec.names = { kind = "Gadget", plural = "gadgets", singular = "gadget", listKind = "GadgetList" }
+      crd.spec.versions[1].name = "v1"
+      local c = new { crd = false }
+      assert.is_nil(kinds(c, "/apis/apps/v1").gadgets)
+      assert.are.equal(201, (call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)))
+      assert.is_true(kinds(c, "/apis/apps/v1").gadgets)
+      assert.are.equal(200, (call(c, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.apps")))
+      assert.is_nil(kinds(c, "/apis/apps/v1").gadgets)
+      assert.is_true(kinds(c, "/apis/apps/v1").deployments)
+      assert.is_nil(kinds(a, "/apis/apps/v1").gadgets)
+    end)
+
     it("resolve_kind finds Kind, version/Kind and group/version/Kind as luaop's client does, CRDs' kinds too", function()
       local s = new()
       local function gvk(spec)

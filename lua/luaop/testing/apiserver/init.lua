@@ -209,7 +209,7 @@ function Server:request(method, path, body, content_type)
   if not r then return err.code, status_text(err) end
   if r.discovery then
     if method ~= "GET" then return 405, status_text(method_not_allowed()) end
-    return 200, encode(r.discovery)
+    return 200, type(r.discovery) == "string" and r.discovery or encode(r.discovery)
   end
   r.query, r.body, r.ctype = query, body, content_type
   r.verb = verb_of(method, r)
