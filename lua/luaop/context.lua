@@ -377,11 +377,53 @@ end
 -- UpperCamelCase reason (and action, default "Reconcile"), a note of up to
 -- 1 KiB. Repeats merge into a series and a flood is cut down
 -- (luaop.events); never waits. Raises when the Event is not valid.
-function Ctx:event(obj, type_, reason, note, action)
+-- What is wrong with ctx:event's arguments (a list, n of them), or nil;
+-- only those known[i] says are known are checked (luaop --check knows the
+-- constant ones; a call knows them all). Kubernetes' rules for an
+-- events.k8s.io/v1 Event, said at the script's line.
+local EVENT_FORM = "ctx:event(obj, type, reason, note [, action])"
+local function severity(v) return v == "Normal" or v == "Warning" end
+local function word(v) return type(v) == "string" and v:match("^%u%w*$") ~= nil and #v <= 128 end
+local function bad_event(args, n, known)
+  local form = EVENT_FORM
+  local obj, type_, reason, note, action = args[1], args[2], args[3], args[4], args[5]
+  if known[1] and type(obj) ~= "table" then
+    return misuse(form, "obj must be the object the Event is about (a table)", obj)
+      .. (severity(obj) and ": the object comes first, then the type" or "")
+  end
+  if known[1] and (type(obj.apiVersion) ~= "string" or type(obj.kind) ~= "string" or type(obj.metadata) ~= "table"
+      or type(obj.metadata.name) ~= "string") then
+    return misuse(form, "obj must be the object the Event is about, with apiVersion, kind and metadata.name", obj)
+  end
+  if known[2] and not severity(type_) then
+    local swapped = known[3] and severity(reason) and word(type_)
+    return misuse(form, 'type must be "Normal" or "Warning"', type_)
+      .. (swapped and (": type and reason swapped? (ctx:event(obj, %q, %q, ...))"):format(reason, type_) or "")
+  end
+  if known[3] and not word(reason) then
+    return misuse(form, 'reason must be one UpperCamelCase word of at most 128 characters, as Kubernetes requires '
+      .. '(such as "PodCreated")', reason)
+  end
+  if known[4] and note ~= nil and type(note) ~= "string" then
+    return misuse(form, "note must be a string (at most 1 KiB is kept)", note)
+  end
+  if known[5] and action ~= nil and not word(action) then
+    return misuse(form, 'action must be one UpperCamelCase word of at most 128 characters (such as "Create"; '
+      .. 'default "Reconcile")', action)
+  end
+  if n > 5 then return ("%s: takes at most 5 arguments, got %d"):format(form, n) end
+end
+M.bad_event = bad_event
+
+function Ctx:event(...)
+  local obj, type_, reason, note, action = ...
+  local n = select("#", ...)
+  local bad = bad_event({ obj, type_, reason, note, action }, n, { true, true, true, true, true })
+  if bad then error(bad, 2) end
   local c = private[self].controller
   local ok, err = events.record { regarding = obj, type = type_, reason = reason, note = note, action = action,
     controller = c and c.name, script = c and c.script, stopped = c and c.stopped }
-  if not ok then error(err, 2) end
+  if not ok then error(EVENT_FORM .. ": " .. err, 2) end
 end
 
 -- The names of ctx's methods, sorted (luaop --check's "did you mean").

@@ -278,6 +278,48 @@ end }
       }, "\n") .. "\n", out)
     end)
 
+    it("refuses ctx:event's constant arguments that Kubernetes would not take, at the call's line", function()
+      local path = write("events.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "e", resource = "v1/ConfigMap", reconcile = function(ctx, req)
+  local cm = ctx:get("ConfigMap", req)
+  ctx:event(cm, "Info", "Created", "a type Kubernetes has not")
+  ctx:event(cm, "Normal", "pod created", "a reason that is not CamelCase")
+  ctx:event(cm, "Normal")
+  ctx:event("Normal", cm, "Created", "the object not first")
+  ctx:event(cm, "Created", "Normal", "type and reason swapped")
+  ctx:event(cm, "Normal", "Created", "an action not CamelCase", "re-create")
+  ctx:event(cm,
+    "Warning", "bad reason", { note = "a table" })
+  ctx:event(cm, "Normal", "Created", "ok", "Create") -- (these pass: right, or not constants)
+  local kind, why = "Normal", "Created"
+  ctx:event(cm, kind, why, "-- a comment's text in a string: ctx:event(cm, 'x')")
+  ctx:event(cm, "Warning", string.format("Failed%d", 2))
+  return ctx:event(cm, "Normal", luaop.json.encode("x"))
+end }
+]])
+      local code, out = check(path)
+      assert.are.equal(1, code)
+      local form = "ctx:event%(obj, type, reason, note %[, action%]%): "
+      local want = {
+        { 4, 'type must be "Normal" or "Warning", got the string "Info"' },
+        { 5, 'reason must be one UpperCamelCase word of at most 128 characters, as Kubernetes requires %(such as '
+          .. '"PodCreated"%), got the string "pod created"' },
+        { 6, "reason must be one UpperCamelCase word .*, got nil" },
+        { 7, 'obj must be the object the Event is about %(a table%), got the string "Normal": the object comes first, then the type' },
+        { 8, 'type must be "Normal" or "Warning", got the string "Created": type and reason swapped%? '
+          .. '%(ctx:event%(obj, "Normal", "Created", ...%)%)' },
+        { 9, 'action must be one UpperCamelCase word .*, got the string "re%-create"' },
+        { 10, 'reason must be one UpperCamelCase word .*, got the string "bad reason"' },
+      }
+      local lines = {}
+      for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+      assert.are.equal(#want, #lines, out)
+      for i, w in ipairs(want) do
+        assert.matches("^" .. path:gsub("%p", "%%%0") .. ":" .. w[1] .. ": " .. form .. w[2] .. "$", lines[i])
+      end
+    end)
+
     it("runs the top level after the static findings, and says a fault it raises on once", function()
       local path = write("top.lua", [[
 local luaop = require "luaop"

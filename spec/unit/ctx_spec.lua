@@ -451,6 +451,35 @@ return luaop.controller { name = "writes", resource = "v1/Secret", owns = { "v1/
     assert.is_not_nil(c)
   end)
 
+  -- Each call (its text, and a pattern of its error without the
+  -- "file:line: " in front) raises at its own line of a reconcile.
+  local function raises(calls)
+    local lines = {}
+    for i, c in ipairs(calls) do lines[i] = ("  tries[%d] = { pcall(function() local _ = %s end) }"):format(i, c[1]) end
+    local head = [[
+local luaop = require "luaop"
+return luaop.controller { name = "misuse", resource = "v1/Secret",
+  reconcile = function(ctx, req)
+  local tries = {}
+]]
+    t.env = testing.env { objects = objects, script = write(t.dir, "misuse.lua", head .. table.concat(lines, "\n") .. [[
+
+  for i, r in ipairs(tries) do ctx.log:info("try", { i = i, ok = r[1], err = tostring(r[2]) }) end
+  end }
+]]) }
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
+    local tries = t.env:logs { msg = "^try$" }
+    assert.are.equal(#calls, #tries)
+    local first = select(2, head:gsub("\n", "")) + 1
+    for i, c in ipairs(calls) do
+      local f = tries[i].fields
+      assert.is_false(f.ok, c[1])
+      local at = "misuse%.lua:" .. (first + i - 1) .. ": "
+      assert.matches("^[^\n]*" .. at, f.err, nil, false, c[1])
+      assert.matches((c[2]:gsub("^%^", function() return "^[^\n]*" .. at end)), f.err, nil, false, c[1])
+    end
+  end
+
   it("raise misuse at the script's line, saying what was given", function()
     local calls = {
       { [[ctx:get(5, "x")]],
@@ -487,28 +516,26 @@ return luaop.controller { name = "writes", resource = "v1/Secret", owns = { "v1/
       { [[luaop.requeue_after(-5)]], "requeue_after needs a number of seconds >= 0, got the number %-5" },
       { [[luaop.requeue(30)]], "requeue%(%) takes no argument .*, got the number 30: for a delay, return luaop.requeue_after%(seconds%)" },
     }
-    local lines = {}
-    for i, c in ipairs(calls) do lines[i] = ("  tries[%d] = { pcall(function() local _ = %s end) }"):format(i, c[1]) end
-    local head = [[
-local luaop = require "luaop"
-return luaop.controller { name = "misuse", resource = "v1/Secret",
-  reconcile = function(ctx, req)
-  local tries = {}
-]]
-    t.env = testing.env { objects = objects, script = write(t.dir, "misuse.lua", head .. table.concat(lines, "\n") .. [[
+    raises(calls)
+  end)
 
-  for i, r in ipairs(tries) do ctx.log:info("try", { i = i, ok = r[1], err = tostring(r[2]) }) end
-  end }
-]]) }
-    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
-    local tries = t.env:logs { msg = "^try$" }
-    assert.are.equal(#calls, #tries)
-    local first = select(2, head:gsub("\n", "")) + 1
-    for i, c in ipairs(calls) do
-      local f = tries[i].fields
-      assert.is_false(f.ok, c[1])
-      assert.matches("misuse%.lua:" .. (first + i - 1) .. ": ", f.err, nil, false, c[1])
-      assert.matches(c[2], f.err, nil, false, c[1])
-    end
+  it("raise ctx:event's misuse at the script's line, as Kubernetes' rules for an Event say", function()
+    raises {
+      { [[ctx:event(ctx:get("Secret", req), "Info", "Created", "x")]],
+        '^ctx:event%(obj, type, reason, note %[, action%]%): type must be "Normal" or "Warning", got the string "Info"$' },
+      { [[ctx:event(ctx:get("Secret", req), "Normal", "pod created", "x")]], "reason must be one UpperCamelCase word of at most 128 "
+        .. 'characters, as Kubernetes requires %(such as "PodCreated"%), got the string "pod created"$' },
+      { [[ctx:event(ctx:get("Secret", req), "Normal")]], "reason must be one UpperCamelCase word .*, got nil$" },
+      { [[ctx:event("Normal", ctx:get("Secret", req), "Created", "x")]],
+        'obj must be the object the Event is about %(a table%), got the string "Normal": the object comes first' },
+      { [[ctx:event(ctx:get("Secret", req), "Created", "Normal", "x")]], 'got the string "Created": type and reason swapped%? '
+        .. '%(ctx:event%(obj, "Normal", "Created", ...%)%)$' },
+      { [[ctx:event(ctx:get("Secret", req), "Normal", "Created", { "x" })]],
+        "note must be a string %(at most 1 KiB is kept%), got a table$" },
+      { [[ctx:event(ctx:get("Secret", req), "Normal", "Created", "x", "re-create")]], 'action must be .*, got the string "re%-create"$' },
+      { [[ctx:event({ kind = "Secret" }, "Normal", "Created", "x")]],
+        "^ctx:event%(obj, type, reason, note %[, action%]%): obj must be the object the Event is about, with apiVersion, "
+          .. "kind and metadata.name, got a table$" },
+    }
   end)
 end)

@@ -125,8 +125,9 @@ function M.file(path, text, env)
       add(g.line, ("unknown global %s"):format(g.name))
     end
   end
-  local wrong, kinds_used = uses.check(core.check.uses(chunk))
+  local wrong, kinds_used, event_calls = uses.check(core.check.uses(chunk))
   for _, w in ipairs(wrong) do add(w.line, w.message, w.warning, w.key) end
+  for _, e in ipairs(uses.events(text, event_calls)) do add(e.line, e.message) end
   for _, k in ipairs(kinds_used) do
     local level, msg = kinds.check(env.catalog, k.kind, true)
     if level then add(k.line, ("ctx:%s: %s"):format(k.method, msg), level == "warning", "kind " .. k.kind) end

@@ -94,12 +94,13 @@ local function unknown(u, parent, r, deeper)
 end
 
 -- The findings of uses (core.check.uses): { {line =, message =, warning
--- = bool, key =} }, and the kinds ctx's methods are given as constants: {
--- {line =, kind =, method =} }. What the script writes to ctx (`ctx.seen =
--- 1`) is the script's own: neither it nor reads of it are reported.
+-- = bool, key =} }, the kinds ctx's methods are given as constants: {
+-- {line =, kind =, method =} }, and the lines of ctx:event calls (line ->
+-- true, for M.events). What the script writes to ctx (`ctx.seen = 1`) is
+-- the script's own: neither it nor reads of it are reported.
 function M.check(uses)
   local r = roots()
-  local out, kinds, deeper, written, known = {}, {}, {}, {}, {}
+  local out, kinds, deeper, written, known, events = {}, {}, {}, {}, {}, {}
   for _, u in ipairs(uses) do
     deeper[u.root .. "." .. (u.path:match("^(.*)%.[^.]*$") or "")] = true
     if u.set then written[u.root .. "." .. u.path] = true end
@@ -119,10 +120,132 @@ function M.check(uses)
         out[#out + 1] = unknown(u, k.parent, r, deeper)
       elseif k.found and u.root == "ctx" and u.method and M.KIND_METHODS[u.path] and u.arg then
         kinds[#kinds + 1] = { line = u.line, kind = u.arg, method = u.path }
+      elseif k.found and u.root == "ctx" and u.method and u.path == "event" then
+        events[u.line] = true
       end
     end
   end
-  return out, kinds
+  return out, kinds, events
+end
+
+-- ---- ctx:event's constant arguments ----------------------------------------
+-- The bytecode says where ctx:event is called (a SELF on a ctx, at the
+-- line of `event`); the arguments are read from the text at that line:
+-- each one that is a single literal (a string, a number, nil, true, false)
+-- is known, anything else is not checked.
+
+-- The tokens of a chunk's text, comments left out: { {kind = "name" |
+-- "string" | "number" | "op", text =, line =} }.
+local function tokens(text)
+  local out, i, line, n = {}, 1, 1, #text
+  local function lines_in(from, to)
+    local _, k = text:sub(from, to):gsub("\n", "")
+    line = line + k
+  end
+  while i <= n do
+    local c = text:sub(i, i)
+    local long = text:match("^%[(=*)%[", i)
+    if c == "\n" then
+      line, i = line + 1, i + 1
+    elseif c:match("%s") then
+      i = i + 1
+    elseif text:sub(i, i + 1) == "--" then
+      local eq = text:match("^%[(=*)%[", i + 2)
+      local e = eq and select(2, text:find("]" .. eq .. "]", i + 4 + #eq, true)) or text:find("\n", i, true)
+      e = e or n
+      if eq then lines_in(i, e) else e = e - 1 end
+      i = e + 1
+    elseif long then
+      local _, e = text:find("]" .. long .. "]", i + 2 + #long, true)
+      e = e or n
+      out[#out + 1] = { kind = "string", text = text:sub(i, e), line = line }
+      lines_in(i, e)
+      i = e + 1
+    elseif c == '"' or c == "'" then
+      local j = i + 1
+      while j <= n do
+        local d = text:sub(j, j)
+        if d == "\\" then j = j + 1 elseif d == c or d == "\n" then break end
+        j = j + 1
+      end
+      out[#out + 1] = { kind = "string", text = text:sub(i, j), line = line }
+      lines_in(i, j - 1)
+      i = j + 1
+    elseif c:match("[%a_]") then
+      local w = text:match("^[%w_]+", i)
+      out[#out + 1] = { kind = "name", text = w, line = line }
+      i = i + #w
+    elseif c:match("%d") or (c == "." and text:sub(i + 1, i + 1):match("%d")) then
+      local w = text:match("^[%w_.]+", i)
+      while w:match("[eEpP]$") and text:sub(i + #w, i + #w):match("[+-]") do
+        w = w .. text:match("^[+-][%w_.]*", i + #w)
+      end
+      out[#out + 1] = { kind = "number", text = w, line = line }
+      i = i + #w
+    else
+      local op = text:match("^%.%.%.", i) or text:match("^[=~<>/:.][=/<>:.]", i) or c
+      if not ({ ["=="] = 1, ["~="] = 1, ["<="] = 1, [">="] = 1, ["//"] = 1, ["::"] = 1, [".."] = 1, ["<<"] = 1,
+        [">>"] = 1, ["..."] = 1 })[op] then op = c end
+      out[#out + 1] = { kind = "op", text = op, line = line }
+      i = i + #op
+    end
+  end
+  return out
+end
+
+-- The value of a literal argument (tokens of one argument), and whether
+-- it is one.
+local function literal(arg)
+  if #arg ~= 1 then return nil, false end
+  local t = arg[1]
+  if t.kind == "name" then
+    if t.text == "nil" then return nil, true end
+    if t.text == "true" or t.text == "false" then return t.text == "true", true end
+    return nil, false
+  end
+  if t.kind ~= "string" and t.kind ~= "number" then return nil, false end
+  local f = load("return " .. t.text, "=literal", "t", {}) -- (one literal token: nothing runs)
+  local ok, v = pcall(f or error)
+  return v, ok and f ~= nil
+end
+
+-- The ctx:event calls at the lines given (line -> true, M.check's third
+-- result) that text holds, each { line =, message = } when its constant
+-- arguments are wrong (luaop.context's rules).
+function M.events(text, at)
+  local out = {}
+  if next(at) == nil then return out end
+  local toks = tokens(text)
+  for i, t in ipairs(toks) do
+    if at[t.line] and t.kind == "name" and t.text == "event" and toks[i - 1] and toks[i - 1].text == ":"
+      and toks[i - 2] and toks[i - 2].text == "ctx" and toks[i + 1] and toks[i + 1].text == "(" then
+      local args, arg, depth, j = {}, {}, 0, i + 2
+      while toks[j] do
+        local x = toks[j].text
+        if toks[j].kind == "op" and depth == 0 and (x == "," or x == ")") then
+          if #arg > 0 then args[#args + 1] = arg end
+          arg = {}
+          if x == ")" then break end
+        else
+          if toks[j].kind == "op" and (x == "(" or x == "{" or x == "[") then depth = depth + 1 end
+          if toks[j].kind == "op" and (x == ")" or x == "}" or x == "]") then depth = depth - 1 end
+          arg[#arg + 1] = toks[j]
+        end
+        j = j + 1
+      end
+      local values, known = {}, {}
+      for k, a in ipairs(args) do values[k], known[k] = literal(a) end
+      -- an argument left out is nil, unless the last one given may be many
+      -- values (a call, ...)
+      local last = args[#args] and args[#args][#args[#args]]
+      local many = last and (last.text == ")" or last.text == "}" or last.text == "..."
+        or (last.kind == "string" and #args[#args] > 1))
+      for k = #args + 1, 5 do known[k] = not many end
+      local bad = context.bad_event(values, #args, known)
+      if bad then out[#out + 1] = { line = t.line, message = bad } end
+    end
+  end
+  return out
 end
 
 -- The constructor whose fields are all keys of t, the most of them, among
