@@ -86,10 +86,10 @@ local function misuse(form, what, got)
   return ("%s: %s, got %s"):format(form, what, shown(got))
 end
 
+-- (not a string; or not Kind, version/Kind or group/version/Kind)
 local function bad_kind(form, kind)
-  if type(kind) ~= "string" or kind == "" then
-    return misuse(form, 'kind must be a string such as "v1/ConfigMap"', kind)
-  end
+  local bad = client.bad_kind(kind)
+  if bad then return form .. ": " .. bad end
 end
 
 -- The object a (kind, req_or_name [, namespace] [, opts]) call names: its
@@ -263,10 +263,8 @@ end
 local function bad_object(verb, obj, opts)
   local form = ("ctx:%s(obj [, opts])"):format(verb)
   if type(obj) ~= "table" then return misuse(form, "obj must be an object (a table)", obj) end
-  if type(obj.apiVersion) ~= "string" then
-    return misuse(form, 'obj.apiVersion must be a string such as "v1"', obj.apiVersion)
-  end
-  if type(obj.kind) ~= "string" then return misuse(form, 'obj.kind must be a string such as "ConfigMap"', obj.kind) end
+  local bad = client.bad_object_kind(obj)
+  if bad then return form .. ": " .. bad end
   if obj.metadata ~= nil and type(obj.metadata) ~= "table" then
     return misuse(form, "obj.metadata must be a table", obj.metadata)
   end
@@ -336,6 +334,8 @@ function Ctx:delete(kind, req, ns, opts)
     if type(obj.metadata) ~= "table" or type(obj.kind) ~= "string" or type(obj.apiVersion) ~= "string" then
       error("delete(obj) needs an object with apiVersion, kind and metadata", 2)
     end
+    local bad = client.bad_object_kind(obj)
+    if bad then error("ctx:delete(obj [, opts]): " .. bad, 2) end
     local md = obj.metadata
     kind, ns, name = obj.apiVersion .. "/" .. obj.kind, md.namespace, md.name
     local o = {}

@@ -43,4 +43,30 @@ describe("luaop.client errors", function()
     assert.matches("Connection refused", err.message)
     assert.are.equal("Timeout", client.error(0, "Operation timed out after 300 milliseconds").reason)
   end)
+
+  -- (each call on a line of its own: its function's line is the call's)
+  it("raise a malformed kind at the caller's line, before asking the server anything", function()
+    local c = setmetatable({ namespace = "default" }, client) -- (no transport: nothing may be sent)
+    local cases = {
+      { function() local _ = c:get("apps/v1/Deployments/x", "x") end, 'client:get%(kind, name_or_req %[, namespace%]%): '
+        .. 'kind must be Kind, version/Kind or group/version/Kind %(.-%), got the string "apps/v1/Deployments/x" %(4 parts%)' },
+      { function() local _ = c:list("v1/") end, 'client:list%(kind %[, opts%]%): kind must be .-, got the string "v1/" '
+        .. "%(an empty part%)" },
+      { function() local _ = c:get(42, "x") end,
+        'client:get%(kind, name_or_req %[, namespace%]%): kind must be a string such as "v1/ConfigMap", got the number 42' },
+      { function() local _ = c:watch("") end, 'client:watch%(kind %[, opts%]%): kind must be .-, got the string "" %(empty%)' },
+      { function() local _ = c:resolve("a b") end,
+        'client:resolve%(kind%): kind must be .-, got the string "a b" %("a b" is not a kind\'s name%)' },
+      { function() local _ = c:create({ apiVersion = "v1/", kind = "ConfigMap" }) end, "client:create%(obj %[, opts%]%): "
+        .. 'obj.apiVersion and obj.kind must make .-, got apiVersion "v1/" and kind "ConfigMap" %(an empty part%)' },
+      { function() local _ = c:update_status({ apiVersion = "v1" }) end, "client:update_status%(obj %[, opts%]%): "
+        .. "obj.kind must be a string such as \"ConfigMap\", got nil" },
+    }
+    for _, case in ipairs(cases) do
+      local ok, err = pcall(case[1])
+      assert.is_false(ok)
+      local line = debug.getinfo(case[1], "S").linedefined
+      assert.matches("^[^:]*client_spec%.lua:" .. line .. ": " .. case[2] .. "$", err)
+    end
+  end)
 end)

@@ -519,6 +519,45 @@ return luaop.controller { name = "misuse", resource = "v1/Secret",
     raises(calls)
   end)
 
+  it("raise a malformed kind string at the script's line, ctx's calls and the client's, saying what was given", function()
+    local forms = ' must be Kind, version/Kind or group/version/Kind %(such as "ConfigMap", "v1/ConfigMap" or '
+      .. '"apps/v1/Deployment"%), got '
+    local made = "obj.apiVersion and obj.kind must make version/Kind or group/version/Kind %(such as apiVersion = "
+      .. '"apps/v1", kind = "Deployment"%), got '
+    raises {
+      { [[ctx:get("apps/v1/Deployments/x", "x")]], "^ctx:get%(kind, name_or_req %[, namespace%]%): kind" .. forms
+        .. 'the string "apps/v1/Deployments/x" %(4 parts%)$' },
+      { [[ctx:get("", "x")]], "^ctx:get%(kind, name_or_req %[, namespace%]%): kind" .. forms .. 'the string "" %(empty%)$' },
+      { [[ctx:list("v1/")]], "^ctx:list%(kind %[, opts%]%): kind" .. forms .. 'the string "v1/" %(an empty part%)$' },
+      { [[ctx:list("/ConfigMap")]], 'kind' .. forms .. 'the string "/ConfigMap" %(an empty part%)$' },
+      { [[ctx:get(42, "x")]], '^ctx:get%(kind, name_or_req %[, namespace%]%): kind must be a string such as "v1/ConfigMap", '
+        .. "got the number 42$" },
+      { [[ctx:patch("apps//Deployment", "x", {})]], "^ctx:patch%(kind, name_or_req %[, namespace%], patch %[, opts%]%): "
+        .. 'kind' .. forms .. 'the string "apps//Deployment" %(an empty part%)$' },
+      { [[ctx:delete("v1/Config Map", "x")]], '^ctx:delete%(kind, name_or_req %[, namespace%] %[, opts%]%): kind' .. forms
+        .. 'the string "v1/Config Map" %("Config Map" is not a kind\'s name%)$' },
+      { [[ctx:delete("Apps/v1/Deployment", "x")]], '%("Apps" is not an API group %(a DNS subdomain%)%)$' },
+      { [[ctx:create({ apiVersion = "v1/", kind = "ConfigMap", metadata = { name = "x" } })]],
+        "^ctx:create%(obj %[, opts%]%): " .. made .. 'apiVersion "v1/" and kind "ConfigMap" %(an empty part%)$' },
+      { [[ctx:apply({ apiVersion = "apps/V1", kind = "Deployment", metadata = { name = "x" } })]],
+        "^ctx:apply%(obj %[, opts%]%): " .. made .. 'apiVersion "apps/V1" and kind "Deployment" %("V1" is not a version' },
+      { [[ctx:delete({ apiVersion = "a/b/v1", kind = "X", metadata = { name = "x" } })]],
+        "^ctx:delete%(obj %[, opts%]%): " .. made .. 'apiVersion "a/b/v1" and kind "X" %(4 parts%)$' },
+      { [[luaop.client():get("apps/v1/Deployments/x", "x")]], "^client:get%(kind, name_or_req %[, namespace%]%): kind"
+        .. forms .. 'the string "apps/v1/Deployments/x" %(4 parts%)$' },
+      { [[luaop.client():list("v1/")]], "^client:list%(kind %[, opts%]%): kind" .. forms .. 'the string "v1/"' },
+      { [[luaop.client():patch(42, "x", {})]], '^client:patch%(kind, name_or_req, patch %[, opts%]%): kind must be a '
+        .. "string such as \"v1/ConfigMap\", got the number 42$" },
+      { [[luaop.client():delete("", "x")]], "^client:delete%(kind, name_or_req %[, opts%]%): kind" .. forms },
+      { [[luaop.client():create({ apiVersion = "", kind = "ConfigMap", metadata = { name = "x" } })]],
+        "^client:create%(obj %[, opts%]%): " .. made .. 'apiVersion "" and kind "ConfigMap" %(an empty part%)$' },
+      { [[luaop.client():apply({ apiVersion = "v1", kind = 5, metadata = { name = "x" } })]],
+        '^client:apply%(obj %[, opts%]%): obj.kind must be a string such as "ConfigMap", got the number 5$' },
+      { [[luaop.client():update("x")]], '^client:update%(obj %[, opts%]%): obj must be an object %(a table%), got the '
+        .. 'string "x"$' },
+    }
+  end)
+
   it("raise ctx:event's misuse at the script's line, as Kubernetes' rules for an Event say", function()
     raises {
       { [[ctx:event(ctx:get("Secret", req), "Info", "Created", "x")]],

@@ -110,4 +110,77 @@ function M.of(fields)
   return setmetatable(fields, Error)
 end
 
+-- ---- misuse: kinds as a script writes them ------------------------------------
+
+-- A value as a message about misuse shows it (as luaop.definition.shown).
+function M.shown(v)
+  if type(v) == "string" then return ("the string %q"):format(v) end
+  if type(v) == "number" or type(v) == "boolean" then return ("the %s %s"):format(type(v), tostring(v)) end
+  if v == nil then return "nil" end
+  return "a " .. type(v)
+end
+
+-- What is wrong with the string spec as a kind ("Kind", "version/Kind",
+-- "group/version/Kind", each part as Kubernetes allows it: a kind's name,
+-- a DNS label for the version, a DNS subdomain for the group), or nil.
+-- (The kinds found well-formed are kept, up to 1000 of them: the check of
+-- every client call then allocates nothing.)
+local well_formed, n_well_formed = {}, 0
+
+local function kind_problem(spec)
+  if well_formed[spec] then return nil end
+  if spec == "" then return "empty" end
+  local parts = {}
+  for p in (spec .. "/"):gmatch("([^/]*)/") do parts[#parts + 1] = p end
+  if #parts > 3 then return ("%d parts"):format(#parts) end
+  for _, p in ipairs(parts) do
+    if p == "" then return "an empty part" end
+  end
+  local kind, version, group = parts[#parts], parts[#parts - 1], parts[#parts - 2]
+  if not kind:match("^%a[%w%-]*$") or kind:match("%-$") or #kind > 63 then
+    return ("%q is not a kind's name"):format(kind)
+  end
+  if version and (not version:match("^%l[%l%d%-]*$") or version:match("%-$") or #version > 63) then
+    return ("%q is not a version such as v1 or v1beta1"):format(version)
+  end
+  for label in ((group or "") .. "."):gmatch("([^.]*)%.") do
+    if group and (#label > 63 or not label:match("^[%l%d][%l%d%-]*$") or label:match("%-$")) then
+      return ("%q is not an API group (a DNS subdomain)"):format(group)
+    end
+  end
+  if n_well_formed >= 1000 then well_formed, n_well_formed = {}, 0 end
+  well_formed[spec], n_well_formed = true, n_well_formed + 1
+  return nil
+end
+
+M.KIND_FORMS = 'Kind, version/Kind or group/version/Kind (such as "ConfigMap", "v1/ConfigMap" or '
+  .. '"apps/v1/Deployment")'
+
+-- What is wrong with spec as a kind, as "kind must be ..., got ...", or nil
+-- (a call's misuse, to follow its form).
+function M.bad_kind(spec)
+  if type(spec) ~= "string" then
+    return ('kind must be a string such as "v1/ConfigMap", got %s'):format(M.shown(spec))
+  end
+  local why = kind_problem(spec)
+  if why then return ("kind must be %s, got %s (%s)"):format(M.KIND_FORMS, M.shown(spec), why) end
+end
+
+-- What is wrong with an object's apiVersion and kind as the kind they make,
+-- or nil.
+function M.bad_object_kind(obj)
+  if type(obj.apiVersion) ~= "string" then
+    return ('obj.apiVersion must be a string such as "v1" or "apps/v1", got %s'):format(M.shown(obj.apiVersion))
+  end
+  if type(obj.kind) ~= "string" then
+    return ('obj.kind must be a string such as "ConfigMap", got %s'):format(M.shown(obj.kind))
+  end
+  local why = kind_problem(obj.apiVersion .. "/" .. obj.kind)
+  if why or obj.apiVersion == "" then
+    return ('obj.apiVersion and obj.kind must make version/Kind or group/version/Kind (such as apiVersion = '
+      .. '"apps/v1", kind = "Deployment"), got apiVersion %q and kind %q (%s)'):format(obj.apiVersion, obj.kind,
+      why or "an empty part")
+  end
+end
+
 return M

@@ -125,6 +125,18 @@ local function group_versions()
   return out
 end
 
+-- ---- kinds, as a script writes them -----------------------------------------------
+
+client.KIND_FORMS, client.bad_kind, client.bad_object_kind = errors.KIND_FORMS, errors.bad_kind, errors.bad_object_kind
+local shown = errors.shown
+
+-- Raise what is wrong with kind, if anything, at the level given (the
+-- caller of a client's method), after the call's form.
+local function check_kind(form, kind, level)
+  local bad = client.bad_kind(kind)
+  if bad then error(form .. ": " .. bad, level + 1) end
+end
+
 -- Parse "Kind", "v1/Kind", "group/version/Kind" into gv (or nil) and kind.
 local function split_kind(spec)
   local parts = {}
@@ -141,7 +153,7 @@ local bare = {} -- bare kind -> resolution
 -- looked up again (each group version at most once per lookup), so the
 -- kinds of CRDs installed after start resolve. Misses are not cached.
 function client:resolve(spec)
-  if type(spec) ~= "string" or spec == "" then error("a kind is required", 2) end
+  check_kind("client:resolve(kind)", spec, 2)
   local gv, kind = split_kind(spec)
   if not gv and bare[kind] then return bare[kind] end
   local fresh = {}
@@ -189,11 +201,13 @@ function client:namespace_of(r, ns)
 end
 
 -- Kind spec and namespace/name of an object.
-local function object_ref(obj)
-  if type(obj) ~= "table" then error("an object (table) is required", 3) end
-  if type(obj.kind) ~= "string" or type(obj.apiVersion) ~= "string" then
-    error("the object needs apiVersion and kind", 3)
-  end
+-- (called by write_path, called by a client's method: level 4 is that
+-- method's caller)
+local function object_ref(obj, verb)
+  local form = ("client:%s(obj [, opts])"):format(verb)
+  if type(obj) ~= "table" then error(("%s: obj must be an object (a table), got %s"):format(form, shown(obj)), 4) end
+  local bad = client.bad_object_kind(obj)
+  if bad then error(form .. ": " .. bad, 4) end
   local md = obj.metadata or {}
   return obj.apiVersion .. "/" .. obj.kind, md.namespace, md.name
 end
@@ -210,6 +224,7 @@ end
 
 -- get(kind, name [, namespace]) or get(kind, {namespace =, name =})
 function client:get(kind, name_or_req, ns)
+  check_kind("client:get(kind, name_or_req [, namespace])", kind, 2)
   local name
   name, ns = name_ns(name_or_req, ns)
   if type(name) ~= "string" or name == "" then error("get needs a name", 2) end
@@ -226,6 +241,7 @@ end
 -- The next page is asked for before this one is decoded (its continue token
 -- is read first, by json.peek), so the server works on it meanwhile.
 function client:list(kind, opts)
+  check_kind("client:list(kind [, opts])", kind, 2)
   opts = opts or {}
   local r, err = self:resolve(kind)
   if not r then return nil, err end
@@ -285,8 +301,8 @@ function client:list(kind, opts)
   return list
 end
 
-local function write_path(self, obj, with_name, sub)
-  local kind, ns, name = object_ref(obj)
+local function write_path(self, obj, with_name, sub, verb)
+  local kind, ns, name = object_ref(obj, verb)
   local r, err = self:resolve(kind)
   if not r then return nil, err end
   if r.namespaced and obj.metadata then obj.metadata.namespace = ns or self.namespace end
@@ -301,7 +317,7 @@ end
 -- create(obj [, opts]): opts.field_manager, opts.dry_run
 function client:create(obj, opts)
   opts = opts or {}
-  local path, err = write_path(self, obj, false)
+  local path, err = write_path(self, obj, false, nil, "create")
   if not path then return nil, err end
   return call("POST", path .. query { fieldManager = opts.field_manager, dryRun = opts.dry_run and "All" }, obj)
 end
@@ -309,7 +325,7 @@ end
 -- update(obj): a PUT with obj's resourceVersion; a stale one is a Conflict.
 function client:update(obj, opts)
   opts = opts or {}
-  local path, err = write_path(self, obj, true)
+  local path, err = write_path(self, obj, true, nil, "update")
   if not path then return nil, err end
   return call("PUT", path .. query { fieldManager = opts.field_manager }, obj)
 end
@@ -317,7 +333,7 @@ end
 -- update_status(obj): a PUT of the status subresource.
 function client:update_status(obj, opts)
   opts = opts or {}
-  local path, err = write_path(self, obj, true, "status")
+  local path, err = write_path(self, obj, true, "status", "update_status")
   if not path then return nil, err end
   return call("PUT", path .. query { fieldManager = opts.field_manager }, obj)
 end
@@ -331,6 +347,7 @@ local patch_types = {
 -- patch(kind, name_or_req, patch [, opts]): opts.type merge (default), json
 -- or strategic (built-in kinds); opts.namespace; opts.status to patch /status.
 function client:patch(kind, name_or_req, patch, opts)
+  check_kind("client:patch(kind, name_or_req, patch [, opts])", kind, 2)
   opts = opts or {}
   local name, ns = name_ns(name_or_req, opts.namespace)
   if type(name) ~= "string" or name == "" then error("patch needs a name", 2) end
@@ -347,7 +364,7 @@ end
 -- "luaop"), opts.force to take over conflicting fields, opts.status for /status.
 function client:apply(obj, opts)
   opts = opts or {}
-  local path, err = write_path(self, obj, true, opts.status and "status" or nil)
+  local path, err = write_path(self, obj, true, opts.status and "status" or nil, "apply")
   if not path then return nil, err end
   return call("PATCH", path .. query { fieldManager = opts.field_manager or "luaop", force = opts.force and true },
     obj, "application/apply-patch+yaml")
@@ -357,6 +374,7 @@ end
 -- (Foreground, Background, Orphan), opts.preconditions {uid =, resourceVersion =},
 -- opts.grace_period (seconds).
 function client:delete(kind, name_or_req, opts)
+  check_kind("client:delete(kind, name_or_req [, opts])", kind, 2)
   opts = opts or {}
   local name, ns = name_ns(name_or_req, opts.namespace)
   if type(name) ~= "string" or name == "" then error("delete needs a name", 2) end
@@ -378,6 +396,7 @@ end
 -- of the server), bookmarks (default true). Returns a watch whose :next()
 -- yields until an event comes; close it when done.
 function client:watch(kind, opts)
+  check_kind("client:watch(kind [, opts])", kind, 2)
   opts = opts or {}
   local r, err = self:resolve(kind)
   if not r then return nil, err end
