@@ -1041,6 +1041,9 @@ describe("luaop.apiserver", function()
         { log[1].resource, log[1].group, log[1].version, log[1].kind, log[1].namespace, log[1].name,
           log[1].field_manager, log[1].code })
       assert.are.same({ "1" }, { log[1].object.data.a })
+      -- a create logs what was sent, and beside it what came back
+      assert.is_nil(log[1].object.metadata.uid)
+      assert.are.same({ "a", "string" }, { log[1].result.metadata.name, type(log[1].result.metadata.uid) })
       assert.are.same({ "a", 200 }, { log[2].object.metadata.name, log[2].code })
       assert.are.same({ "x", "ConfigMapList" }, { log[3].label_selector, log[3].object.kind })
       assert.are.same({ "status", "ats", "cnat.programming-kubernetes.info", 404, "NotFound" },
@@ -1053,6 +1056,7 @@ describe("luaop.apiserver", function()
       assert.are.equal("1", s:actions()[1].object.data.a)
       assert.are.equal(5, #s:actions(3))
       assert.are.equal("watch", s:last_action().verb)
+      assert.are.same(s:actions(1, function(i) return i == 5 end), s:actions(1, function(i) return i == 5 end))
       s:clear_actions()
       assert.are.same({}, s:actions())
     end)

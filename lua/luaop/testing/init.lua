@@ -192,7 +192,7 @@ function M.env(opts)
   local ok, err = pcall(function()
     for _, path in ipairs(type(opts.manifests) == "string" and { opts.manifests } or opts.manifests or {}) do
       for _, file in ipairs(paths.yaml_files(paths.resolve(path))) do
-        for _, doc in ipairs(paths.documents(file)) do env:seed(doc) end
+        for _, doc in ipairs(paths.documents(file)) do env:seed(doc.text or doc.object, doc.kind) end
       end
     end
     for _, obj in ipairs(opts.objects or {}) do env:seed(obj) end
@@ -221,8 +221,8 @@ end
 
 -- Put an object in the API server as it is (a CRD is served at once), with
 -- no action logged and nothing run: for the state a test starts from.
-function Env:seed(obj)
-  if obj.kind == "CustomResourceDefinition" then
+function Env:seed(obj, kind)
+  if (kind or obj.kind) == "CustomResourceDefinition" then
     self.server:add_crd(obj, true)
   else
     self.server:seed(obj, true)

@@ -5,7 +5,6 @@
 -- they name read (scripts, YAML manifests).
 local core = require "luaop.core"
 local guard = require "luaop.testing.guard"
-local copy = require("luaop.object").copy
 local kit = core.kit
 
 local M = {}
@@ -70,9 +69,11 @@ function M.yaml_files(path)
   return out
 end
 
--- The documents of a manifest file (empty ones left out): copies of what
--- its text decoded to the first time (specs seed the same manifests for
--- every test).
+-- The documents of a manifest file (empty ones left out), each as
+-- {kind =, text =}: its kind and its JSON text, made the first time (specs
+-- seed the same manifests for every test: the server decodes the text into
+-- fresh tables, as it would a table given, with no copy and no encoding).
+-- A document JSON cannot hold is {kind =, object =} (seeding it raises).
 local decoded = {}
 function M.documents(path)
   local text = M.read(path)
@@ -82,13 +83,14 @@ function M.documents(path)
     if not all then error(("%s: %s"):format(path, err), 3) end
     docs = {}
     for _, d in ipairs(all) do
-      if next(d) ~= nil then docs[#docs + 1] = d end
+      if next(d) ~= nil then
+        local ok, json = pcall(core.json.encode, d)
+        docs[#docs + 1] = ok and { kind = d.kind, text = json } or { kind = d.kind, object = d }
+      end
     end
     decoded[text] = docs
   end
-  local out = {}
-  for i, d in ipairs(docs) do out[i] = copy(d) end
-  return out
+  return docs
 end
 
 return M

@@ -52,8 +52,8 @@
 local core = require "luaop.core"
 local encode, decode = core.json.encode, core.json.decode
 local values_part = require "luaop.testing.apiserver.values"
-local canonical, copy, drop_nulls, has, is_object, nonempty, same, view =
-  values_part.canonical, values_part.copy, values_part.drop_nulls, values_part.has, values_part.is_object,
+local canonical, copy, drop_nulls, is_object, nonempty, same, view =
+  values_part.canonical, values_part.copy, values_part.drop_nulls, values_part.is_object,
   values_part.nonempty, values_part.same, values_part.view
 local status_part = require "luaop.testing.apiserver.status"
 local MODIFIED, already_exists, conflict, expired, failure, field_error, forbidden, invalid_object,
@@ -144,8 +144,14 @@ end
 -- Whether spec names kind k: "pods", "po", "Pod", "v1/Pod", "deployments.apps",
 -- "apps/v1/Deployment".
 local function names_kind(spec, k)
-  return spec == k.kind or spec == k.resource or spec == k.resource .. "." .. k.group
-    or spec == k.gv .. "/" .. k.kind or spec == k.gv .. "/" .. k.resource or has(k.short_names, spec)
+  local names = k.names
+  if not names then -- (made once a kind record: the built-in ones are every server's)
+    names = { [k.kind] = true, [k.resource] = true, [k.resource .. "." .. k.group] = true,
+      [k.gv .. "/" .. k.kind] = true, [k.gv .. "/" .. k.resource] = true }
+    for _, short in ipairs(k.short_names or {}) do names[short] = true end
+    k.names = names
+  end
+  return names[spec] == true
 end
 
 local function rule_matches(rule, e, k)
@@ -178,19 +184,21 @@ function Server:_log(r)
   local e = { seq = self.seq, verb = r.verb, resource = k.resource, group = k.group, version = k.version,
     kind = k.kind, namespace = r.namespace, name = r.name, subresource = r.sub,
     dry_run = r.query.dryRun == "All" or nil, field_manager = r.query.fieldManager }
-  local body = r.decoded
+  -- what was sent: its text kept, decoded when the log is read (Server:_full)
+  local body, sent = r.decoded, nil
   if r.verb == "create" then
-    e.object = copy(body)
+    sent = "object"
     local md = is_object(body) and is_object(body.metadata) and body.metadata or {}
     if nonempty(md.name) then e.name = md.name end
   elseif r.verb == "update" then
-    e.object = copy(body)
+    sent = "object"
   elseif r.verb == "patch" then
-    e.patch = copy(body)
+    sent = "patch"
     e.patch_type = r.ctype and r.ctype:match("^[^;]*")
   elseif r.verb == "delete" or r.verb == "deletecollection" then
-    e.options = copy(body)
+    sent = "options"
   end
+  if sent and body ~= nil then self.texts[e] = { sent, r.body } end
   if r.verb == "list" or r.verb == "watch" or r.verb == "deletecollection" then
     e.label_selector = nonempty(r.query.labelSelector) and r.query.labelSelector or nil
     e.field_selector = nonempty(r.query.fieldSelector) and r.query.fieldSelector or nil
@@ -232,8 +240,12 @@ function Server:request(method, path, body, content_type)
   if not raw and r.verb ~= "list" and r.verb ~= "deletecollection" then res = view(r.k, res) end
   e.code = code
   -- create and update log what was sent, and what came back beside it
-  if r.verb == "create" or r.verb == "update" then e.result = copy(res) else e.object = copy(res) end
-  return code, encode(res)
+  -- (the answer's text too, decoded when the log is read)
+  local text = encode(res)
+  local texts = self.texts[e] or {}
+  self.texts[e] = texts
+  texts[#texts + 1], texts[#texts + 2] = (r.verb == "create" or r.verb == "update") and "result" or "object", text
+  return code, text
 end
 
 -- ---- for tests -------------------------------------------------------------------------------
@@ -303,7 +315,7 @@ end
 -- resourceVersion, creationTimestamp, generation; its namespace made when
 -- missing), keeping its status; no action is logged. An object that
 -- exists is replaced. Returns it (a copy).
--- (unwanted: nothing returned, no copy made)
+-- (unwanted: nothing returned, no copy made; obj may be its JSON text)
 function Server:seed(obj, unwanted)
   local nulls
   obj, nulls = canonical(obj)
@@ -365,18 +377,30 @@ end
 function Server:actions(first, keep)
   local out = {}
   for i = first or 1, #self.log do
-    if not keep or keep(i, self.log[i]) then out[#out + 1] = copy(self.log[i]) end
+    if not keep or keep(i, self.log[i]) then out[#out + 1] = copy(self:_full(self.log[i])) end
   end
   return out
 end
 
 -- The last action (a copy) | nil.
 function Server:last_action()
-  return copy(self.log[#self.log])
+  return copy(self:_full(self.log[#self.log]))
+end
+
+-- Entry e with what was sent and answered decoded from their texts, kept
+-- by the log until it is read (a copy of every body and answer cost the
+-- kit more than its JSON).
+function Server:_full(e)
+  local texts = e and self.texts[e]
+  if texts then
+    self.texts[e] = nil
+    for i = 1, #texts, 2 do e[texts[i]] = (decode(texts[i + 1])) end
+  end
+  return e
 end
 
 function Server:clear_actions()
-  self.log = {}
+  self.log, self.texts = {}, {}
 end
 
 -- Make the next `times` matching requests fail (see the header); returns
@@ -419,7 +443,7 @@ function M.new(opts)
   local s = setmetatable({
     now = opts.now or core.task.wall,
     random = prng(math.tointeger(opts.seed) or math.random(0)),
-    rv = 0, oldest = 0, events = {}, watches = {}, holds = {}, log = {}, seq = 0, rules = {},
+    rv = 0, oldest = 0, events = {}, watches = {}, holds = {}, log = {}, texts = {}, seq = 0, rules = {},
     gvs = {}, groups = {}, group_order = {}, stores = {}, store_kind = {}, uids = {},
   }, Server)
   s:_add_builtin()

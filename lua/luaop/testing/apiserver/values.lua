@@ -30,9 +30,11 @@ end
 
 -- A table through JSON: arrays marked, however the caller built it; and
 -- whether it may hold a null (false: its text has none, drop_nulls has
--- nothing to do).
+-- nothing to do). v may be JSON text already (a manifest's document:
+-- luaop.testing.paths).
 local function canonical(v)
-  local ok, text = pcall(encode, v)
+  local ok, text = true, v
+  if type(v) ~= "string" then ok, text = pcall(encode, v) end
   if not ok then error("not an object JSON can hold: " .. tostring(text), 3) end
   return decode(text), text:find("null", 1, true) ~= nil
 end
