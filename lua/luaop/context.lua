@@ -5,6 +5,7 @@ local copy = require("luaop.object").copy
 local client = require "luaop.client"
 local events = require "luaop.events"
 local definition = require "luaop.definition"
+local discovery = require "luaop.discovery"
 local kind_name, shown = definition.kind_name, definition.shown
 
 local M = {}
@@ -72,6 +73,42 @@ local function own_object(self, kind, ns, name)
     end
   end
   return obj
+end
+
+-- What a read no cache answers says in code that must not wait (a watch's
+-- map, a handler), where it cannot ask the API server: the kind, whether
+-- it is served as far as luaop knows (the built-in kinds of the Kubernetes
+-- version it targets, and what discovery has seen) with the nearest kind
+-- that is, and what to do instead.
+local function uncached(self, form, kind)
+  local r, seen = private[self].client:resolve_seen(kind)
+  local parts = select(2, kind:gsub("/", "/")) + 1
+  local served = r ~= nil
+  local candidates, has = {}, {}
+  local function add(group, version, k)
+    local gv = group == "" and version or group .. "/" .. version
+    local spec = parts == 1 and k or parts == 2 and group == "" and gv .. "/" .. k or parts == 3 and group ~= ""
+      and gv .. "/" .. k or nil
+    if spec == kind then served = true end
+    if spec and not has[spec] then
+      has[spec] = true
+      candidates[#candidates + 1] = spec
+    end
+  end
+  for _, b in ipairs(discovery.resources) do add(b.group, b.version, b.kind) end
+  for _, s in ipairs(seen or {}) do
+    local g, v, k = s:match("^(.-)/?([^/]+)/([^/]+)$")
+    add(g, v, k)
+  end
+  local why = "a watch map or a handler must not wait, so it cannot ask the API server"
+  if served then
+    return ("%s: no cache holds kind %s, and %s: read it in a reconcile, or watch the kind (owns, watches) to have "
+      .. "a cache of it"):format(form, kind, why)
+  end
+  local near = definition.nearest(kind, candidates)
+  return ("%s: kind %s is not served as far as luaop knows%s: it is none of Kubernetes %s's kinds or those "
+    .. "discovery found, and no cache holds it; %s"):format(form, kind,
+    near and (" (did you mean %s?)"):format(near) or "", discovery.kubernetes, why)
 end
 
 -- The NotFound a cache read answers with, as the API server words it.
@@ -158,6 +195,7 @@ function Ctx:get(kind, req, ns)
   end
   if obj ~= nil then return copy(obj) end -- a copy: what the reconcile changes is not the cache's until written
   if answered then return nil, not_found(kind, name) end
+  if not coroutine.isyieldable() then error(uncached(self, "ctx:get(kind, name_or_req [, namespace])", kind), 2) end
   return private[self].client:get(kind, name, ns)
 end
 
@@ -232,6 +270,7 @@ function Ctx:list(kind, opts)
       holder = private[self].controller }) -- a label index it asks for is held on its script's behalf
     for i, o in ipairs(items) do items[i] = copy(o) end
   else
+    if not coroutine.isyieldable() then error(uncached(self, "ctx:list(kind [, opts])", kind), 2) end
     local list, err = private[self].client:list(kind, {
       namespace = opts.namespace, all_namespaces = opts.namespace == nil,
       label_selector = opts.label_selector, field_selector = opts.field_selector,

@@ -31,6 +31,18 @@ local function line_of(f)
   return "?"
 end
 
+-- The error a script's function f raised, as text, and where f is
+-- written (" (file.lua:12)") when the error names no line of f's file (or
+-- ""): one raised at level 2 by a call f made as a tail call (`return
+-- ctx:list("Nope")`) has no line of the script's to name.
+local function raised_in(f, err)
+  local text = error_text(err)
+  local at = line_of(f)
+  local file = at:match("^(.*):%d+$")
+  if file and text:sub(1, #file + 1) ~= file .. ":" then return text, (" (%s)"):format(at) end
+  return text, ""
+end
+
 -- The requests a watch's map returned: nothing (nil or false), a list of
 -- requests, or one request (a table with a name) as a list of one; each
 -- read raw (no metamethod of the script's runs outside its budget), as
@@ -75,7 +87,10 @@ function M.deliver(self, c, h, a, b)
     log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
   local ok, err = core.task.call_limited(definition.budgets(c.def), f, ctx, copy(a),
     b ~= nil and copy(b) or nil)
-  if not ok then error(("%s of %s: %s"):format(h, c.name, error_text(err)), 0) end
+  if not ok then
+    local text, at = raised_in(f, err)
+    error(("%s of %s%s: %s"):format(h, c.name, at, text), 0)
+  end
 end
 
 -- The subscriptions a definition needs: {entry, add, update, delete} each,
@@ -128,7 +143,10 @@ function M.plan(self, c, def)
   for _, w in ipairs(def.watches or {}) do
     local function map(o)
       local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, copy(o), map_ctx)
-      if not ok then error(("watch map of %s: %s"):format(w[1], error_text(reqs)), 0) end
+      if not ok then
+        local text, at = raised_in(w.map, reqs)
+        error(("watch map of %s%s: %s"):format(w[1], at, text), 0)
+      end
       for _, req in ipairs(M.map_requests(reqs, w)) do enqueue(req_key(req[1], req[2])) end
     end
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,

@@ -191,6 +191,100 @@ return luaop.controller { name = "m", resource = "v1/ConfigMap", memory = "16Mi"
   end)
 end)
 
+-- A read no cache answers asks the API server, which a watch map or a
+-- handler may not wait for: it said "task.sleep waits" (the kit's
+-- transport) or "api.request waits" for a kind nobody serves as much as
+-- for one no cache holds, at no line of the script's.
+describe("a watch map's or a handler's read no cache answers", function()
+  local script = [[
+local luaop = require "luaop"
+return luaop.controller { name = "m", resource = "v1/ConfigMap",
+  watches = { { "v1/ConfigMap", map = function(obj, ctx)
+    if obj.metadata.name == "a" then local _ = ctx:list("NoSuchKind") return end
+    if obj.metadata.name == "c" then return ctx:list("Nope") end -- (a tail call: no line of its own)
+    local ok, err = pcall(function() local _ = ctx:get("apps/v1/Deploymnt", "x") end)
+    ctx.log:info("read", { ok = ok, err = err })
+    ok, err = pcall(function() local _ = ctx:list("v1/Pod") end)
+    ctx.log:info("read", { ok = ok, err = err })
+  end } },
+  reconcile = function() end }
+]]
+  local not_served = "m%.lua:4: ctx:list%(kind %[, opts%]%): kind NoSuchKind is not served as far as luaop knows: "
+    .. "it is none of Kubernetes v[%d.]+'s kinds or those discovery found, and no cache holds it; a watch map or a "
+    .. "handler must not wait, so it cannot ask the API server"
+
+  -- what the kit says (in-process, or under luaop --test): the failures logged
+  local function check_kit(env)
+    env:create(cm("a"))
+    env:create(cm("b"))
+    local failed = env:logs { msg = "^event handler failed$" }
+    assert.are.equal(1, #failed)
+    assert.matches("^watch map of v1/ConfigMap: [^\n]*" .. not_served .. "$", failed[1].fields.error)
+    local reads = env:logs { msg = "^read$" }
+    assert.are.equal(2, #reads)
+    assert.matches("m%.lua:6: ctx:get%(kind, name_or_req %[, namespace%]%): kind apps/v1/Deploymnt is not served "
+      .. "as far as luaop knows %(did you mean apps/v1/Deployment%?%)", reads[1].fields.err)
+    assert.matches("m%.lua:8: ctx:list%(kind %[, opts%]%): no cache holds kind v1/Pod, and a watch map or a handler "
+      .. "must not wait, so it cannot ask the API server: read it in a reconcile, or watch the kind", reads[2].fields.err)
+    env:create(cm("c")) -- the map's own line, then
+    failed = env:logs { msg = "^event handler failed$" }
+    assert.are.equal(2, #failed)
+    assert.matches("^watch map of v1/ConfigMap %([^\n]*m%.lua:3%): ctx:list%(kind %[, opts%]%): kind Nope is not served",
+      failed[2].fields.error)
+  end
+
+  it("raises at the script's line naming the kind, with the nearest served one, in the kit", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local env = testing.env { script = write(dir, "m.lua", script) }
+    finally(function() env:stop() end)
+    check_kit(env)
+  end)
+
+  it("raises the same under luaop --test", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    write(dir, "m.lua", script)
+    write(dir, "m_spec.lua", ([[
+local testing = require "luaop.testing"
+local not_served = %q
+describe("m", function()
+  it("reads", function()
+    local env = testing.env { script = "m.lua" }
+    env:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "a", namespace = "default" } }
+    local failed = env:logs { msg = "^event handler failed$" }
+    assert.are.equal(1, #failed)
+    assert.matches(not_served .. "$", failed[1].fields.error)
+    env:stop()
+  end)
+end)
+]]):format(not_served))
+    local code, out = proc.run { "build/luaop", "--test", dir .. "/m_spec.lua" }
+    assert.are.equal(0, code, out)
+    assert.matches("\n1 passed, 0 failed\n$", out)
+  end)
+
+  it("raises the same under the runtime, against an API server", function()
+    local attack = require "support.attacks"
+    local kube = require "support.kube"
+    local run = attack.start { ["m.lua"] = script:gsub('"v1/ConfigMap",\n  watches', '"v1/ConfigMap", namespace = '
+      .. '"default",\n  watches'):gsub('"v1/ConfigMap", map', '"v1/ConfigMap", namespace = "default", map')
+      :gsub('obj.metadata.name == "a"', 'obj.metadata.name == "cm-0"') }
+    finally(run.cleanup)
+    local line = kube.wait_for("the map's failure", 30, function()
+      assert(not run.exited(), "luaop exited: " .. run.stderr():sub(-2000))
+      return run.stderr():match("event handler failed\t([^\n]*)")
+    end)
+    assert.matches(not_served, line)
+    local reads = kube.wait_for("the map's reads", 30, function()
+      local _, n = run.stderr():gsub("\tread\t", "")
+      return n >= 2 and run.stderr()
+    end)
+    assert.matches("m%.lua:6: ctx:get%(kind, name_or_req %[, namespace%]%): kind apps/v1/Deploymnt is not served", reads)
+    assert.matches("m%.lua:8: ctx:list%(kind %[, opts%]%): no cache holds kind v1/Pod", reads)
+  end)
+end)
+
 describe("luaop.copy in a script", function()
   it("copies no metatable but a JSON array's, so a __gc added after setmetatable gets no finalizer", function()
     local dir = proc.tempdir()

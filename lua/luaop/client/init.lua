@@ -184,6 +184,22 @@ function client:resolve(spec)
   }
 end
 
+-- What discovery has seen already, never asking the server (code that
+-- must not wait): the resolution of spec, else nil and every kind of the
+-- group versions loaded, each "gv/Kind" (sorted).
+function client:resolve_seen(spec)
+  check_kind("client:resolve_seen(kind)", spec, 2)
+  local gv, kind = split_kind(spec)
+  if not gv and bare[kind] then return bare[kind] end
+  local seen = {}
+  for g, v in pairs(groups) do
+    if v and v.kinds[kind] and (g == gv or not gv) then return v.kinds[kind] end
+    for k in pairs(v and v.kinds or {}) do seen[#seen + 1] = g .. "/" .. k end
+  end
+  table.sort(seen)
+  return nil, seen
+end
+
 -- ---- paths ------------------------------------------------------------------------
 
 -- The collection path of a resolved kind, in namespace ns (nil: all namespaces).
