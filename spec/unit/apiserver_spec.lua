@@ -264,6 +264,14 @@ describe("luaop.apiserver", function()
       assert.is_true(kinds(b).configmaps)
       assert.is_nil(kinds(a).widgets)
       assert.is_nil(kinds(new { crd = false }).widgets)
+      -- and a version added to a built-in group: only that server lists it
+      local function versions(s)
+        local out = {}
+        for _, v in ipairs(select(2, call(s, "GET", "/apis/apps")).versions) do out[#out + 1] = v.version end
+        return table.concat(out, " ")
+      end
+      b:add_kind { group = "apps", version = "v9", kind = "Gizmo", resource = "gizmos" }
+      assert.are.same({ "v9 v1", "v1" }, { versions(b), versions(a) }) -- (v9 sorts first)
       -- a CRD in a built-in group version, made and deleted through the
       -- API: served with the built-in kinds, then gone
       local crd = json.decode(json.encode(AT_CRD))

@@ -446,6 +446,13 @@ function M.new(opts)
     rv = 0, oldest = 0, events = {}, watches = {}, holds = {}, log = {}, texts = {}, seq = 0, rules = {},
     gvs = {}, groups = {}, group_order = {}, stores = {}, store_kind = {}, uids = {},
   }, Server)
+  -- a kind's store is made when first used: most kinds are never used
+  setmetatable(s.stores, { __index = function(stores, key)
+    if not s.store_kind[key] then return nil end
+    local st = {}
+    stores[key] = st
+    return st
+  end })
   s:_add_builtin()
   s.ns_kind = s.gvs.v1.kinds.namespaces
   s.crd_kind = s.gvs["apiextensions.k8s.io/v1"].kinds.customresourcedefinitions

@@ -99,15 +99,42 @@ function Server:_kinds_changed()
   self.resolved, self.kind_memo = {}, {}
 end
 
+-- The built-in kinds (luaop.testing.apiserver.builtin), made once per
+-- process: records nothing changes, and group versions and groups every
+-- server shares until it changes one (own_gv, own_group).
+local builtin
+
+-- Server s's own, changeable, group version or group `name`: a shared
+-- built-in one is copied first. nil when s serves none.
+local function own_gv(s, name)
+  local gv = s.gvs[name]
+  if gv and s ~= builtin and builtin.gvs[name] == gv then
+    local kinds = {}
+    for res, k in pairs(gv.kinds) do kinds[res] = k end
+    gv = { group = gv.group, version = gv.version, gv = gv.gv, kinds = kinds,
+      order = table.move(gv.order, 1, #gv.order, 1, {}) }
+    s.gvs[name] = gv
+  end
+  return gv
+end
+local function own_group(s, name)
+  local g = s.groups[name]
+  if g and s ~= builtin and builtin.groups[name] == g then
+    g = { name = g.name, versions = table.move(g.versions, 1, #g.versions, 1, {}) }
+    s.groups[name] = g
+  end
+  return g
+end
+
 -- Serve kind record k (add_kind's), in its group version.
 function Server:_install_kind(k)
   self:_kinds_changed()
-  local gv = self.gvs[k.gv]
+  local gv = own_gv(self, k.gv)
   if not gv then
     gv = { group = k.group, version = k.version, gv = k.gv, kinds = {}, order = {} }
     self.gvs[k.gv] = gv
     if k.group ~= "" then
-      local g = self.groups[k.group]
+      local g = own_group(self, k.group)
       if not g then
         g = { name = k.group, versions = {} }
         self.groups[k.group] = g
@@ -119,15 +146,13 @@ function Server:_install_kind(k)
   end
   if not gv.kinds[k.resource] then gv.order[#gv.order + 1] = k.resource end
   gv.kinds[k.resource] = k
-  gv.text, gv.builtin = nil, nil -- (its discovery text: gv_text)
-  self.stores[k.store] = self.stores[k.store] or {}
+  gv.text = nil -- (its discovery text: gv_text)
   self.store_kind[k.store] = self.store_kind[k.store] or k
 end
 
--- The built-in kinds (luaop.testing.apiserver.builtin), made once per
--- process: records nothing changes, shared by every server, which copies
--- the tables that list them.
-local builtin
+-- Serve the built-in kinds: their group versions and groups shared with
+-- every other server until one is changed; a store is made when first
+-- used (M.new's stores).
 function Server:_add_builtin()
   self:_kinds_changed()
   if not builtin then
@@ -135,19 +160,10 @@ function Server:_add_builtin()
       { __index = Server })
     for _, spec in ipairs(builtin_part.SPECS) do builtin:add_kind(spec) end
   end
-  for name, gv in pairs(builtin.gvs) do
-    local kinds = {}
-    for res, k in pairs(gv.kinds) do kinds[res] = k end
-    self.gvs[name] = { group = gv.group, version = gv.version, gv = gv.gv, kinds = kinds,
-      order = table.move(gv.order, 1, #gv.order, 1, {}), builtin = gv }
-  end
-  for name, g in pairs(builtin.groups) do
-    self.groups[name] = { name = g.name, versions = table.move(g.versions, 1, #g.versions, 1, {}) }
-  end
+  for name, gv in pairs(builtin.gvs) do self.gvs[name] = gv end
+  for name, g in pairs(builtin.groups) do self.groups[name] = g end
   table.move(builtin.group_order, 1, #builtin.group_order, #self.group_order + 1, self.group_order)
-  for store, k in pairs(builtin.store_kind) do
-    self.stores[store], self.store_kind[store] = {}, k
-  end
+  for store, k in pairs(builtin.store_kind) do self.store_kind[store] = k end
 end
 
 -- Take a group version's kind away (its CRD went).
@@ -155,12 +171,13 @@ function Server:_remove_kind(k)
   local gv = self.gvs[k.gv]
   if not gv or gv.kinds[k.resource] ~= k then return end
   self:_kinds_changed()
-  gv.text, gv.builtin = nil, nil
+  gv = own_gv(self, k.gv)
+  gv.text = nil
   gv.kinds[k.resource] = nil
   gv.order = without(gv.order, k.resource)
   if #gv.order > 0 then return end
   self.gvs[k.gv] = nil
-  local g = self.groups[k.group]
+  local g = own_group(self, k.group)
   if g then
     g.versions = without(g.versions, k.version)
     if #g.versions == 0 then
@@ -185,13 +202,12 @@ local function resource_list(gv)
 end
 
 -- A group version's discovery document as text, written once: a built-in
--- group version no kind was added to or taken from since shares the text
--- of the built-in record it was copied from (every test's client asks for
--- /api/v1 again: 40% of the kit's discovery bytes).
+-- group version no server changed is every server's, and so is its text
+-- (every test's client asks for /api/v1 again: 40% of the kit's discovery
+-- bytes).
 local function gv_text(gv)
-  local owner = gv.builtin or gv
-  owner.text = owner.text or encode(resource_list(owner))
-  return owner.text
+  gv.text = gv.text or encode(resource_list(gv))
+  return gv.text
 end
 
 local function api_group(g)
