@@ -5,6 +5,7 @@
 local testing = require "luaop.testing"
 local plan = require "luaop.plan"
 local proc = require "support.proc"
+local kit = require "support.kit"
 
 local SCRIPT = [[
 local luaop = require "luaop"
@@ -70,16 +71,10 @@ end)
 -- silently (issue 31's trial): one request is taken as a list of one, and
 -- what is neither fails the event, naming the map.
 describe("a watch's map", function()
-  local dir, env
-  before_each(function() dir = proc.tempdir() end)
-  after_each(function()
-    if env then env:stop() end
-    env = nil
-    proc.sh("rm -rf " .. dir)
-  end)
+  local t = kit.per_test(before_each, after_each)
 
   it("may return one request, or nothing; anything else fails the event naming the map's file and line", function()
-    env = testing.env { script = proc.write(dir, "m.lua", [[
+    t.env = testing.env { script = proc.write(t.dir, "m.lua", [[
 local luaop = require "luaop"
 return luaop.controller {
   name = "m", resource = "v1/ConfigMap",
@@ -98,12 +93,12 @@ return luaop.controller {
 }
 ]]) }
     local function service(name, ret)
-      assert(env:create { apiVersion = "v1", kind = "Service",
+      assert(t.env:create { apiVersion = "v1", kind = "Service",
         metadata = { name = name, namespace = "default", labels = { ret = ret } } })
     end
     local function keys()
       local out = {}
-      for _, l in ipairs(env:logs { msg = "^reconciled$" }) do out[#out + 1] = l.fields.key end
+      for _, l in ipairs(t.env:logs { msg = "^reconciled$" }) do out[#out + 1] = l.fields.key end
       return out
     end
     service("a", "one")
@@ -111,7 +106,7 @@ return luaop.controller {
     service("b", "list")
     assert.are.same({ "default/target", "default/target", "/cluster-wide" }, keys())
     for _, ret in ipairs { "nil", "false" } do service(ret, ret) end
-    assert.are.same({}, env:logs { msg = "^event handler failed$" })
+    assert.are.same({}, t.env:logs { msg = "^event handler failed$" })
     local want = {
       string = 'returned the string "target": want a list of requests',
       object = "returned a table that is neither a list of requests nor a request %(no name%)",
@@ -120,10 +115,10 @@ return luaop.controller {
     }
     for _, ret in ipairs { "string", "object", "noname", "badns" } do
       service(ret, ret)
-      local failed = env:logs { msg = "^event handler failed$" }
+      local failed = t.env:logs { msg = "^event handler failed$" }
       assert.matches("^watch map of v1/Service %(.*m%.lua:4%) " .. want[ret], failed[#failed].fields.error)
     end
-    assert.are.equal(4, #env:logs { msg = "^event handler failed$" })
+    assert.are.equal(4, #t.env:logs { msg = "^event handler failed$" })
     assert.are.equal(3, #keys())
   end)
 end)

@@ -11,6 +11,7 @@
 local testing = require "luaop.testing"
 local client = require "luaop.client"
 local proc = require "support.proc"
+local kit = require "support.kit"
 
 -- ---- what may be shared (docs/security.md keeps the same list) ----------
 
@@ -353,26 +354,20 @@ local function cm(name)
 end
 
 describe("the reachability audit", function()
-  local dir, world
-  before_each(function() dir = proc.tempdir() end)
-  after_each(function()
-    if world then world:stop() end
-    world = nil
-    proc.sh("rm -rf " .. dir)
-  end)
+  local w = kit.per_test(before_each, after_each) -- (w.env: the world, w.dir: its scripts)
 
   it("finds nothing a script reaches that another script reaches too or that is the runtime's own, beyond what may be shared", function()
     local names = { "one", "two", "three" }
     local paths = {}
-    for i, n in ipairs(names) do paths[i] = proc.write(dir, n .. ".lua", script_text(n)) end
-    world = testing.env { scripts = paths, objects = { cm("x"),
+    for i, n in ipairs(names) do paths[i] = proc.write(w.dir, n .. ".lua", script_text(n)) end
+    w.env = testing.env { scripts = paths, objects = { cm("x"),
       { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } } } }
-    world:create(cm("y"))
-    world:advance(2)
-    local internal = internal_objects(world)
+    w.env:create(cm("y"))
+    w.env:advance(2)
+    local internal = internal_objects(w.env)
     local reach, ran, skipped, orders = {}, {}, {}, {}
     for i, p in ipairs(paths) do
-      local env = env_of(world.scripts[p])
+      local env = env_of(w.env.scripts[p])
       ran[i] = rawget(env, "R") and rawget(env, "R").done
       local sk
       reach[i], sk, orders[i] = walk(env, names[i])
@@ -417,7 +412,7 @@ describe("the reachability audit", function()
     table.sort(found)
     assert.are.same({}, found)
     -- and it called every method its handles offer
-    local e1 = env_of(world.scripts[paths[1]])
+    local e1 = env_of(w.env.scripts[paths[1]])
     local R, called = rawget(e1, "R"), rawget(e1, "CALLED")
     local function methods(kind, x, out)
       local mt = debug.getmetatable(x)
@@ -465,7 +460,7 @@ describe("the reachability audit", function()
   it("lets no script change what another script's ctx, client, errors, loggers or definitions do", function()
     -- a_attack.lua tries every route the audit found on 0f98892; b_victim.lua
     -- then reads, writes and logs as usual
-    local a = proc.write(dir, "a_attack.lua", [[
+    local a = proc.write(w.dir, "a_attack.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "attack", resource = "v1/ConfigMap", namespace = "default",
   reconcile = function(ctx, req)
@@ -493,7 +488,7 @@ return luaop.controller { name = "attack", resource = "v1/ConfigMap", namespace 
     ctx.log:error("tried", { tried = table.concat(tried, " ") })
   end }
 ]])
-    local b = proc.write(dir, "b_victim.lua", [[
+    local b = proc.write(w.dir, "b_victim.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "victim", resource = "v1/Secret", namespace = "default",
   reconcile = function(ctx, req)
@@ -507,17 +502,17 @@ return luaop.controller { name = "victim", resource = "v1/Secret", namespace = "
       go = go and go.data and (go.data.forged or go.data.k) })
   end }
 ]])
-    world = testing.env { scripts = { a, b } }
-    assert(world:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "go", namespace = "default" },
+    w.env = testing.env { scripts = { a, b } }
+    assert(w.env:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "go", namespace = "default" },
       data = { k = "v" } })
-    local tried = world:logs { msg = "^tried$" }[1]
+    local tried = w.env:logs { msg = "^tried$" }[1]
     assert.are.equal("cache=false default=false client class=false resolve=false error class=false " ..
       "ctx class=false logger class=false definition class=false", tried and tried.fields.tried)
-    assert(world:create { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } })
-    local seen = world:logs { msg = "^victim$" }[1]
+    assert(w.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default" } })
+    local seen = w.env:logs { msg = "^victim$" }[1]
     assert.are.same({ made = "b-made", forged_error = "nil", forged_definition = "nil", go = "v",
       namespace = "default", name = "s" },
       seen and seen.fields)
-    assert.is_not_nil(world:get("ConfigMap", "b-made"))
+    assert.is_not_nil(w.env:get("ConfigMap", "b-made"))
   end)
 end)
