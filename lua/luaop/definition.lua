@@ -223,6 +223,92 @@ local function capped(def, what, v, max, flag)
   return max
 end
 
+-- ---- the lines of a definition's fields ---------------------------------------
+-- (luaop --check's findings and the log line of an unknown field name the
+-- same line: the field's own, where its constructor sets it)
+
+-- The constructor (tables: core.check.fields grouped, id -> { name ->
+-- line }) not in taken whose fields are all keys of t, the most of them;
+-- of those, the one whose function fields are written where t's functions
+-- are defined (two constructors of the same fields, two definitions), then
+-- the first. Marked taken; its { name -> line }, or nil.
+function M.constructor(tables, t, taken)
+  local best, most, fits = nil, 0, -1
+  for id, fields in pairs(tables) do
+    if not taken[id] then
+      local n, all, fit = 0, true, 0
+      for name, line in pairs(fields) do
+        local v = rawget(t, name)
+        if v == nil then all = false break end
+        n = n + 1
+        if type(v) == "function" then
+          local ok, at = pcall(core.check.line, v)
+          if ok and at == line then fit = fit + 1 end
+        end
+      end
+      if all and n > 0 and (n > most or (n == most and (fit > fits or (fit == fits and id < best)))) then
+        best, most, fits = id, n, fit
+      end
+    end
+  end
+  if best then taken[best] = true end
+  return best and tables[best]
+end
+
+-- The lines of def's fields, from core.check.fields of the chunk that
+-- made it: { def = { name -> line }, watches = { [i] = { name -> line } } }.
+-- taken: the constructors other definitions took already (shared by the
+-- definitions of one chunk, in order).
+function M.field_lines(fields, def, taken)
+  local tables = {}
+  for _, f in ipairs(fields) do
+    tables[f.table] = tables[f.table] or {}
+    tables[f.table][f.name] = tables[f.table][f.name] or f.line
+  end
+  taken = taken or {}
+  local lines = { def = M.constructor(tables, def, taken) or {}, watches = {} }
+  for i, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
+    lines.watches[i] = type(w) == "table" and M.constructor(tables, w, taken) or {}
+  end
+  return lines
+end
+
+-- The chunk of the file that defined def, to read its fields' lines
+-- from: the function that called define when it is of that file, else
+-- the file compiled again (not run; only where the caller may wait: the
+-- file is read on the thread pool). nil when neither is to be had.
+local getinfo = debug and debug.getinfo
+local function chunk_of(def, level)
+  local f = def.reconcile
+  for _, h in ipairs(M.HANDLERS) do f = type(f) == "function" and f or def[h] end
+  if type(f) ~= "function" then return nil end
+  local ok, _, source = pcall(core.check.line, f)
+  if not ok or type(source) ~= "string" or source:sub(1, 1) ~= "@" then return nil end
+  local info = getinfo and getinfo(level + 1, "fS")
+  if info and info.source == source and info.what ~= "C" then return info.func end
+  if not coroutine.isyieldable() then return nil end
+  local text = core.fs.read(source:sub(2))
+  return text and load(text, source, "t", {}) or nil
+end
+
+-- "path:line" of each unknown field of def's problems (problem -> where),
+-- as luaop --check names it; where(def) for those it cannot find.
+local function unknown_lines(def, problems, level)
+  local out, lines, file = {}, nil, nil
+  local chunk = chunk_of(def, level + 1)
+  if chunk then
+    lines = M.field_lines(core.check.fields(chunk), def)
+    file = select(3, pcall(core.check.line, chunk)):sub(2)
+  end
+  local fallback = where(def)
+  fallback = fallback ~= "" and fallback:sub(1, -3) or nil
+  for _, p in ipairs(problems) do
+    local l = lines and (p.watch and (lines.watches[p.watch] or {})[p.field] or not p.watch and lines.def[p.field])
+    out[p] = l and ("%s:%d"):format(file, l) or fallback
+  end
+  return out
+end
+
 -- When set (luaop --check), define hands every definition and its
 -- problems to M.collect(def, problems) and returns it marked, problems and
 -- all, so that the script's top level runs on and each of its definitions
@@ -241,10 +327,11 @@ function M.define(def)
   for _, p in ipairs(problems) do
     if not p.unknown then error(where(def) .. p.message, 0) end
   end
+  -- (at the line of the field, as luaop --check says it)
+  local at = #problems > 0 and unknown_lines(def, problems, 2) or {}
   for _, p in ipairs(problems) do
-    local at = where(def)
     core.log.write("error", "controller", "a controller definition has a field luaop does not know: ignored", {
-      controller = def.name, problem = p.message, script = at ~= "" and at:sub(1, -3) or nil })
+      controller = def.name, problem = p.message, script = at[p] })
   end
   budgets[def] = {
     instructions = capped(def, "instructions", def.instructions or M.DEFAULT_INSTRUCTIONS, M.MAX_INSTRUCTIONS,

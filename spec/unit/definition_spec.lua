@@ -205,3 +205,93 @@ describe("luaop.definition", function()
     assert.is_nil(definition.bad_kind("v1beta1/Thing"))
   end)
 end)
+
+-- A field luaop does not know is logged by a running luaop and found by
+-- luaop --check: both name the field's own line (the log named the line of
+-- the definition's reconcile).
+describe("an unknown field's line", function()
+  local proc = require "support.proc"
+  local testing = require "luaop.testing"
+
+  local tail = [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "t",
+  resource = "v1/ConfigMap",
+  watchs = {},
+  watches = { { "v1/Secret",
+    lable_selector = "a=b",
+    map = function() end } },
+  reconcile = function(ctx, req)
+  end,
+}
+]]
+  -- two definitions of the same fields, made by a call that is no tail call
+  local two = [[
+local luaop = require "luaop"
+local defs = {
+  luaop.controller { name = "a", resource = "v1/ConfigMap", reconcile = function() end,
+    concurency = 2 },
+  luaop.controller { name = "b", resource = "v1/ConfigMap", reconcile = function() end,
+    concurency = 3 },
+}
+return defs
+]]
+
+  -- { "LINE problem" } as luaop --check says them
+  local function checked(path)
+    local _, out = proc.run { "build/luaop", "--check", path }
+    local got = {}
+    for line, msg in out:gmatch("[^\n]*:(%d+): (controller [^\n]*unknown field[^\n]*)") do got[#got + 1] = line .. " " .. msg end
+    table.sort(got)
+    return got
+  end
+
+  -- the same, as the kit's env:logs() has them
+  local function logged(path)
+    local env = testing.env { script = path }
+    finally(function() env:stop() end)
+    local got = {}
+    for _, l in ipairs(env:logs { msg = "^a controller definition has a field luaop does not know: ignored$" }) do
+      assert.are.equal(path, l.fields.script:match("^(.*):%d+$"))
+      got[#got + 1] = l.fields.script:match(":(%d+)$") .. " " .. l.fields.problem
+    end
+    table.sort(got)
+    return got
+  end
+
+  it("is the same in a running luaop's log (the kit's env:logs()) as in luaop --check's finding", function()
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local a, b = proc.write(dir, "tail.lua", tail), proc.write(dir, "two.lua", two)
+    assert.are.same({
+      "5 controller t: unknown field watchs (did you mean watches?)",
+      "7 controller t: watches[1]: unknown field lable_selector (did you mean label_selector?)",
+    }, checked(a))
+    assert.are.same(checked(a), logged(a))
+    assert.are.same({
+      "4 controller a: unknown field concurency (did you mean concurrency?)",
+      "6 controller b: unknown field concurency (did you mean concurrency?)",
+    }, checked(b))
+    assert.are.same(checked(b), logged(b))
+  end)
+
+  it("is the field's own line in luaop --script's log too", function()
+    local luaop = require "support.luaop"
+    local kube = require "support.kube"
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. dir) end)
+    local path = proc.write(dir, "tail.lua", tail)
+    local run = luaop.start({ path }, { offline = true })
+    finally(function()
+      run.stop(143)
+      run.cleanup()
+    end)
+    local err = kube.wait_for("both unknown fields logged", 10, function()
+      local _, n = run.stderr():gsub("a controller definition has a field luaop does not know: ignored", "")
+      return n >= 2 and run.stderr()
+    end)
+    assert.matches('unknown field watchs %(did you mean watches%?%)", "script": "[^"]*tail%.lua:5"', err)
+    assert.matches('unknown field lable_selector %(did you mean label_selector%?%)", "script": "[^"]*tail%.lua:7"', err)
+  end)
+end)

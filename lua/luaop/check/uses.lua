@@ -248,40 +248,13 @@ function M.events(text, at)
   return out
 end
 
--- The constructor whose fields are all keys of t, the most of them, among
--- tables (core.check.fields grouped: id -> { name -> line }) not yet taken.
-local function constructor(tables, t, taken)
-  local best, most = nil, 0
-  for id, fields in pairs(tables) do
-    if not taken[id] then
-      local n, all = 0, true
-      for name in pairs(fields) do
-        if rawget(t, name) == nil then all = false break end
-        n = n + 1
-      end
-      if all and (n > most or (n == most and best and id < best)) then best, most = id, n end
-    end
-  end
-  if best then taken[best] = true end
-  return best and tables[best]
-end
-
 -- For each definition, the lines of its fields: { [def] = { def =
 -- {name -> line}, watches = { [i] = {name -> line} } } } from
--- core.check.fields.
+-- core.check.fields (luaop.definition.field_lines: the lines a running
+-- luaop logs an unknown field at too).
 function M.field_lines(fields, defs)
-  local tables, taken, out = {}, {}, {}
-  for _, f in ipairs(fields) do
-    tables[f.table] = tables[f.table] or {}
-    tables[f.table][f.name] = tables[f.table][f.name] or f.line
-  end
-  for _, d in ipairs(defs) do
-    local lines = { def = constructor(tables, d, taken) or {}, watches = {} }
-    for i, w in ipairs(type(d.watches) == "table" and d.watches or {}) do
-      lines.watches[i] = type(w) == "table" and constructor(tables, w, taken) or {}
-    end
-    out[d] = lines
-  end
+  local taken, out = {}, {}
+  for _, d in ipairs(defs) do out[d] = definition.field_lines(fields, d, taken) end
   return out
 end
 
