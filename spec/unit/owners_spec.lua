@@ -174,8 +174,13 @@ return luaop.controller {
     local other = luaop.client { namespace = "kube-system" }
     local shared = open(other) == nil
     for i = 1, 10 do ws[i]:close() end -- closed: 10 places
+    -- (each one opened kept: one dropped would free its place whenever
+    -- the collector ran in this loop)
     local after_close = 0
-    for _ = 1, 20 do if open(c) then after_close = after_close + 1 end end
+    for _ = 1, 20 do
+      local w = open(c)
+      if w then after_close = after_close + 1; ws[#ws + 1] = w end
+    end
     -- one read to its end (the fake server ends each watch after two events)
     local w11 = ws[11]
     while w11:next() do end
