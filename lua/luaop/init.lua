@@ -27,6 +27,7 @@ local luaop = {
   requeue = definition.requeue,
   -- RFC 3339 times and the two clocks
   time = require "luaop.time",
+  conditions = require "luaop.conditions", -- status.conditions as apimachinery's meta.SetStatusCondition keeps them
   -- a logger: log:info(msg, {k = v}), :error, :debug; :with{k = v}
   logger = logging.logger,
   log = logging.logger("script"),
