@@ -14,8 +14,8 @@ describe("luaop", function()
     local names = {}
     for k in pairs(face) do names[#names + 1] = k end
     table.sort(names)
-    assert.are.same({ "array", "client", "controller", "controller_of", "copy", "is_error", "json", "log", "logger",
-      "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "time", "version" }, names)
+    assert.are.same({ "array", "client", "conditions", "controller", "controller_of", "copy", "is_error", "json", "log",
+      "logger", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "time", "version" }, names)
   end)
 
   it("gives each name from the module that holds it", function()
@@ -26,6 +26,7 @@ describe("luaop", function()
     assert.are.equal(object.controller_of, face.controller_of)
     assert.are.equal(object.set_controller, face.set_controller)
     assert.are.equal(require "luaop.time", face.time)
+    assert.are.equal(require "luaop.conditions", face.conditions)
     assert.are.equal(logging.logger, face.logger)
     assert.are.equal(client.is_error, face.is_error)
     assert.are.equal(core.json, face.json)

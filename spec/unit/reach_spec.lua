@@ -332,6 +332,10 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
     }, true)
     each("luaop.time", luaop.time, { { "parse", "2030-01-01T00:00:00Z" }, { "format", 0 }, { "format_micro", 0.5 },
       { "wall" }, { "monotonic" } }, true)
+    local obj = { metadata = { generation = 1 } }
+    each("luaop.conditions", luaop.conditions, { { "set", obj, { type = "Ready", status = "True", reason = "Done" } },
+      { "get", obj, "Ready" }, { "is_true", obj, "Ready" }, { "is_false", obj, "Ready" }, { "remove", obj, "Ready" },
+      { "set", obj, { type = "bad type" } } }, true)
     each("luaop.json", luaop.json, { { "decode", '{"a":[1,{}]}' }, { "encode", { a = luaop.array() } },
       { "array" }, { "is_array", {} }, { "peek", '{"a":1}', "a" }, { "decode_page", '{"items":[]}' } }, true)
     for n, cj in ipairs { cjson, cjson_safe, cjson.new(), cjson_safe.new() } do
@@ -441,6 +445,7 @@ describe("the reachability audit", function()
     methods("spawn", R["spawn 1"], offered)
     methods("luaop", package.loaded.luaop, offered)
     methods("luaop.time", package.loaded.luaop.time, offered)
+    methods("luaop.conditions", package.loaded.luaop.conditions, offered)
     methods("luaop.json", package.loaded.luaop.json, offered)
     local missed = {}
     for _, m in ipairs(offered) do

@@ -132,6 +132,13 @@ _G.xpcall function
 luaop table
 luaop.array function
 luaop.client function
+luaop.conditions table
+luaop.conditions.get function
+luaop.conditions.is_false function
+luaop.conditions.is_true function
+luaop.conditions.remove function
+luaop.conditions.set function
+luaop.conditions<metatable> boolean
 luaop.controller function
 luaop.controller_of function
 luaop.copy function
