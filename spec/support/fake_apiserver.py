@@ -52,11 +52,21 @@ Other label selectors name faults of the watch, the LIST staying the five
               as fast as it can, then ends
   stalllist   the first LIST's first page answers after 20 s (or when
               the client goes), the later ones at once
+  badlist     the first seven LISTs answer pages no API server sends (no
+              metadata; items a string, an object, missing; an item whose
+              namespace is an object; a Status with 200; a continue token
+              that comes again), each with "never-listed"; then the five
+  badwatch    the first four watches send an event no API server sends
+              (a namespace that is an object; another namespace than the
+              one watched; an empty name; a DELETED cut in half), then
+              ADDED "never-seen"; later ones ADDED "watch-after"
   stallwatch  the first watch sends its headers, then nothing for 20 s
               (or until the client goes), the later ones ADDED
               "watch-after"
 /control/times answers [[PATH, T], ...]: when each GET arrived (time.time()).
-/api/v1 is the discovery of configmaps.
+/api/v1 is the discovery of configmaps; /control/discovery?mode=M&times=N
+makes its next N answers faulty: mode shape (a resource with no name) or
+stall (no answer until the client goes, 60 s at most).
 Leases (/apis/coordination.k8s.io/v1/namespaces/default/leases, with
 its discovery) are kept: created (POST), read, replaced (PUT, a Conflict
 when the resourceVersion is not the stored one), patched (as is) and
@@ -94,6 +104,7 @@ times = []  # [path, time arrived] of each GET
 lease_rv = [100]
 counts = {}
 gone = set()
+discovery_fault = {"mode": None, "left": 0}  # /control/discovery: the next answers of /api/v1
 arrived = set()
 conns = {"now": 0, "max": 0}
 lock = threading.Lock()
@@ -344,9 +355,22 @@ class Handler(BaseHTTPRequestHandler):
             if lease is None:
                 return self.status(404, "NotFound", "no such lease")
             return self.reply(200, lease)
+        if path.startswith("/control/discovery?"):
+            opts = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&") if "=" in kv)
+            with lock:
+                discovery_fault["mode"], discovery_fault["left"] = opts.get("mode"), int(opts.get("times", "1"))
+            return self.reply(200, {})
         if path == "/api/v1":
-            return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-                {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}]})
+            with lock:
+                mode = discovery_fault["mode"] if discovery_fault["left"] > 0 else None
+                discovery_fault["left"] -= 1
+            if mode == "stall":
+                self.wait_gone("discovery", 60)
+                return None
+            resource = {"name": "configmaps", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]}
+            if mode == "shape":
+                del resource["name"]
+            return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [resource]})
         if path.startswith(PREFIX[:-1] + "?"):
             query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
             deep = query.get("labelSelector") == "deep"
@@ -379,6 +403,46 @@ class Handler(BaseHTTPRequestHandler):
                                '{"name":"f-%d","namespace":"default","resourceVersion":"%d"},"data":{"p":"%s"}}}'
                                % (i, 100 + i, pad))
                 return self.stream_fast(flood())
+            if fault == "badlist" and not watching:
+                # the W-th LIST's first page, W <= 7, a page no API server
+                # sends (then a page of "never-listed"); later ones as usual
+                with lock:
+                    if "continue" not in query:
+                        counts["list"] = counts.get("list", 0) + 1
+                    w = counts["list"]
+                item = '{"metadata":{"name":"never-listed","namespace":"default"}}'
+                bad = ['{"kind":"ConfigMapList","items":[%s]}' % item,
+                       '{"kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":"oops"}',
+                       '{"kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":{"a":%s}}' % item,
+                       '{"kind":"ConfigMapList","metadata":{"resourceVersion":"7"}}',
+                       '{"kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[%s,'
+                       '{"metadata":{"name":"x","namespace":{"a":1}}}]}' % item,
+                       '{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"message":"a Status with 200"}',
+                       # a continue token given again: a loop
+                       '{"kind":"ConfigMapList","metadata":{"continue":"same","resourceVersion":"7"},"items":[%s]}'
+                       % item]
+                if w <= len(bad):
+                    return self.raw(200, bad[w - 1].encode())
+            if fault == "badwatch" and watching:
+                # the W-th watch, W <= 4: an event no API server sends, then
+                # ADDED "never-seen" (not to be taken after it); later ones
+                # ADDED "watch-after"
+                with lock:
+                    counts["watch"] = counts.get("watch", 0) + 1
+                    w = counts["watch"]
+
+                def ev(typ, md):
+                    return json.dumps({"type": typ, "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}})
+                bad = [ev("ADDED", {"name": "ns-table", "namespace": {"x": 1}, "resourceVersion": "31"}),
+                       ev("ADDED", {"name": "intruder", "namespace": "kube-system", "resourceVersion": "32"}),
+                       ev("ADDED", {"name": "", "namespace": "default", "resourceVersion": "33"}),
+                       # a DELETED cut in half: its line ends early
+                       ev("DELETED", {"name": "cm-0", "namespace": "default", "resourceVersion": "34"})[:60]]
+                later = ev("ADDED", {"name": "never-seen", "namespace": "default", "resourceVersion": str(35 + w)})
+                if w <= len(bad):
+                    return self.stream([bad[w - 1], later])
+                return self.stream([ev("ADDED", {"name": "watch-after", "namespace": "default",
+                                                  "resourceVersion": str(40 + w)})])
             if fault == "stalllist" and not watching and "continue" not in query:
                 with lock:
                     counts["list"] = counts.get("list", 0) + 1

@@ -418,4 +418,72 @@ describe("luaop.informer", function()
     -- before: the tombstone of u1 stayed until the next relist
     assert.matches("kept\tu2\ttombstones\ttrue", out)
   end)
+  -- found by probing with a fake server of one's own (issue 28's hidden
+  -- probes): each took the informer's task down (a restart counted against
+  -- /healthz), emptied the cache behind a 200 /readyz, looped on a page, or
+  -- lost an event
+  it("lists again, after its backoff, when a LIST answers a page no API server sends (no metadata, items not a "
+    .. "list, an item whose namespace is not a string, a Status with 200, a continue token again), logging and "
+    .. "counting it, its task never ended", function()
+    local _, code, out, err = run_informer("badlist", [[
+      print("listed", inf:get("default", "cm-0") ~= nil, inf:get("default", "cm-4") ~= nil,
+        inf:get("default", "never-listed") ~= nil)
+      print("counted", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="MalformedList"}'))
+      inf:stop()
+    ]], "informer.MIN_BACKOFF = 0.05 -- seven failures in a row: 0.05 to 3.2 s, not 0.8 to 51")
+    assert.are.equal(0, code, err)
+    assert.matches("listed\ttrue\ttrue\tfalse", out)
+    assert.matches("counted\t7", out)
+    for _, why in ipairs { "a list with no metadata", "a list whose items are not a list",
+                           "a list whose items are missing", "a list with an item that has a namespace that is not a string",
+                           "a continue token again" } do
+      assert.matches("list/watch failed, listing again[^\n]*MalformedList[^\n]*the server sent " .. why:gsub("%p", "%%%0"), err)
+    end
+    assert.is_nil(err:find("a runtime task failed", 1, true), err)
+  end)
+
+  it("lists again when a watch sends an event no API server sends (a namespace that is not a string or not the "
+    .. "one watched, an empty name, a line cut short), never taking what followed it", function()
+    local _, code, out, err = run_informer("badwatch", [[
+      print("watched", cached("watch-after"), inf:get("default", "never-seen") ~= nil, inf:get("default", "") ~= nil,
+        inf:get("default", "cm-0") ~= nil, #inf:list())
+      print("counted", sample('luaop_watch_malformed_events_total{resource="v1/ConfigMap"}'))
+      inf:stop()
+    ]], "informer.MIN_BACKOFF = 0.05")
+    assert.are.equal(0, code, err)
+    -- cm-0 stays: the cut DELETED is not taken, and the LIST after it has it
+    assert.matches("watched\ttrue\tfalse\tfalse\ttrue\t6", out)
+    assert.matches("counted\t4", out)
+    for _, why in ipairs { "whose object has a namespace that is not a string",
+                           'whose object is in namespace \\"kube-system\\", not the \\"default\\" asked for',
+                           "whose object has no name", "unterminated string" } do
+      assert.matches("list/watch failed, listing again[^\n]*malformed watch event: [^\n]*" .. why:gsub("%p", "%%%0"), err)
+    end
+    assert.is_nil(err:find("a runtime task failed", 1, true), err)
+    assert.is_nil(err:find("skipping an object", 1, true), err)
+  end)
+
+  it("asks discovery again after its backoff when it answers a resource with no name, or does not answer within "
+    .. "its timeout (client-go's discovery: 32 s), its task never ended", function()
+    for _, mode in ipairs { "shape", "stall" } do
+      local server = fake.start()
+      finally(server.stop)
+      server.control("discovery?mode=" .. mode .. "&times=2")
+      local code, out, err = luaop.run(luaop.STATUS_MIB .. [[
+        local informer = require "luaop.informer"
+        informer.MIN_BACKOFF = 0.05
+        require("luaop.client").DISCOVERY_TIMEOUT = 1
+        local inf = informer.new("ConfigMap", { namespace = "default" })
+        inf:start()
+        inf:wait_synced()
+        print("synced", #inf:list())
+        inf:stop()
+      ]], { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+      assert.are.equal(0, code, err)
+      assert.matches("synced\t5", out)
+      assert.matches(mode == "shape" and "list/watch failed[^\n]*MalformedDiscovery[^\n]*a resource that has no name"
+        or "list/watch failed[^\n]*timed out", err)
+      assert.is_nil(err:find("a runtime task failed", 1, true), err)
+    end
+  end)
 end)

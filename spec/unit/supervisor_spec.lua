@@ -2,7 +2,9 @@
 -- logged with its traceback, counted and started again after a backoff;
 -- /readyz fails while an informer a controller needs is dead, and /healthz
 -- while tasks keep dying. The faults are put in by a trusted program (the
--- informer's watch made to raise), against the fake API server.
+-- informer's run made to raise: what goes wrong in a list or a watch is a
+-- list/watch failure, which does not end the task), against the fake API
+-- server.
 local luaop = require "support.luaop"
 local fake = require "support.fake"
 local kube = require "support.kube"
@@ -11,7 +13,7 @@ local proc = require "support.proc"
 local get = proc.http
 local serving = { "--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0" }
 
--- A program whose informer's watch raises `times` times (then works),
+-- A program whose informer's task raises `times` times (then works),
 -- running a controller of the fake server's ConfigMaps; before: Lua run
 -- first (supervisor is luaop.supervisor).
 local function program(times, before)
@@ -21,13 +23,14 @@ local supervisor = require "luaop.supervisor"
 %s
 local informer = require "luaop.informer"
 local Informer = getmetatable(informer.new("Secret", { client = {} })).__index
-local watch_once, raised = Informer.watch_once, 0
-function Informer.watch_once(self)
+local run, raised = Informer.run, 0
+function Informer.run(self)
   if raised < %d then
     raised = raised + 1
+    assert(self:relist()) -- (synced first: /readyz has a change to show)
     error("injected fault " .. raised)
   end
-  return watch_once(self)
+  return run(self)
 end
 return luaop.controller { name = "steady", resource = "v1/ConfigMap", namespace = "default",
   reconcile = function() end }

@@ -110,6 +110,68 @@ function M.of(fields)
   return setmetatable(fields, Error)
 end
 
+-- ---- answers of a shape the API server never sends ------------------------------
+-- (a broken proxy, a fake server: such an answer is an error for the
+-- request, never a value luaop goes on with; an informer lists again)
+
+-- A 2xx answer luaop cannot use: code, reason (MalformedList,
+-- MalformedDiscovery), what was wrong.
+function M.unusable(status, reason, why)
+  return setmetatable({ code = status or 200, reason = reason, message = "the server sent " .. why }, Error)
+end
+
+local function is_object(v) return type(v) == "table" and not json.is_array(v) end
+local function is_list(v) return type(v) == "table" and (json.is_array(v) or next(v) == nil) end
+
+-- What is wrong with an object's metadata as a list or a watch sends it
+-- (a name, a namespace that is the one asked for when one was), said of
+-- the object ("has no name"), or nil. ns: the namespace asked for (nil:
+-- all, or a cluster-scoped kind).
+function M.bad_metadata(md, ns, bookmark)
+  if not is_object(md) then return "has no metadata" end
+  local name, namespace, rv = rawget(md, "name"), rawget(md, "namespace"), rawget(md, "resourceVersion")
+  if not bookmark and (type(name) ~= "string" or name == "") then return "has no name" end
+  if namespace ~= nil and type(namespace) ~= "string" then return "has a namespace that is not a string" end
+  if ns and not bookmark and namespace ~= ns then
+    return ("is in namespace %q, not the %q asked for"):format(tostring(namespace), ns)
+  end
+  if rv ~= nil and type(rv) ~= "string" then return "has a resourceVersion that is not a string" end
+  return nil
+end
+
+-- What is wrong with a LIST's page (a ...List: metadata, items of objects
+-- each with a name), or nil. last: the last page, which must say the
+-- list's resourceVersion.
+function M.bad_page(page, ns, last)
+  if not is_object(page) then return "a list that is not an object" end
+  local md = rawget(page, "metadata")
+  if not is_object(md) then return "a list with no metadata" end
+  local items = rawget(page, "items")
+  if not is_list(items) then return "a list whose items are " .. (items == nil and "missing" or "not a list") end
+  for _, item in ipairs(items) do
+    local why = not is_object(item) and "is not an object" or M.bad_metadata(rawget(item, "metadata"), ns)
+    if why then return "a list with an item that " .. why end
+  end
+  if last and (type(rawget(md, "resourceVersion")) ~= "string" or md.resourceVersion == "") then
+    return "a list with no resourceVersion"
+  end
+  return nil
+end
+
+-- What is wrong with a group version's discovery (an APIResourceList:
+-- resources, each with a name, a kind and its scope), or nil.
+function M.bad_resources(list)
+  local resources = is_object(list) and rawget(list, "resources")
+  if not is_list(resources) then return "a resource list with no resources" end
+  for _, r in ipairs(resources) do
+    if not is_object(r) or type(r.name) ~= "string" or r.name == "" or type(r.kind) ~= "string"
+      or type(r.namespaced) ~= "boolean" then
+      return "a resource list with a resource that has no name, kind or scope"
+    end
+  end
+  return nil
+end
+
 -- ---- misuse: kinds as a script writes them ------------------------------------
 
 -- A value as a message about misuse shows it (as luaop.definition.shown).

@@ -81,8 +81,11 @@ local function gv_path(gv)
   return gv:find("/", 1, true) and "/apis/" .. gv or "/api/" .. gv
 end
 
+-- Seconds a discovery request may take (client-go's discovery client: 32).
+client.DISCOVERY_TIMEOUT = 32
+
 local function load_gv(gv)
-  local list, err = call("GET", gv_path(gv))
+  local list, err = call("GET", gv_path(gv), nil, nil, client.DISCOVERY_TIMEOUT)
   if not list then
     if err.code == 404 then
       groups[gv] = false
@@ -90,8 +93,10 @@ local function load_gv(gv)
     end
     return nil, err
   end
+  local bad = errors.bad_resources(list)
+  if bad then return nil, errors.unusable(200, "MalformedDiscovery", bad) end
   local kinds = {}
-  for _, r in ipairs(type(list) == "table" and list.resources or {}) do
+  for _, r in ipairs(list.resources) do
     if not r.name:find("/", 1, true) then
       kinds[r.kind] = { gv = gv, kind = r.kind, resource = r.name, namespaced = r.namespaced }
     end
@@ -116,11 +121,16 @@ end
 
 -- The preferred versions of the named groups the server serves.
 local function group_versions()
-  local list, err = call("GET", "/apis")
+  local list, err = call("GET", "/apis", nil, nil, client.DISCOVERY_TIMEOUT)
   if not list then return nil, err end
   local out = {}
-  for _, g in ipairs(type(list) == "table" and list.groups or {}) do
-    if g.preferredVersion then out[#out + 1] = g.preferredVersion.groupVersion end
+  for _, g in ipairs(type(list) == "table" and type(list.groups) == "table" and list.groups or {}) do
+    local pv = type(g) == "table" and g.preferredVersion
+    local gv = type(pv) == "table" and pv.groupVersion
+    if type(gv) ~= "string" or not gv:find("^[^/]+/[^/]+$") then
+      return nil, errors.unusable(200, "MalformedDiscovery", "a group list with a group that has no preferred version")
+    end
+    out[#out + 1] = gv
   end
   return out
 end
@@ -271,6 +281,7 @@ function client:list(kind, opts)
   end
   local items, pending = json.array(), start(nil)
   local list -- the last page
+  local tokens = {} -- the continue tokens seen: one again would be a loop
   repeat
     local text, status = answer(pending:wait())
     if not text then return nil, status end
@@ -278,6 +289,10 @@ function client:list(kind, opts)
     local page, derr
     if not perr then
       local continue = type(md) == "table" and md["continue"]
+      if type(continue) == "string" and continue ~= "" then
+        if tokens[continue] then return nil, errors.unusable(status, "MalformedList", "a continue token again") end
+        tokens[continue] = true
+      end
       pending = type(continue) == "string" and continue ~= "" and start(continue) or nil
       page, derr = decode(text)
       if page == nil then
@@ -296,7 +311,12 @@ function client:list(kind, opts)
       if pending then pending:cancel() end
       return nil, malformed(status, perr or derr)
     end
-    for _, item in ipairs(page.items or {}) do
+    local bad = errors.bad_page(page, ns, not pending)
+    if bad then
+      if pending then pending:cancel() end
+      return nil, errors.unusable(status, "MalformedList", bad)
+    end
+    for _, item in ipairs(page.items) do
       -- Items of a list carry no apiVersion/kind: give them theirs.
       item.apiVersion = item.apiVersion or r.gv
       item.kind = item.kind or r.kind
@@ -304,7 +324,7 @@ function client:list(kind, opts)
     end
     if opts.each_page then
       -- the next page is not wanted when this one's handler raises
-      local ok, herr = pcall(opts.each_page, page.items or {})
+      local ok, herr = pcall(opts.each_page, page.items)
       if not ok then
         if pending then pending:cancel() end
         error(herr, 0)
@@ -427,7 +447,7 @@ function client:watch(kind, opts)
   -- too, 30 s later at most: a server or proxy that stopped sending
   -- without closing (a stall) costs that, never an informer forever
   local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
-  return watch.open(path, limit, r.gv, r.kind)
+  return watch.open(path, limit, r.gv, r.kind, ns)
 end
 
 -- ---- the client --------------------------------------------------------------------

@@ -16,9 +16,9 @@ Watch.__index = Watch
 local EVENT_TYPES = { ADDED = true, MODIFIED = true, DELETED = true, BOOKMARK = true }
 
 -- Why a decoded watch event (not an ERROR) cannot be used, or nil: an
--- unknown type, an object that is not an object, or no metadata (a name
--- too, but for a BOOKMARK).
-local function malformed_event(ev)
+-- unknown type, an object that is not an object, metadata errors.bad_metadata
+-- refuses (a name, but for a BOOKMARK; a namespace that is the watched one).
+local function malformed_event(ev, ns)
   local typ, obj = rawget(ev, "type"), rawget(ev, "object")
   if type(typ) ~= "string" or not EVENT_TYPES[typ] then
     return ("an unknown type, %s"):format(type(typ) == "string" and ("%q"):format(typ:sub(1, 64)) or
@@ -27,12 +27,15 @@ local function malformed_event(ev)
   if type(obj) ~= "table" then
     return ("%s, whose object is %s"):format(typ, (obj == nil or obj == json.null) and "null" or "a " .. type(obj))
   end
-  local md = rawget(obj, "metadata")
-  if type(md) ~= "table" then return ("%s, whose object has no metadata"):format(typ) end
-  if typ ~= "BOOKMARK" and type(rawget(md, "name")) ~= "string" then
-    return ("%s, whose object has no name"):format(typ)
-  end
-  return nil
+  local why = errors.bad_metadata(rawget(obj, "metadata"), ns, typ == "BOOKMARK")
+  return why and ("%s, whose object %s"):format(typ, why)
+end
+
+-- Whether a decoder's error is one of its limits (nesting, a number out of
+-- range): JSON a server may send for an object luaop cannot hold, rather
+-- than a broken frame.
+local function a_limit(derr)
+  return type(derr) == "string" and (derr:find("^nesting") or derr:find("^number out of range")) ~= nil
 end
 
 -- luaop_watch_malformed_events_total of this watch's resource: one more.
@@ -59,8 +62,10 @@ function Watch:next()
   local ev, derr = decode(line)
   if type(ev) ~= "table" then
     local typ = json.peek(line, "type")
-    if type(typ) == "string" and json.peek(line, "object") == nil then
+    if a_limit(derr) and type(typ) == "string" and json.peek(line, "object") == nil then
       -- an event whose object does not decode: skipped, the watch goes on
+      -- (a cut or garbled line is no such event: it may have been a
+      -- DELETED, so it is malformed, below, and an informer lists again)
       skip_undecodable(self.gv, self.kind, line, derr, "object", "metadata")
       return self:next()
     end
@@ -75,7 +80,7 @@ function Watch:next()
     self.err = api_error(tonumber(st.code) or 500, st)
     return nil, self.err
   end
-  local why = malformed_event(ev)
+  local why = malformed_event(ev, self.namespace)
   if why then
     -- what comes after it cannot be trusted either: the watch ends, and an
     -- informer lists again (reason "MalformedEvent")
@@ -98,9 +103,11 @@ end
 Watch.__close = Watch.close
 
 -- A watch of path's stream (api.watch; ended by luaop after `limit`
--- seconds, when given), decoding gv/kind's events.
-function M.open(path, limit, gv, kind)
-  return setmetatable({ raw = core.api.watch { path = path, timeout = limit }, gv = gv, kind = kind }, Watch)
+-- seconds, when given), decoding gv/kind's events; ns: the namespace
+-- watched (nil: all, or a cluster-scoped kind).
+function M.open(path, limit, gv, kind, ns)
+  return setmetatable({ raw = core.api.watch { path = path, timeout = limit }, gv = gv, kind = kind,
+    namespace = ns }, Watch)
 end
 
 return M

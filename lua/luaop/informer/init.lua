@@ -64,7 +64,10 @@ function M.backoff() return backoffs.new(M) end
 local function failure_reason(err)
   local reason, code = err.reason, err.code
   if code == 410 or reason == "Expired" or reason == "Gone" then return "Expired" end
-  if reason == "MalformedEvent" or reason == "FrameTooLarge" or reason == "NoInitialEventsEnd" then return reason end
+  if reason == "MalformedEvent" or reason == "FrameTooLarge" or reason == "NoInitialEventsEnd"
+    or reason == "MalformedList" or reason == "MalformedDiscovery" or reason == "Internal" then
+    return reason
+  end
   if code == 429 then return "TooManyRequests" end
   if code == 0 then return "Transport" end
   return "Status"
@@ -341,6 +344,25 @@ local function rewatch(err)
   return err.code == 429 or (err.code == 0 and (err.reason == "TransportError" or err.reason == "Timeout"))
 end
 
+-- self:method(...)'s results; when it raises (an answer of a shape no
+-- check knew, a bug of luaop's), nil and an error of reason "Internal"
+-- with its traceback, its watch closed: a list/watch failure like any
+-- other (logged, counted, listed again after the backoff), not the death
+-- of the informer's task.
+local function guarded(self, method, ...)
+  local r = table.pack(xpcall(self[method], function(e)
+    return core.traceback(client.error_text(e), 2)
+  end, self, ...))
+  if r[1] then return table.unpack(r, 2, r.n) end
+  if self.watching then
+    self.watching:close()
+    self.watching = nil
+  end
+  local err = client.error(0, "the informer failed: " .. r[2])
+  err.reason = "Internal"
+  return nil, err
+end
+
 -- Run until stopped; call it in a task of its own (luaop.spawn). An
 -- informer that has listed already resumes watching from where it was.
 function Informer:run()
@@ -355,7 +377,7 @@ function Informer:run()
     if need_list and self.relists > 0 then self:relisted() end
     if need_list and self.stream and not list_now then
       local synced
-      synced, err = self:watch_list()
+      synced, err = guarded(self, "watch_list")
       if synced then need_list = false end
       local fallback = err and not synced and no_stream(err)
       if fallback == "now" then self:failed(failure_reason(err)) end
@@ -370,11 +392,14 @@ function Informer:run()
     else
       if need_list then
         local ok
-        ok, err = self:relist()
+        ok, err = guarded(self, "relist")
         need_list = not ok
         if ok then list_now = false end
       end
-      if not err and not self.stopped then err = self:watch_once() end
+      if not err and not self.stopped then
+        local ended, failed = guarded(self, "watch_once") -- (its error | nil, a raise's)
+        err = failed or ended
+      end
     end
     if err and not self.stopped then
       local reason = failure_reason(err)
