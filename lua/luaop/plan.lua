@@ -121,11 +121,29 @@ function M.plan(self, c, def)
       delete = function(o) M.deliver(self, c, "on_delete", o) end,
     })
   end
-  -- owned kinds: an event on an object enqueues its controller owner
+  -- owned kinds: an event on an object enqueues its controller owner, as
+  -- controller-runtime's EnqueueRequestForOwner: a controller reference of
+  -- the resource's group and kind (the version aside), the owner's key by
+  -- the resource's scope: the object's namespace and the owner's name, or
+  -- the name alone for a cluster-scoped owner (a Namespace owning the
+  -- ResourceQuota made for it), the key its own events have.
   local owner_kind = kind_name(def.resource)
   local function owner(o)
-    for _, ref in ipairs(o.metadata.ownerReferences or {}) do
-      if ref.controller and ref.kind == owner_kind then enqueue(req_key(o.metadata.namespace, ref.name)) end
+    local refs = o.metadata.ownerReferences
+    if type(refs) ~= "table" then return end
+    -- The resource as discovery has it, never asking the server (a handler
+    -- must not wait). Not yet known only before the resource's own cache
+    -- first resolved it, so before it listed: its sync will queue every
+    -- object of it, this owner among them, and nothing is lost by
+    -- enqueueing no guess (the child's namespace was the wrong one).
+    local r = self.client:resolve_seen(def.resource)
+    if not r then return end
+    local group = r.gv:match("^(.*)/[^/]*$") or ""
+    for _, ref in ipairs(refs) do
+      if type(ref) == "table" and ref.controller and ref.kind == owner_kind and type(ref.name) == "string"
+        and type(ref.apiVersion) == "string" and (ref.apiVersion:match("^(.*)/[^/]*$") or "") == group then
+        enqueue(req_key(r.namespaced and o.metadata.namespace or nil, ref.name))
+      end
     end
   end
   for _, kind in ipairs(def.owns or {}) do

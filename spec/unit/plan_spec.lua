@@ -1,7 +1,8 @@
 -- luaop.plan: what a controller subscribes to. Events of its resource
 -- enqueue the object; of an owned kind, the object's controller owner (by
--- its controller reference, of the controller's kind); of a watched kind,
--- what the watch's map names. Through the test kit.
+-- its controller reference, of the controller's group and kind, keyed by
+-- the owner's scope); of a watched kind, what the watch's map names.
+-- Through the test kit.
 local testing = require "luaop.testing"
 local plan = require "luaop.plan"
 local proc = require "support.proc"
@@ -120,5 +121,82 @@ return luaop.controller {
     end
     assert.are.equal(4, #t.env:logs { msg = "^event handler failed$" })
     assert.are.equal(3, #keys())
+  end)
+end)
+
+-- Issue 32, item 8: an owned object's event enqueued its controller owner
+-- under the object's own namespace, so a cluster-scoped owner (a Namespace
+-- owning the ResourceQuota made for it) got a key no cache answers
+-- ("team-a/team-a": ctx:get said NotFound, a deleted quota was never made
+-- again) beside its own ("team-a"), two keys of one object; and an owner
+-- of the same kind in another API group enqueued it too. As
+-- controller-runtime's EnqueueRequestForOwner: the owner's group and kind,
+-- and its scope from discovery.
+local QUOTAS = [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "quotas", resource = "v1/Namespace", owns = { "v1/ResourceQuota" }, concurrency = 2,
+  reconcile = function(ctx, req)
+    ctx.log:info("reconciled", { key = (req.namespace or "") .. "/" .. req.name })
+    local ns = ctx:get("Namespace", req)
+    if not ns or not (ns.metadata.labels or {}).team then return end
+    if not ctx:get("ResourceQuota", "team-quota", ns.metadata.name) then
+      assert(ctx:create(luaop.set_controller({ apiVersion = "v1", kind = "ResourceQuota",
+        metadata = { name = "team-quota", namespace = ns.metadata.name }, spec = { hard = { pods = "10" } } }, ns)))
+    end
+  end,
+}
+]]
+
+describe("an owned object's cluster-scoped owner", function()
+  local t = kit.per_test(before_each, after_each)
+
+  local function keys()
+    local seen, out = {}, {}
+    for _, l in ipairs(t.env:logs { msg = "^reconciled$" }) do
+      if not seen[l.fields.key] then seen[l.fields.key], out[#out + 1] = true, l.fields.key end
+    end
+    table.sort(out)
+    return out
+  end
+  local function reconciles(key)
+    local n = 0
+    for _, l in ipairs(t.env:logs { msg = "^reconciled$" }) do n = n + (l.fields.key == key and 1 or 0) end
+    return n
+  end
+
+  it("is enqueued by name alone, one key per Namespace: a deleted ResourceQuota it owns is made again", function()
+    t.env = testing.env { script = proc.write(t.dir, "quotas.lua", QUOTAS) }
+    assert(t.env:create { apiVersion = "v1", kind = "Namespace", metadata = { name = "team-a", labels = { team = "a" } } })
+    local quota = t.env:get("ResourceQuota", "team-quota", "team-a")
+    assert.is_not_nil(quota)
+    assert.are.same({ { apiVersion = "v1", kind = "Namespace", name = "team-a", uid = t.env:get("Namespace", "team-a").metadata.uid,
+      controller = true, blockOwnerDeletion = true } }, quota.metadata.ownerReferences)
+    assert(t.env:delete("ResourceQuota", { namespace = "team-a", name = "team-quota" }))
+    local again = t.env:get("ResourceQuota", "team-quota", "team-a")
+    assert.is_not_nil(again, "the deleted ResourceQuota was not made again")
+    assert.are_not.equal(quota.metadata.uid, again.metadata.uid)
+    assert.are.equal(2, #t.env:actions { verb = "create", kind = "ResourceQuota" })
+    -- one key for each Namespace, with no namespace: never "team-a/team-a"
+    assert.are.same({ "/default", "/kube-node-lease", "/kube-public", "/kube-system", "/team-a" }, keys())
+    assert.is_true(reconciles("/team-a") >= 3) -- created; its quota created; its quota deleted
+  end)
+
+  it("is matched by group and kind: an owner reference to a Namespace of another API group enqueues nothing", function()
+    t.env = testing.env { script = proc.write(t.dir, "quotas.lua", QUOTAS) }
+    assert(t.env:create { apiVersion = "v1", kind = "Namespace", metadata = { name = "other" } })
+    local before = reconciles("/other") + reconciles("other/other")
+    assert.are.equal(1, before)
+    assert(t.env:create { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "foreign", namespace = "other",
+      ownerReferences = { { apiVersion = "example.com/v1", kind = "Namespace", name = "other", uid = "u-foreign",
+        controller = true } } } })
+    assert.are.equal(before, reconciles("/other") + reconciles("other/other"))
+    -- the core group's Namespace does enqueue it (the same event, its own group)
+    local ns = t.env:get("Namespace", "other")
+    assert(t.env:create { apiVersion = "v1", kind = "ResourceQuota", metadata = { name = "mine", namespace = "other",
+      ownerReferences = { { apiVersion = "v1", kind = "Namespace", name = "other", uid = ns.metadata.uid,
+        controller = true } } } })
+    assert.are.equal(before + 1, reconciles("/other"))
+    assert.are.equal(0, reconciles("other/other"))
   end)
 end)
