@@ -10,17 +10,16 @@ local kind_name, shown = definition.kind_name, definition.shown
 
 local M = {}
 
--- The methods of every ctx. Its metatable is shared and holds only the
--- method table, which holds only functions: indexing a ctx yields a method,
--- never a table of luaop's (with Ctx.__index = Ctx, ctx.__index was Ctx
--- itself, and a script that changed it changed every script's ctx).
+-- The methods of every ctx. Its shared metatable holds only the method
+-- table, which holds only functions: indexing a ctx yields a method, never
+-- a table of luaop's (with Ctx.__index = Ctx, a script that changed
+-- ctx.__index changed every script's ctx).
 local Ctx = {}
 local ctx_mt = { __index = Ctx, __metatable = false }
 
 -- What a context works with (the manager, the shared client, the
--- controller) is kept here, out of the script's reach: ctx itself holds
--- only ctx.log, so a script cannot reach another's caches, controllers or
--- client through it.
+-- controller), out of the script's reach: ctx holds only ctx.log, so no
+-- script reaches another's caches, controllers or client through it.
 local private = setmetatable({}, { __mode = "k" })
 
 -- Whether kind, as a script writes it, is the kind of informer entry e.
@@ -34,8 +33,7 @@ end
 -- several, one the controller subscribes to: Manager:cache_for). Else, for
 -- the controller's own kind, its cache, selectors and all (what they leave
 -- out reads as absent, as with controller-runtime's cache selectors).
--- (Private: the informer is shared with every controller that watches its
--- kind, other scripts' among them, so it never reaches a script.)
+-- (Private: the informer is every watching controller's, other scripts'.)
 local function cache(self, kind, q)
   local inf = private[self].manager:cache_for(kind, q or {}, private[self].controller)
   if inf then return inf end
@@ -109,6 +107,16 @@ local function uncached(self, form, kind)
   return ("%s: kind %s is not served as far as luaop knows%s: it is none of Kubernetes %s's kinds or those "
     .. "discovery found, and no cache holds it; %s"):format(form, kind,
     near and (" (did you mean %s?)"):format(near) or "", discovery.kubernetes, why)
+end
+
+-- After a ctx method's client call: a kind the API server has no resource
+-- for raised at the script's line, with the nearest kind served (as a
+-- NotFound, `if not obj then return end` would take a typo for a deletion).
+local function no_such_kind(self, form, kind, err)
+  local m = type(err) == "table" and rawget(err, "code") == 404 and rawget(err, "message")
+  if type(m) ~= "string" or not m:find("^the server has no resource for kind") then return end
+  local near = uncached(self, form, kind):match(" %(did you mean [^)]+%?%)")
+  error(("%s: %s%s: a kind the API server serves is needed"):format(form, m, near or ""), 3)
 end
 
 -- The NotFound a cache read answers with, as the API server words it.
@@ -196,7 +204,9 @@ function Ctx:get(kind, req, ns)
   if obj ~= nil then return copy(obj) end -- a copy: what the reconcile changes is not the cache's until written
   if answered then return nil, not_found(kind, name) end
   if not coroutine.isyieldable() then error(uncached(self, "ctx:get(kind, name_or_req [, namespace])", kind), 2) end
-  return private[self].client:get(kind, name, ns)
+  local o, err = private[self].client:get(kind, name, ns)
+  no_such_kind(self, "ctx:get(kind, name_or_req [, namespace])", kind, err)
+  return o, err
 end
 
 -- The type ctx:list's option k must have, nil when there is no such option.
@@ -275,6 +285,7 @@ function Ctx:list(kind, opts)
       namespace = opts.namespace, all_namespaces = opts.namespace == nil,
       label_selector = opts.label_selector, field_selector = opts.field_selector,
     })
+    no_such_kind(self, "ctx:list(kind [, opts])", kind, err)
     if not list then return nil, err end
     items = {}
     for _, o in ipairs(list.items) do
@@ -314,6 +325,7 @@ function Ctx:create(obj, opts)
   local bad = bad_object("create", obj, opts)
   if bad then error(bad, 2) end
   local res, err = private[self].client:create(obj, opts)
+  no_such_kind(self, "ctx:create(obj [, opts])", obj.apiVersion .. "/" .. obj.kind, err)
   if not res then return nil, err end
   if opts and opts.dry_run then return res end -- nothing was written
   return written(self, obj.apiVersion .. "/" .. obj.kind, res)
@@ -324,6 +336,7 @@ for _, verb in ipairs { "update", "update_status", "apply" } do
     local bad = bad_object(verb, obj, opts)
     if bad then error(bad, 2) end
     local res, err = private[self].client[verb](private[self].client, obj, opts)
+    no_such_kind(self, ("ctx:%s(obj [, opts])"):format(verb), obj.apiVersion .. "/" .. obj.kind, err)
     if not res then return nil, err end
     return written(self, obj.apiVersion .. "/" .. obj.kind, res)
   end
@@ -354,6 +367,7 @@ function Ctx:patch(kind, req, ns, patch, opts)
     error(misuse(form, 'opts.type must be "merge", "json" or "strategic"', t), 2)
   end
   local res, err = private[self].client:patch(kind, name, patch, in_namespace(opts, ns))
+  no_such_kind(self, form, kind, err)
   if not res then return nil, err end
   return written(self, kind, res)
 end
@@ -381,6 +395,7 @@ function Ctx:delete(kind, req, ns, opts)
     for k, v in pairs(opts) do o[k] = v end
     o.preconditions = o.preconditions or { uid = md.uid, resourceVersion = md.resourceVersion }
     local res, err = private[self].client:delete(kind, { namespace = ns, name = name }, o)
+    no_such_kind(self, "ctx:delete(obj [, opts])", kind, err)
     if not res then
       -- gone already: the API server's NotFound for this object (one for
       -- a kind it does not serve, a typo in apiVersion, is no such answer)
@@ -399,6 +414,7 @@ function Ctx:delete(kind, req, ns, opts)
   if not name then error(ns, 2) end
   local c = private[self].client
   local res, err = c:delete(kind, name, in_namespace(opts, ns))
+  no_such_kind(self, "ctx:delete(kind, name_or_req [, namespace] [, opts])", kind, err)
   if not res then return nil, err end
   if ns == nil then -- the namespace the client deleted in (its kind resolved: that never waits now)
     local r = c:resolve(kind)

@@ -192,6 +192,20 @@ function M.problems(def)
     end
     if type(w) == "table" then unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i) end
   end
+  -- (a selector is Kubernetes' text: "team=a,tier in (small,large)")
+  local function selectors(t, i)
+    for _, f in ipairs { "namespace", "label_selector", "field_selector" } do
+      if t[f] ~= nil and type(t[f]) ~= "string" then
+        fail(f, "controller %s: %s%s must be a string%s, got %s", name, i and ("watches[%d]."):format(i) or "", f,
+          f == "namespace" and "" or ' such as "team=a,tier in (small,large)"', M.shown(t[f]))
+        out[#out].watch = i
+      end
+    end
+  end
+  selectors(def)
+  for i, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
+    if type(w) == "table" then selectors(w, i) end
+  end
   if def.instructions ~= nil and (math.type(def.instructions) ~= "integer" or def.instructions < 1) then
     fail("instructions", "controller %s: instructions must be an integer >= 1", name)
   end
@@ -281,6 +295,17 @@ local getinfo = debug and debug.getinfo
 local function chunk_of(def, level)
   local f = def.reconcile
   for _, h in ipairs(M.HANDLERS) do f = type(f) == "function" and f or def[h] end
+  if type(f) ~= "function" then -- (any function of it: a misspelt reconcile's)
+    local names = {}
+    for k, v in pairs(def) do
+      if type(v) == "function" and type(k) == "string" then names[#names + 1] = k end
+    end
+    table.sort(names)
+    f = def[names[1]]
+    for _, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
+      f = type(f) == "function" and f or type(w) == "table" and w.map
+    end
+  end
   if type(f) ~= "function" then return nil end
   local ok, _, source = pcall(core.check.line, f)
   if not ok or type(source) ~= "string" or source:sub(1, 1) ~= "@" then return nil end
@@ -291,19 +316,23 @@ local function chunk_of(def, level)
   return text and load(text, source, "t", {}) or nil
 end
 
--- "path:line" of each unknown field of def's problems (problem -> where),
--- as luaop --check names it; where(def) for those it cannot find.
-local function unknown_lines(def, problems, level)
-  local out, lines, file = {}, nil, nil
+-- "path:line" of each of def's problems (problem -> where), as luaop
+-- --check names it: its field's line; for a field the definition lacks
+-- (no reconcile), the line of its first field; where(def) for those it
+-- cannot find.
+local function problem_lines(def, problems, level)
+  local out, lines, file, first = {}, nil, nil, nil
   local chunk = chunk_of(def, level + 1)
   if chunk then
     lines = M.field_lines(core.check.fields(chunk), def)
     file = select(3, pcall(core.check.line, chunk)):sub(2)
+    for _, l in pairs(lines.def) do first = math.min(first or l, l) end
   end
   local fallback = where(def)
   fallback = fallback ~= "" and fallback:sub(1, -3) or nil
   for _, p in ipairs(problems) do
     local l = lines and (p.watch and (lines.watches[p.watch] or {})[p.field] or not p.watch and lines.def[p.field])
+    l = l or (lines and not p.watch and not p.unknown and first)
     out[p] = l and ("%s:%d"):format(file, l) or fallback
   end
   return out
@@ -324,11 +353,19 @@ function M.define(def)
   end
   -- an unknown field is logged, not refused: a reload that only adds one
   -- (a field of a newer luaop, a typo) keeps the new version serving
+  -- (each at the line of its field, as luaop --check says it)
+  local at = #problems > 0 and type(def) == "table" and problem_lines(def, problems, 2) or {}
   for _, p in ipairs(problems) do
-    if not p.unknown then error(where(def) .. p.message, 0) end
+    if not p.unknown then
+      -- a field missing, with the unknown fields beside it: a misspelt
+      -- reconcile is the likely cause of a missing one
+      local text = { (at[p] and at[p] .. ": " or "") .. p.message }
+      for _, q in ipairs(type(def) == "table" and p.field and def[p.field] == nil and problems or {}) do
+        if q.unknown then text[#text + 1] = (at[q] and at[q] .. ": " or "") .. q.message end
+      end
+      error(table.concat(text, "; "), 0)
+    end
   end
-  -- (at the line of the field, as luaop --check says it)
-  local at = #problems > 0 and unknown_lines(def, problems, 2) or {}
   for _, p in ipairs(problems) do
     core.log.write("error", "controller", "a controller definition has a field luaop does not know: ignored", {
       controller = def.name, problem = p.message, script = at[p] })

@@ -77,6 +77,21 @@ end
 -- one key while its clock stands still): on_reconcile(controller, key).
 M.on_reconcile = nil
 
+-- A reconcile's error that names no line of its script (raised at level 2
+-- by a call in a `return`, a tail call whose frame is gone, so naming
+-- luaop's own line; or of luaop's making: what reconcile returned) put at
+-- the reconcile's own line, saying whose: "op.lua:12: (controller x's
+-- reconcile) requeue_after needs ...".
+local function located(c, f, text)
+  local ok, line, source = pcall(core.check.line, f)
+  if not ok or type(source) ~= "string" or source:sub(1, 1) ~= "@" then return text end
+  local file = source:sub(2)
+  if text:sub(1, #file + 1) == file .. ":" then return text end
+  local inner = text:match("^lua/luaop/[%w_/]+%.lua:%d+: (.*)$") or text:match("^%./lua/luaop/[%w_/]+%.lua:%d+: (.*)$")
+  if not inner and text:match("^[^\n]-%.lua:%d+: ") then return text end -- another file of the script's: its line
+  return ("%s:%d: (controller %s's reconcile) %s"):format(file, line, c.name, inner or text)
+end
+
 local function reconcile_one(self, c, key)
   local def = c.def -- this reconcile runs the code it started with
   if M.on_reconcile then M.on_reconcile(c.name, key) end
@@ -109,6 +124,7 @@ local function reconcile_one(self, c, key)
   m.active:set(c.active)
   self.idle:signal()
   local result = "success"
+  if not ok and type(res) == "string" then res = located(c, def.reconcile, res) end
   if not ok then
     -- as controller-runtime counts a panic: an error too; an API error
     -- the reconcile raised is an error only

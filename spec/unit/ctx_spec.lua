@@ -43,15 +43,17 @@ return luaop.controller { name = "watch", resource = "v1/ConfigMap",
 local luaop = require "luaop"
 return luaop.controller { name = "typo", resource = "v1/Secret",
   reconcile = function(ctx, req)
-    local ok, err = ctx:delete { apiVersion = "bogus.example.com/v1", kind = "ConfigMap",
-      metadata = { namespace = "default", name = "victim" } }
-    ctx.log:info("typo delete", { ok = ok ~= nil, reason = err and err.reason })
+    -- (it raises: a kind the API server does not serve is a typo)
+    local ok, err = pcall(ctx.delete, ctx, { apiVersion = "bogus.example.com/v1", kind = "ConfigMap",
+      metadata = { namespace = "default", name = "victim" } })
+    ctx.log:info("typo delete", { ok = ok, err = tostring(err) })
   end }
 ]]) } }
     t.env:create(cm("victim"))
     assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "go", namespace = "default" } })
     local d = t.env:logs { msg = "^typo delete$" }[1]
-    assert.are.same({ false, "NotFound" }, { d.fields.ok, d.fields.reason })
+    assert.is_false(d.fields.ok)
+    assert.matches("the server has no resource for kind bogus%.example%.com/v1/ConfigMap", d.fields.err)
     local cmv = t.env:get("ConfigMap", "victim")
     cmv.data = { touched = "yes" }
     assert(t.env:update(cmv)) -- its event still reaches the cache: no tombstone
@@ -670,5 +672,47 @@ return luaop.controller { name = "misuse", resource = "v1/Secret",
         "^ctx:event%(obj, type, reason, note %[, action%]%): obj must be the object the Event is about, with apiVersion, "
           .. "kind and metadata.name, got a table$" },
     }
+  end)
+end)
+
+-- issue 31's second trial: a typo in a kind read as "the object is gone"
+describe("a kind the API server does not serve", function()
+  local t = kit.per_test(before_each, after_each)
+
+  it("raises at the script's line in a reconcile, with the nearest kind served, for reads and writes alike",
+    function()
+    t.env = testing.env { script = proc.write(t.dir, "k.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "k", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name == "get" then
+      local d = ctx:get("apps/v1/Deploymnet", "x")
+      if not d then return end
+    elseif req.name == "list" then
+      ctx:list("v1/Secrett")
+    elseif req.name == "create" then
+      ctx:create { apiVersion = "v1", kind = "ConfigMpa", metadata = { name = "c", namespace = "default" } }
+    else
+      ctx:delete("v1/Podd", "p")
+    end
+  end,
+}
+]]) }
+    for _, name in ipairs { "get", "list", "create", "delete" } do assert(t.env:create(kit.cm(name))) end
+    local got = {}
+    for _, l in ipairs(t.env:logs { msg = "^Reconciler error$" }) do
+      got[l.fields.name] = l.fields.error:match("^[^\n]*")
+    end
+    local at = t.dir .. "/k.lua:"
+    assert.are.same({
+      get = at .. "5: ctx:get(kind, name_or_req [, namespace]): the server has no resource for kind "
+        .. "apps/v1/Deploymnet (did you mean apps/v1/Deployment?): a kind the API server serves is needed",
+      list = at .. "8: ctx:list(kind [, opts]): the server has no resource for kind v1/Secrett (did you mean "
+        .. "v1/Secret?): a kind the API server serves is needed",
+      create = at .. "10: ctx:create(obj [, opts]): the server has no resource for kind v1/ConfigMpa (did you mean "
+        .. "v1/ConfigMap?): a kind the API server serves is needed",
+      delete = at .. "12: ctx:delete(kind, name_or_req [, namespace] [, opts]): the server has no resource for kind "
+        .. "v1/Podd (did you mean v1/Pod?): a kind the API server serves is needed",
+    }, got)
   end)
 end)

@@ -295,3 +295,57 @@ return defs
     assert.matches('unknown field lable_selector %(did you mean label_selector%?%)", "script": "[^"]*tail%.lua:7"', err)
   end)
 end)
+
+-- issue 31's second trial: the kit's load errors said less than --check
+describe("a refused definition", function()
+  local proc = require "support.proc"
+  local testing = require "luaop.testing"
+  local kit = require "support.kit"
+  local t = kit.per_test(before_each, after_each)
+
+  -- the error testing.env raises for the script text, and --check's findings
+  local function refused(text)
+    local path = proc.write(t.dir, "op.lua", text)
+    local ok, err = pcall(testing.env, { script = path })
+    assert.is_false(ok)
+    local _, out = proc.run { "build/luaop", "--check", path }
+    return tostring(err), out, path
+  end
+
+  it("names the field's line in the kit as --check does, the unknown fields beside a missing reconcile, and no "
+    .. "traceback of luaop's own files", function()
+    local err, out, path = refused [[
+local luaop = require "luaop"
+
+return luaop.controller {
+  name = "typo",
+  resource = "v1/ConfigMap",
+  reconcille = function(ctx, req)
+  end,
+}
+]]
+    assert.are.equal(path .. ":4: controller typo needs a reconcile function (or on_add, on_update, on_delete "
+      .. "handlers); " .. path .. ":6: controller typo: unknown field reconcille (did you mean reconcile?)", err)
+    assert.matches(path:gsub("%p", "%%%0") .. ":6: controller typo: unknown field reconcille", out)
+  end)
+
+  it("refuses a selector or namespace that is not a string at its line, in the kit and in --check", function()
+    local err, out, path = refused [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "sel",
+  resource = "v1/ConfigMap",
+  label_selector = { tier = "small" },
+  watches = { { "v1/Secret", namespace = 3, map = function() end } },
+  reconcile = function(ctx, req)
+  end,
+}
+]]
+    local want = path .. ':5: controller sel: label_selector must be a string such as "team=a,tier in (small,large)", '
+      .. "got a table"
+    assert.are.equal(want, err)
+    assert.matches(want:gsub("%p", "%%%0"), out)
+    assert.matches(path:gsub("%p", "%%%0") .. ":6: controller sel: watches%[1%]%.namespace must be a string, got the "
+      .. "number 3", out)
+  end)
+end)

@@ -523,3 +523,32 @@ end)
     assert.matches("no %*_spec%.lua or %*_test%.lua", err)
   end)
 end)
+
+-- issue 31's second trial: env:delete("ConfigMap", "x", "other") deleted in
+-- the env's namespace, and env:patch read the namespace as the patch
+describe("the test kit's writes", function()
+  local t = kit.per_test(before_each, after_each)
+
+  it("take ctx's argument order: env:delete(kind, name [, namespace] [, opts]), "
+    .. "env:patch(kind, name [, namespace], patch [, opts]), or a request", function()
+    t.env = testing.env { objects = {
+      { apiVersion = "v1", kind = "Namespace", metadata = { name = "other" } },
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "x", namespace = "other" } },
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "x", namespace = "default" } },
+      { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "y", namespace = "other" } },
+    } }
+    assert(t.env:patch("ConfigMap", "x", "other", { data = { a = "1" } }))
+    assert(t.env:patch("ConfigMap", "x", { data = { b = "2" } }, { type = "merge" }))
+    assert.are.same({ a = "1" }, t.env:get("ConfigMap", "x", "other").data)
+    assert.are.same({ b = "2" }, t.env:get("ConfigMap", "x").data)
+    assert(t.env:delete("ConfigMap", "x", "other"))
+    assert.is_nil(t.env:get("ConfigMap", "x", "other"))
+    assert.is_not_nil(t.env:get("ConfigMap", "x"))
+    assert(t.env:delete("ConfigMap", { namespace = "other", name = "y" }, { propagation = "Foreground" }))
+    assert.is_nil(t.env:get("ConfigMap", "y", "other"))
+    local ok, err = pcall(t.env.delete, t.env, "ConfigMap", { namespace = "other", name = "z" }, "other")
+    assert.is_false(ok)
+    assert.matches("testkit_spec%.lua:%d+: env:delete%(kind, name_or_req %[, namespace%] %[, opts%]%): a request "
+      .. "names its namespace: no third argument", err)
+  end)
+end)

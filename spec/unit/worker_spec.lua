@@ -101,4 +101,29 @@ return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "de
     assert.is_true(ok2, err2)
     assert.are.equal(0, spawned)
   end)
+  it("puts a reconcile's error that names no line of its script at the reconcile's own line, saying whose "
+    .. "(a marker misused in a return, a wrong value returned)", function()
+    t.env = testing.env { script = proc.write(t.dir, "r.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "r", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req)
+    if req.name == "fn" then return luaop.requeue_after end
+    if req.name == "n" then return 30 end
+    return luaop.requeue_after("abc")
+  end,
+}
+]]) }
+    for _, name in ipairs { "abc", "fn", "n" } do assert(t.env:create(kit.cm(name))) end
+    local got = {}
+    for _, l in ipairs(t.env:logs { msg = "^Reconciler error$" }) do
+      got[l.fields.name] = l.fields.error:match("^[^\n]*")
+    end
+    local at = t.dir .. "/r.lua:4: (controller r's reconcile) "
+    assert.are.same({
+      abc = at .. 'requeue_after needs a number of seconds >= 0, got the string "abc"',
+      fn = at .. "reconcile returned a function: return nothing, luaop.requeue_after(seconds) or luaop.requeue()",
+      n = at .. "reconcile returned a number: return nothing, luaop.requeue_after(seconds) or luaop.requeue()",
+    }, got)
+  end)
 end)

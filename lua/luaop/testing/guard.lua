@@ -93,6 +93,26 @@ function M.is_kit(source)
 end
 local is_kit = M.is_kit
 
+-- text without its stack tracebacks that show only luaop's own frames
+-- (a definition refused at load: the message names the script's line, and
+-- a traceback of luaop's files says nothing more to the script's author).
+local LUAOP = KIT and KIT:sub(2):gsub("testing/$", "") -- "lua/luaop/"
+function M.trim(text)
+  if type(text) ~= "string" or not LUAOP then return text end
+  local parts = {}
+  for part in (text .. "\nstack traceback:\n"):gmatch("(.-)\nstack traceback:\n") do parts[#parts + 1] = part end
+  local out = { parts[1] }
+  for i = 2, #parts do
+    local own = true
+    for l in parts[i]:gmatch("[^\n]+") do
+      local f = l:match("^%s*(.-)%s*$")
+      if not (f:sub(1, 3) == "[C]" or f:sub(1, #LUAOP) == LUAOP or f == "(...tail calls...)") then own = false end
+    end
+    if not own then out[#out + 1] = parts[i] end
+  end
+  return table.concat(out, "\nstack traceback:\n")
+end
+
 -- "file:line: " of the first caller outside the kit, or "".
 function M.where()
   for level = 2, 64 do

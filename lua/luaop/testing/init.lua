@@ -72,7 +72,7 @@ local current -- the environment that holds the transport
 local function in_task(fn, ...)
   local res
   core.task.spawn(function(...) res = table.pack(xpcall(fn, function(e)
-    if type(e) == "string" then return core.traceback(e, 2) end
+    if type(e) == "string" then return guard.trim(core.traceback(e, 2)) end
     return e
   end, ...)) end, ...)
   guard.run(current, current and current.stopping and { unguarded = true } or nil)
@@ -237,7 +237,7 @@ function Env:load(path, text)
   text = text or paths.read(path)
   local defs, owner = in_task(function()
     local d, err = script.load(path, text)
-    if not d then error(err, 0) end
+    if not d then error(guard.trim(err), 0) end
     return d, err
   end)
   -- a kind the API server does not serve is an error now, not a cache that
@@ -330,8 +330,31 @@ local function as_test(self, verb, ...)
   end, ...)
 end
 
-for _, verb in ipairs { "create", "update", "update_status", "patch", "apply", "delete" } do
+for _, verb in ipairs { "create", "update", "update_status", "apply" } do
   Env[verb] = function(self, ...) return as_test(self, verb, ...) end
+end
+
+-- (kind, name_or_req [, namespace]) as ctx takes it, as the client's
+-- (kind, {namespace =, name =}).
+local function target(form, name, ns)
+  if ns == nil then return name end
+  if type(ns) ~= "string" then error(guard.where() .. form .. ": namespace must be a string", 0) end
+  if type(name) == "table" then
+    error(guard.where() .. form .. ": a request names its namespace: no third argument", 0)
+  end
+  return { namespace = ns, name = name }
+end
+
+-- env:delete(kind, name_or_req [, namespace] [, opts]) and
+-- env:patch(kind, name_or_req [, namespace], patch [, opts]): ctx's order.
+function Env:delete(kind, name, ns, opts)
+  if type(ns) == "table" and opts == nil then ns, opts = nil, ns end
+  return as_test(self, "delete", kind, target("env:delete(kind, name_or_req [, namespace] [, opts])", name, ns), opts)
+end
+function Env:patch(kind, name, ns, patch, opts)
+  if type(ns) ~= "string" or ns:match("^%s*[%[{]") then ns, patch, opts = nil, ns, patch end
+  return as_test(self, "patch", kind, target("env:patch(kind, name_or_req [, namespace], patch [, opts])", name, ns),
+    patch, opts)
 end
 
 -- Reads straight from the API server (no action logged): an object or nil,
