@@ -342,6 +342,31 @@ describe("luaop --test", function()
     assert.not_matches("not ok", out)
   end)
 
+  it("notes under a test that passed the errors its controllers logged, which no assertion looked at", function()
+    write(dir, "op.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "op", resource = "v1/ConfigMap",
+  reconcile = function() return luaop.requeue_after end }
+]])
+    write(dir, "n_spec.lua", [[
+local testing = require "luaop.testing"
+describe("n", function()
+  it("creates", function()
+    local env = testing.env { script = "op.lua" }
+    assert(env:create { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "a" } })
+    env:stop()
+  end)
+  it("is quiet", function() end)
+end)
+]])
+    local code, out = proc.run { luaop_bin, "--test", dir .. "/n_spec.lua" }
+    assert.are.equal(0, code, out)
+    assert.matches("ok 1 %- n creates\n# note: the controllers logged 1 error %(env:logs { level = \"error\" } has "
+      .. "them%), the first: ERROR controller%.op Reconciler error {error=[^\n]*op%.lua:3: %(controller op's "
+      .. "reconcile%) reconcile returned a function", out)
+    assert.matches("ok 2 %- n is quiet\n1%.%.2", out)
+  end)
+
   it("reports each failure with its file and line, a file that does not load, and exits 1", function()
     -- (and finds spec files in the directories below the one named)
     write(dir, "a_spec.lua", [[

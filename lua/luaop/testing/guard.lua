@@ -279,6 +279,24 @@ function M.report(env)
   return table.concat(out, "\n")
 end
 
+-- For a test that passed: a note of the errors its controllers logged
+-- (a reconcile that raised, an event handler or watch map that failed),
+-- which no assertion may have looked at (`return luaop.requeue_after`, the
+-- function, passes every test that checks nothing else); "" when none.
+function M.errors_note(env)
+  env = env or M.env
+  local n, first = 0, nil
+  for _, l in ipairs(env and env.logged or {}) do
+    if l.level == "error" and (l.msg == "Reconciler error" or l.msg == "event handler failed") then
+      n = n + 1
+      first = first or l
+    end
+  end
+  if n == 0 then return "" end
+  return ("note: the controllers logged %d error%s (env:logs { level = \"error\" } has them), the first: %s")
+    :format(n, n == 1 and "" or "s", line(first))
+end
+
 -- Under busted: each test's deadline from its start, and the report under
 -- a failing test (as TAP's comment lines, after busted's own). Once per
 -- module instance: busted loads each spec file's modules anew, and a

@@ -284,6 +284,7 @@ function M.run_files(files)
         end)
         -- (the env the test made, before after_each stops it)
         local report = not tok and guard.report() or ""
+        local note = tok and guard.errors_note() or ""
         for _, f in ipairs(t.afters) do
           local aok, aerr = with_deadline(path, f)
           if not aok and tok then tok, terr = false, aerr end
@@ -291,6 +292,7 @@ function M.run_files(files)
         if tok then
           passed = passed + 1
           io.stdout:write(("ok %d - %s\n"):format(n, t.name))
+          if note ~= "" then io.stdout:write("# ", note, "\n") end
         else
           failed = failed + 1
           if report == "" then report = guard.report() end
