@@ -383,13 +383,8 @@ function M.is_definition(v)
 end
 
 -- A value as a message about misuse shows it: the string "30s", the
--- number -5, nil, a table.
-function M.shown(v)
-  if type(v) == "string" then return ("the string %q"):format(v) end
-  if type(v) == "number" or type(v) == "boolean" then return ("the %s %s"):format(type(v), tostring(v)) end
-  if v == nil then return "nil" end
-  return "a " .. type(v)
-end
+-- number -5, nil, a table (the client's errors say it so too).
+M.shown = require("luaop.client.errors").shown
 
 -- The markers reconcile returns. Misuse raises at the script's line.
 function M.requeue_after(seconds)

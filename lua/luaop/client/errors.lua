@@ -174,7 +174,8 @@ end
 
 -- ---- misuse: kinds as a script writes them ------------------------------------
 
--- A value as a message about misuse shows it (as luaop.definition.shown).
+-- A value as a message about misuse shows it: the string "30s", the
+-- number -5, nil, a table (luaop.definition.shown too).
 function M.shown(v)
   if type(v) == "string" then return ("the string %q"):format(v) end
   if type(v) == "number" or type(v) == "boolean" then return ("the %s %s"):format(type(v), tostring(v)) end
