@@ -67,7 +67,7 @@ describe("make run", function()
     assert.matches("example%-at%s+%S+Z%s+echo YAY%s+[PRD][EUO][NE]", terminal())
 
     -- the samples deleted while it runs: the copier removes its copies first
-    kube.must { "delete", "-k", "manifests/samples", "--timeout=60s" }
+    kube.must { "delete", "-k", "manifests/samples", "--ignore-not-found", "--timeout=60s" }
     assert.are.same({}, kube.list("secrets", nil, "-l", SOURCE_LABEL))
 
     -- Ctrl-C
