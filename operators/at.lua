@@ -25,12 +25,16 @@ local function pod_for(at)
   }, at)
 end
 
--- The new phase, through /status. The object carries its resourceVersion,
--- so a stale copy fails with Conflict: raising runs the reconcile again,
--- from fresh state, after a backoff.
+-- The new phase, through /status, with a Ready condition beside it (True
+-- once the Pod has run: `kubectl wait --for=condition=Ready at/NAME`). The
+-- object carries its resourceVersion, so a stale copy fails with Conflict:
+-- raising runs the reconcile again, from fresh state, after a backoff.
 local function set_phase(ctx, at, phase, message)
   ctx.log:info("phase", { from = at.status and at.status.phase or "", to = phase })
-  at.status = { phase = phase, message = message }
+  at.status = at.status or {}
+  at.status.phase, at.status.message = phase, message
+  luaop.conditions.set(at, { type = "Ready", status = phase == "DONE" and "True" or "False",
+    reason = phase:sub(1, 1) .. phase:sub(2):lower(), message = message or "" })
   assert(ctx:update_status(at))
 end
 

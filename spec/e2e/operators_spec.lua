@@ -133,6 +133,34 @@ spec: {schedule: "%s", command: "echo YAY"}
       wait_events(ns, "past", { "Scheduled", "PodCreated", "Done" })
     end)
 
+    it("gives an At a Ready condition the API server keeps, so that kubectl wait --for=condition=Ready " ..
+      "waits for its Pod to have run", function()
+      apply(([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: later}
+spec: {schedule: "%s", command: "echo later"}
+---
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: ready}
+spec: {schedule: "%s", command: "echo ready"}
+]]):format(utc(86400), utc(-60)))
+      kube.must { "wait", "-n", ns, "--for=condition=Ready", "at/ready", "--timeout=60s" }
+      local at = get("at", "ready")
+      assert.are.equal("DONE", at.status.phase)
+      local c = at.status.conditions[1]
+      assert.are.same({ "Ready", "True", "Done", at.metadata.generation },
+        { c.type, c.status, c.reason, c.observedGeneration })
+      assert.is_truthy(time.parse(c.lastTransitionTime))
+      -- the one in the future: Ready False, Pending
+      kube.must { "wait", "-n", ns, "--for=condition=Ready=false", "at/later", "--timeout=30s" }
+      assert.are.equal("Pending", get("at", "later").status.conditions[1].reason)
+      local ok, out = kube.kubectl { "wait", "-n", ns, "--for=condition=Ready", "at/later", "--timeout=1s" }
+      assert.is_false(ok, "kubectl wait found a pending At Ready")
+      assert.matches("timed out", out)
+    end)
+
     it("keeps an At in the future PENDING until its time", function()
       local at_time = os.time() + 6
       apply(([[

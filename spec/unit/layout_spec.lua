@@ -247,12 +247,12 @@ describe("the source's layout", function()
     assert.is_true(rows >= 10, rows .. " kinds of change in docs/architecture.md's table")
   end)
 
-  it("keeps the operators short: at.lua at most 50 code lines, useless-machine.lua at most 90, " ..
+  it("keeps the operators short: at.lua at most 55 code lines, useless-machine.lua at most 90, " ..
     "none over 100 columns, as the README counts them", function()
     local f = assert(io.open("README.md"))
     local readme = f:read("a")
     f:close()
-    local limits = { ["at.lua"] = 50, ["useless-machine.lua"] = 90 }
+    local limits = { ["at.lua"] = 55, ["useless-machine.lua"] = 90 }
     for _, name in ipairs { "at.lua", "useless-machine.lua", "secret-copy.lua", "pod-watcher.lua" } do
       local code = 0
       for line in io.lines("operators/" .. name) do

@@ -2,6 +2,7 @@
 -- controller, informers and work queue against the in-memory API server,
 -- on a clock that moves only when told. No cluster, no sleeps. Runs under
 -- busted and under `luaop --test spec/unit/operators`.
+local luaop = require "luaop"
 local testing = require "luaop.testing"
 
 local GROUP = "cnat.programming-kubernetes.info/v1alpha1"
@@ -55,6 +56,32 @@ describe("operators/at.lua", function()
     assert(env:update_status(pod))
     assert.are.equal("DONE", phase("a"))
     assert.are.same({ "Normal Scheduled", "Normal PodCreated", "Normal Done" }, reasons(at))
+  end)
+
+  it("keeps a Ready condition beside the phase: False (Pending, then Running) since it was made, True (Done) " ..
+    "once its Pod ran, since then, with the At's generation", function()
+    env:create(new_at("r", "2026-11-25T11:00:00Z"))
+    local at = env:get("At", "r")
+    local ready = luaop.conditions.get(at, "Ready")
+    assert.are.same({ "False", "Pending", "2026-11-25T10:00:00Z", at.metadata.generation },
+      { ready.status, ready.reason, ready.lastTransitionTime, ready.observedGeneration })
+    env:advance(3600)
+    ready = luaop.conditions.get(env:get("At", "r"), "Ready")
+    assert.are.same({ "False", "Running", "2026-11-25T10:00:00Z" }, { ready.status, ready.reason, ready.lastTransitionTime })
+    env:advance(30)
+    local pod = env:get("Pod", "r-pod")
+    pod.status = { phase = "Succeeded" }
+    assert(env:update_status(pod))
+    at = env:get("At", "r")
+    assert.is_true(luaop.conditions.is_true(at, "Ready"))
+    ready = luaop.conditions.get(at, "Ready")
+    assert.are.same({ "Done", "2026-11-25T11:00:30Z", "" }, { ready.reason, ready.lastTransitionTime, ready.message })
+    assert.are.equal(1, #at.status.conditions)
+    -- a schedule that is no real time: Ready False, Failed, with the reason in its message
+    env:create(new_at("f", "2026-02-30T10:00:00Z"))
+    ready = luaop.conditions.get(env:get("At", "f"), "Ready")
+    assert.are.same({ "False", "Failed" }, { ready.status, ready.reason })
+    assert.matches("^spec.schedule: ", ready.message)
   end)
 
   it("writes exactly what the contract needs: three status writes and one Pod", function()
