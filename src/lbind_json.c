@@ -5,6 +5,7 @@
  *                        (the others skipped, not decoded)
  *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
  *   json.null        the value of JSON null
+ *   json.hash(v)     -> the SHA-256 of encode(v), 64 hex digits (luaop.hash)
  *   json.array([t])  marks t (or a new table) as an array; returns it
  *   json.is_array(t) -> boolean */
 #include "lbind.h"
@@ -14,6 +15,7 @@
 #include "charge.h"
 #include "json.h"
 #include "lbox.h"
+#include "sha256.h"
 
 /* What the codec's C work is charged (charge.h): the count hook never
  * fires inside it, so a loop of calls would run outside every budget. A
@@ -96,6 +98,27 @@ static int lbind_json_encode(lua_State *L)
     return 1;
 }
 
+/* encode's text is canonical (members in byte order of their names,
+ * numbers in their shortest form, an integral float as an integer), so
+ * its digest is the same for equal values in every process and version. */
+static int lbind_json_hash(lua_State *L)
+{
+    char err[160], hex[2 * SHA256_DIGEST + 1];
+    dbuf *b;
+
+    luaL_checkany(L, 1);
+    lua_settop(L, 1);
+    b = lbox_push(L);
+    if (!json_encode(L, 1, b, err, sizeof err)) {
+        lbind_json_charge(L, b->len);
+        return luaL_error(L, "luaop.hash: %s", err); /* at the caller's line */
+    }
+    lbind_json_charge(L, 2 * b->len); /* the encoding, then the digest */
+    sha256_hex(b->data ? b->data : "", b->len, hex);
+    lua_pushstring(L, hex);
+    return 1;
+}
+
 static int lbind_json_array(lua_State *L)
 {
     if (lua_isnoneornil(L, 1)) {
@@ -128,6 +151,7 @@ static const luaL_Reg lbind_json_funcs[] = {
     {"peek", lbind_json_peek},
     {"decode_page", lbind_json_decode_page},
     {"encode", lbind_json_encode},
+    {"hash", lbind_json_hash},
     {"array", lbind_json_array},
     {"is_array", lbind_json_is_array},
     {NULL, NULL},

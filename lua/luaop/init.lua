@@ -11,6 +11,8 @@ local object = require "luaop.object"
 local luaop = {
   version = core.version,
   json = core.json,
+  -- the SHA-256 of a JSON-able value's canonical JSON text (64 hex digits)
+  hash = core.json.hash,
   null = core.json.null, -- JSON null, distinct from an absent field (nil)
   array = core.json.array, -- mark a table as a JSON array (so {} encodes as [])
   sleep = core.task.sleep, -- yields the task

@@ -14,8 +14,8 @@ describe("luaop", function()
     local names = {}
     for k in pairs(face) do names[#names + 1] = k end
     table.sort(names)
-    assert.are.same({ "array", "client", "conditions", "controller", "controller_of", "copy", "is_error", "json", "log",
-      "logger", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "time", "version" }, names)
+    assert.are.same({ "array", "client", "conditions", "controller", "controller_of", "copy", "hash", "is_error", "json",
+      "log", "logger", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "time", "version" }, names)
   end)
 
   it("gives each name from the module that holds it", function()
@@ -31,6 +31,7 @@ describe("luaop", function()
     assert.are.equal(client.is_error, face.is_error)
     assert.are.equal(core.json, face.json)
     assert.are.equal(core.json.null, face.null)
+    assert.are.equal(core.json.hash, face.hash)
     assert.are.equal(core.json.array, face.array)
     assert.are.equal(core.task.sleep, face.sleep)
     assert.are.equal(core.task.spawn, face.spawn)

@@ -324,7 +324,7 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
     each("luaop.log", luaop.log, { { "with", { c = 3 } }, { "info", "x" }, { "error", "x" }, { "debug", "x" } })
     local owner = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "o", uid = "u", namespace = "default" } }
     each("luaop", luaop, {
-      { "logger", "x" }, { "copy", { a = { 1, 2 } } }, { "array" }, { "array", { 1 } }, { "controller_of", {} },
+      { "logger", "x" }, { "copy", { a = { 1, 2 } } }, { "array" }, { "array", { 1 } }, { "controller_of", {} }, { "hash", { 1 } },
       { "set_controller", { metadata = { namespace = "default" } }, owner }, { "requeue_after", 1 }, { "requeue" },
       { "is_error", {} }, { "controller", { name = "inner", resource = "v1/Pod", reconcile = function() end } },
       { "client" }, { "client", { namespace = "x" } }, { "sleep", 0 }, { "spawn", function() return {} end },
@@ -336,7 +336,7 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
     each("luaop.conditions", luaop.conditions, { { "set", obj, { type = "Ready", status = "True", reason = "Done" } },
       { "get", obj, "Ready" }, { "is_true", obj, "Ready" }, { "is_false", obj, "Ready" }, { "remove", obj, "Ready" },
       { "set", obj, { type = "bad type" } } }, true)
-    each("luaop.json", luaop.json, { { "decode", '{"a":[1,{}]}' }, { "encode", { a = luaop.array() } },
+    each("luaop.json", luaop.json, { { "decode", '{"a":[1,{}]}' }, { "encode", { a = luaop.array() } }, { "hash", { a = { 1, "x" } } },
       { "array" }, { "is_array", {} }, { "peek", '{"a":1}', "a" }, { "decode_page", '{"items":[]}' } }, true)
     for n, cj in ipairs { cjson, cjson_safe, cjson.new(), cjson_safe.new() } do
       local calls = { { "decode", '{"a":[1,{}]}' }, { "decode", "nope" }, { "encode", { 1, 2, nil, 4 } }, { "new" } }

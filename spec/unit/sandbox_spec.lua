@@ -142,12 +142,14 @@ luaop.conditions<metatable> boolean
 luaop.controller function
 luaop.controller_of function
 luaop.copy function
+luaop.hash function
 luaop.is_error function
 luaop.json table
 luaop.json.array function
 luaop.json.decode function
 luaop.json.decode_page function
 luaop.json.encode function
+luaop.json.hash function
 luaop.json.is_array function
 luaop.json.null userdata
 luaop.json.peek function
