@@ -3,11 +3,12 @@
 -- luaop.script.reload reloads them when their files change.
 --
 -- A source is what one --script names: a .lua file, or a directory whose
--- *.lua files (not hidden ones) are each a script. Directories are watched
--- the way the kubelet updates a ConfigMap volume (the files are symlinks
--- through ..data, which is swapped atomically) and the way an editor saves
--- (write in place, or write a new file and rename it); a file source is
--- watched through its directory.
+-- *.lua files (not hidden ones, not modules: NAME.lib.lua is the module
+-- its scripts get with require "NAME", luaop.script.modules) are each a
+-- script. Directories are watched the way the kubelet updates a ConfigMap
+-- volume (the files are symlinks through ..data, which is swapped
+-- atomically) and the way an editor saves (write in place, or write a new
+-- file and rename it); a file source is watched through its directory.
 --
 -- A new version is loaded beside the old. If it does not load, raises at
 -- its top level, or returns no valid definition, the old version keeps
@@ -15,6 +16,7 @@
 local core = require "luaop.core"
 local definition = require "luaop.definition"
 local sandbox = require "luaop.script.sandbox"
+local modules = require "luaop.script.modules"
 
 local fs = core.fs
 local M = {}
@@ -34,6 +36,10 @@ function M.sources(paths)
     if kind ~= "file" and kind ~= "directory" then
       return nil, ("script %s is neither a file nor a directory"):format(p)
     end
+    if kind == "file" and modules.is_module(p:match("[^/]*$")) then
+      return nil, ("script %s is a module (NAME%s), which the scripts beside it require: name a script, or "
+        .. "the directory"):format(p, modules.SUFFIX)
+    end
     out[#out + 1] = { path = (p:gsub("(.)/+$", "%1")), dir = kind == "directory" }
   end
   return out
@@ -49,7 +55,8 @@ function M.files(sources)
       if not names then return nil, err end
       for _, name in ipairs(names) do
         local path = s.path .. "/" .. name
-        if name:match("%.lua$") and not name:match("^%.") and not seen[path] and fs.kind(path) == "file" then
+        if name:match("%.lua$") and not name:match("^%.") and not modules.is_module(name) and not seen[path]
+          and fs.kind(path) == "file" then
           seen[path] = true
           out[#out + 1] = path
         end
@@ -71,16 +78,26 @@ M.read = fs.read
 -- fresh sandbox.
 M.compiled = nil
 
--- compile(path, text) -> chunk | nil, "path:line: message"
-function M.compile(path, text)
+-- A chunk of text in env (a script's or a module's).
+local function chunk_of(path, text, env)
   local kept, key = M.compiled, nil
   if kept then
     key = path .. "\0" .. text
-    if kept[key] then return load(kept[key], "@" .. path, "b", sandbox.env()) end
+    if kept[key] then return load(kept[key], "@" .. path, "b", env) end
   end
-  local chunk, err = load(text, "@" .. path, "t", sandbox.env())
+  local chunk, err = load(text, "@" .. path, "t", env)
   if chunk and kept then kept[key] = string.dump(chunk) end
   return chunk, err
+end
+
+-- compile(path, text) -> chunk | nil, "path:line: message"; and, either
+-- way, the modules it uses (luaop.script.modules: path -> text, filled in
+-- as it requires them)
+function M.compile(path, text)
+  local env = sandbox.env()
+  local used = modules.attach(env, path, chunk_of)
+  local chunk, err = chunk_of(path, text, env)
+  return chunk, err, used
 end
 
 -- The controller definitions a script's results hold: one, or a list.
@@ -134,12 +151,13 @@ function M.owner()
   return core.task.owner(M.MAX_TASKS)
 end
 
--- Load and run a script's top level in a budgeted task: defs | nil, err.
+-- Load and run a script's top level in a budgeted task: defs | nil, err;
+-- and the modules it used (luaop.script.modules), either way.
 -- owner: what its tasks count against (M.owner(); a new one by default),
 -- to hand to Manager:set with the definitions. A load that fails stops it.
 function M.load(path, text, owner)
-  local chunk, err = M.compile(path, text)
-  if not chunk then return nil, err end
+  local chunk, err, used = M.compile(path, text)
+  if not chunk then return nil, err, used end
   owner = owner or M.owner()
   -- the command line's limits cap the top level's budget too
   local task = core.task.spawn_limited({
@@ -154,19 +172,20 @@ function M.load(path, text, owner)
   if not out and not finished:wait(M.LOAD_TIMEOUT) then
     owner:stop() -- (the top level's task among them)
     return nil, ("%s: its top level did not finish within %g s: it waits, and a top level only defines controllers")
-      :format(path, M.LOAD_TIMEOUT)
+      :format(path, M.LOAD_TIMEOUT), used
   end
   local ok, res = out[1], out[2]
   if not ok then
     owner:stop()
-    return nil, field_line(M.located(path, res), path, text, chunk)
+    return nil, field_line(M.located(path, res), path, text, chunk), used
   end
   local defs = M.definitions(res)
   if not defs then
     owner:stop()
-    return nil, path .. ": the script returns no controller definition (return luaop.controller{...} or a list of them)"
+    return nil, path .. ": the script returns no controller definition (return luaop.controller{...} or a list "
+      .. "of them)", used
   end
-  return defs, owner
+  return defs, owner, used
 end
 
 -- Compile every script the paths hold, running none (before luaop connects

@@ -7,6 +7,7 @@ local time = require "luaop.time"
 local logging = require "luaop.logging"
 local events = require "luaop.events"
 local script = require "luaop.script"
+local modules = require "luaop.script.modules"
 local supervisor = require "luaop.supervisor"
 
 local fs = core.fs
@@ -72,9 +73,11 @@ function Reloader:scan(first)
     if not text then
       failures[#failures + 1] = path .. ": " .. tostring(rerr)
       if not first then self:fail(path, rerr) end
-    elseif (not cur or cur.text ~= text) and self.failed[path] ~= text then
+    elseif (not cur or cur.text ~= text or modules.changed(cur.used)) and not self:failed_as(path, text) then
+      -- (a script is loaded again when a module it uses changed too)
+      local changed = cur and cur.text == text and table.concat(modules.changes(cur.used), ",") or nil
       local t0 = time.monotonic()
-      local defs, err = script.load(path, text)
+      local defs, err, used = script.load(path, text)
       local ok, set_failed
       if defs then
         local owner = err
@@ -88,17 +91,17 @@ function Reloader:scan(first)
         self.failed[path] = nil
         local names = {}
         for i, d in ipairs(defs) do names[i] = d.name end
-        self.loaded[path] = { text = text, names = names }
+        self.loaded[path] = { text = text, names = names, used = used }
         if not first then
           self.reloads.success = self.reloads.success + 1
           count_reload(self, path, "success")
           self.log:info(cur and "script reloaded" or "script loaded", {
-            script = path, controllers = table.concat(names, ","),
+            script = path, controllers = table.concat(names, ","), modules = changed,
             ms = math.floor((time.monotonic() - t0) * 1000 + 0.5),
           })
         end
       else
-        if not set_failed then self.failed[path] = text end
+        if not set_failed then self.failed[path] = { text = text, used = used } end
         failures[#failures + 1] = tostring(err)
         if not first then
           self:fail(path, err)
@@ -125,6 +128,13 @@ function Reloader:scan(first)
   end
   if #failures > 0 then return nil, table.concat(failures, "\n") end
   return true
+end
+
+-- Whether the script at path failed to load as it is now: its text and
+-- its modules' (nothing to try again until one of them changes).
+function Reloader:failed_as(path, text)
+  local f = self.failed[path]
+  return f and f.text == text and not modules.changed(f.used)
 end
 
 -- Scan again in a while (what failed may have been transient).
