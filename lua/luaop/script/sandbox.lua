@@ -88,7 +88,7 @@ end
 -- script it would run on while its wait is still pending. The functions
 -- hold nothing but C functions and a string (no _ENV: they reach nothing
 -- of the runtime's), and are made for each script.
-local base_error = error
+local base_error, base_pcall = error, pcall
 local TASK_THREAD = "is a luaop task's own thread, which only luaop's scheduler resumes, closes or suspends"
 local function sandbox_coroutine()
   local c = {}
@@ -111,6 +111,18 @@ local function sandbox_coroutine()
   return c
 end
 
+-- What a wrapped function returned (after base_pcall), or its error
+-- raised again at the line of the script that called the wrapper, as the
+-- function's own name: never a line of this file.
+local function at_caller(name, ok, ...)
+  if ok then return ... end
+  local err = ...
+  if type(err) ~= "string" or err == "not enough memory" then base_error(err, 0) end
+  local arg = err:match("^bad argument (#%d+ )to '[^']*'")
+  if arg then err = err:gsub("^bad argument #%d+ to '[^']*'", "") end
+  base_error((arg and "bad argument " .. arg .. "to '" .. name .. "'" or name .. ": ") .. err, 2) -- (tail called)
+end
+
 -- A fresh environment for one script.
 function M.env()
   local env, views, own = {}, {}, base_setmetatable({}, { __mode = "k" })
@@ -126,8 +138,19 @@ function M.env()
   math_own.random, math_own.randomseed = random.new()
   modules.math = readonly(math_own, "math", views)
   env.math = modules.math
-  local os_time = {}
-  for _, k in ipairs(M.OS) do os_time[k] = os[k] end
+  -- os's clocks are luaop's (the kit's virtual one under --test): time()
+  -- and date() with no time are its wall clock's now, clock() its
+  -- monotonic seconds (not the CPU's); with a time given, Lua's own
+  local os_time = { difftime = os.difftime, clock = core.task.now }
+  local os_t, os_d, wall = os.time, os.date, core.task.wall
+  os_time.time = function(t)
+    if t == nil then return math.floor(wall()) end
+    return at_caller("os.time", base_pcall(os_t, t))
+  end
+  os_time.date = function(format, t)
+    if t == nil then t = math.floor(wall()) end
+    return at_caller("os.date", base_pcall(os_d, format, t))
+  end
   for _, k in ipairs(M.OS_REFUSED) do
     os_time[k] = function() error(("os.%s is not available to luaop scripts"):format(k), 2) end
   end
