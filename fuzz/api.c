@@ -200,7 +200,7 @@ static const char *const fz_funcs[] = {
     "luaop.json.array", "luaop.json.decode", "luaop.json.decode_page", "luaop.json.encode", "luaop.json.hash",
     "luaop.json.is_array",
     "luaop.json.peek", "luaop.logger", "luaop.requeue", "luaop.requeue_after", "luaop.set_controller",
-    "luaop.sleep", "luaop.spawn", "luaop.time.format", "luaop.time.format_micro", "luaop.time.monotonic",
+    "luaop.sleep", "luaop.spawn", "luaop.terminal", "luaop.time.format", "luaop.time.format_micro", "luaop.time.monotonic",
     "luaop.time.parse", "luaop.time.wall",
     "math.abs", "math.acos", "math.asin", "math.atan", "math.atan2", "math.ceil", "math.cos", "math.cosh",
     "math.deg", "math.exp", "math.floor", "math.fmod", "math.frexp", "math.ldexp", "math.log", "math.log10",

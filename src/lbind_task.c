@@ -5,7 +5,7 @@
  *
  *   task.sleep(seconds)                               (yields)
  *   task.spawn(fn, ...) -> handle;  handle:wait() -> true, results... | false, err, why
- *     (why: "error", "api" or the budget broken, as sched_failure says)
+ *     (why: "error", "api", "terminal" or the budget broken, as sched_failure says)
  *   task.call_limited(instructions, fn, ...) -> true, results... | false, err
  *     fn(...) in this task, stopped past that many VM instructions (for
  *     code that must not wait and must not run away: watch map functions)

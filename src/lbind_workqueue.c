@@ -7,6 +7,9 @@
  *       runtime's registry, with name and controller both the name,
  *       charged to metrics_owner (metrics.owner; none: the runtime's own);
  *       none at all when the registry refuses them: an owner at its cap)
+ *   q:tune({base_delay =, max_delay =, qps =, burst =} [, now])  new backoff
+ *       and bucket parameters (defaults as new's), every key kept
+ *       (workqueue_tune)
  *   q:add(key)  q:add_after(key, seconds [, now])  q:add_rate_limited(key [, now])
  *   q:when(key [, now]) -> seconds       q:forget(key)   q:requeues(key) -> n
  *   q:get() -> key | nil                 q:done(key)
@@ -195,14 +198,28 @@ static void lbind_wq_finished(lbind_wq *w, const char *key)
     metrics_inflight_end(w->m, w->longest, started);
 }
 
-static double lbind_wq_field(lua_State *L, const char *key, double def)
+static double lbind_wq_field(lua_State *L, int idx, const char *key, double def)
 {
     double v = def;
 
-    if (lbind_rawfield(L, 1, key) != LUA_TNIL)
+    if (lbind_rawfield(L, idx, key) != LUA_TNIL)
         v = luaL_checknumber(L, -1);
     lua_pop(L, 1);
     return v;
+}
+
+/* The backoff and bucket parameters of the table at idx (raises when bad). */
+static void lbind_wq_opts(lua_State *L, int idx, workqueue_opts *o)
+{
+    o->base_delay = lbind_wq_field(L, idx, "base_delay", 0.005);
+    o->max_delay = lbind_wq_field(L, idx, "max_delay", 1000);
+    o->qps = lbind_wq_field(L, idx, "qps", 10);
+    double burst = lbind_wq_field(L, idx, "burst", 100);
+
+    /* (a double past an int's range is no int: held at a billion) */
+    o->burst = burst >= 1e9 ? 1000000000 : burst >= 1 ? (int)burst : 1;
+    if (!(o->base_delay >= 0 && o->max_delay >= o->base_delay))
+        luaL_error(L, "need 0 <= base_delay <= max_delay");
 }
 
 static int lbind_wq_new(lua_State *L)
@@ -216,12 +233,7 @@ static int lbind_wq_new(lua_State *L)
         lua_newtable(L);
     }
     luaL_checktype(L, 1, LUA_TTABLE);
-    o.base_delay = lbind_wq_field(L, "base_delay", 0.005);
-    o.max_delay = lbind_wq_field(L, "max_delay", 1000);
-    o.qps = lbind_wq_field(L, "qps", 10);
-    o.burst = (int)lbind_wq_field(L, "burst", 100);
-    if (o.base_delay < 0 || o.max_delay < o.base_delay)
-        return luaL_error(L, "need 0 <= base_delay <= max_delay");
+    lbind_wq_opts(L, 1, &o);
     w = lua_newuserdatauv(L, sizeof *w, 0);
     memset(w, 0, sizeof *w);
     w->ref = LUA_NOREF;
@@ -248,6 +260,18 @@ static int lbind_wq_changed(lua_State *L, int rc)
     lbind_wq_count(lbind_towq(L));
     lbind_wq_arm(lbind_towq(L));
     return lbind_wq_oom(L, rc);
+}
+
+static int lbind_wq_tune(lua_State *L)
+{
+    workqueue *q = lbind_wq_check(L);
+    workqueue_opts o = {0};
+    double now = lbind_wq_now(L, 3);
+
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lbind_wq_opts(L, 2, &o);
+    workqueue_tune(q, &o, now);
+    return lbind_wq_changed(L, 0);
 }
 
 static int lbind_wq_add(lua_State *L)
@@ -574,6 +598,7 @@ static int lbind_wq_gc(lua_State *L)
 int lbind_workqueue_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {
+        {"tune", lbind_wq_tune},
         {"add", lbind_wq_add},
         {"add_after", lbind_wq_add_after},
         {"add_rate_limited", lbind_wq_add_rate_limited},

@@ -211,6 +211,11 @@ static const char *sched_failure_of(const sched_account *a, lua_State *L)
         if (sched_raw_string(L, -1, "reason"))
             kind = "api";
         lua_pop(L, 1);
+        /* luaop.terminal's value (luaop.retry): not retried */
+        lua_pushliteral(L, "terminal");
+        if (lua_rawget(L, -2) == LUA_TBOOLEAN && lua_toboolean(L, -1))
+            kind = "terminal";
+        lua_pop(L, 1);
     }
     return kind;
 }

@@ -181,7 +181,8 @@ void sched_wake(sched_wait w, int nres);
 const char *sched_error(const sched_task *t);
 
 /* Why it failed: "error" (it raised), "api" (it raised a table with a
- * reason: the client's errors), the budget it broke: "instructions",
+ * reason: the client's errors), "terminal" (a table whose raw field
+ * terminal is true: luaop.terminal's), the budget it broke: "instructions",
  * "memory", "pattern" (pattern matching's steps, charged as instructions),
  * "watchdog"; or "ended" (sched_owner_end). */
 const char *sched_failure(const sched_task *t);

@@ -204,6 +204,28 @@ workqueue *workqueue_new(const workqueue_opts *o, double now)
     return q;
 }
 
+void workqueue_tune(workqueue *q, const workqueue_opts *o, double now)
+{
+    int was_on = q->o.qps > 0;
+
+    if (was_on && now > q->last) {
+        q->tokens += (now - q->last) * q->o.qps;
+        if (q->tokens > q->o.burst)
+            q->tokens = q->o.burst;
+        q->last = now;
+    }
+    q->o.base_delay = o->base_delay;
+    q->o.max_delay = o->max_delay;
+    q->o.qps = o->qps;
+    q->o.burst = o->burst < 1 ? 1 : o->burst;
+    if (!was_on) {
+        q->tokens = q->o.burst;
+        q->last = now;
+    }
+    else if (q->tokens > q->o.burst)
+        q->tokens = q->o.burst;
+}
+
 void workqueue_free(workqueue *q)
 {
     if (q == NULL)

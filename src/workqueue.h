@@ -36,6 +36,12 @@ typedef struct workqueue_stats {
 
 /* NULL when out of memory. */
 workqueue *workqueue_new(const workqueue_opts *o, double now);
+/* New backoff and bucket parameters (o's clock aside), keeping every key,
+ * its failures and its time: the bucket is filled at the old rate up to
+ * now, then holds at most the new burst (a bucket newly enabled starts
+ * full). What waits keeps its time; the next rate-limited add of a key
+ * uses the new parameters. */
+void workqueue_tune(workqueue *q, const workqueue_opts *o, double now);
 void workqueue_free(workqueue *q);
 
 /* 0, or -1 when out of memory. Ignored (0) after shutdown. */

@@ -3,6 +3,7 @@
 -- return. luaop.controller is its define, luaop.requeue_after and
 -- luaop.requeue its markers.
 local core = require "luaop.core"
+local retry = require "luaop.retry"
 
 local M = {}
 
@@ -80,7 +81,7 @@ end
 
 -- The fields a definition may have, and each watch.
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
-  "resync", "instructions", "memory", "reconcile", "on_add", "on_update", "on_delete" }
+  "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete" }
 M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector" }
 
 -- The candidate nearest to word, or nil when none is near enough to be
@@ -218,6 +219,7 @@ function M.problems(def)
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
     fail("resync", "controller %s: resync must be a number of seconds > 0", name)
   end
+  for _, p in ipairs(retry.problems(def, name, M.nearest)) do out[#out + 1] = p end -- (luaop.retry)
   unknown_fields(def, M.FIELDS, nil, out, name)
   return out
 end

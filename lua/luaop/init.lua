@@ -27,6 +27,8 @@ local luaop = {
   -- what reconcile returns to be called again: after `seconds`, or with backoff
   requeue_after = definition.requeue_after,
   requeue = definition.requeue,
+  -- an error reconcile raises or returns that is not retried
+  terminal = require("luaop.retry").terminal,
   -- RFC 3339 times and the two clocks
   time = require "luaop.time",
   conditions = require "luaop.conditions", -- status.conditions as apimachinery's meta.SetStatusCondition keeps them

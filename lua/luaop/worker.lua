@@ -11,6 +11,7 @@ local plan = require "luaop.plan"
 local split_key = plan.split_key
 local events = require "luaop.events"
 local supervisor = require "luaop.supervisor"
+local retry = require "luaop.retry"
 
 local M = {}
 
@@ -32,7 +33,7 @@ function M.metrics(name, owner)
   m.panics = s("controller_runtime_reconcile_panics_total", { name })
   m.workers = s("controller_runtime_max_concurrent_reconciles", { name })
   m.active = s("controller_runtime_active_workers", { name })
-  s("controller_runtime_terminal_reconcile_errors_total", { name }) -- (none: every error is retried)
+  m.terminal = s("controller_runtime_terminal_reconcile_errors_total", { name }) -- (luaop.retry)
   for _, r in ipairs { "success", "error", "requeue", "requeue_after" } do
     m.result[r] = s("controller_runtime_reconcile_total", { name, r })
   end
@@ -60,6 +61,8 @@ end
 function M.reconcile(reconcile, ctx, req)
   local r = reconcile(ctx, req)
   if r == nil then return nil end
+  local terminal = retry.returned(r) -- return luaop.terminal(message)
+  if terminal then return terminal end
   local after = type(r) == "table" and rawget(r, "requeue_after")
   if after ~= nil and after ~= false then
     if type(after) ~= "number" or after ~= after or after < 0 then
@@ -125,7 +128,11 @@ local function reconcile_one(self, c, key)
   self.idle:signal()
   local result = "success"
   if not ok and type(res) == "string" then res = located(c, def.reconcile, res) end
-  if not ok then
+  local terminal = retry.terminal_text(ok, res, why)
+  if terminal then
+    result = "error" -- not retried (luaop.retry)
+    retry.failed(c, key, ns, name, ok and located(c, def.reconcile, terminal) or terminal)
+  elseif not ok then
     -- as controller-runtime counts a panic: an error too; an API error
     -- the reconcile raised is an error only
     result = "error"

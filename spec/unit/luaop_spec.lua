@@ -15,13 +15,15 @@ describe("luaop", function()
     for k in pairs(face) do names[#names + 1] = k end
     table.sort(names)
     assert.are.same({ "array", "client", "conditions", "controller", "controller_of", "copy", "hash", "is_error", "json",
-      "log", "logger", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "time", "version" }, names)
+      "log", "logger", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "terminal", "time",
+      "version" }, names)
   end)
 
   it("gives each name from the module that holds it", function()
     assert.are.equal(definition.define, face.controller)
     assert.are.equal(definition.requeue, face.requeue)
     assert.are.equal(definition.requeue_after, face.requeue_after)
+    assert.are.equal(require("luaop.retry").terminal, face.terminal)
     assert.are.equal(object.copy, face.copy)
     assert.are.equal(object.controller_of, face.controller_of)
     assert.are.equal(object.set_controller, face.set_controller)

@@ -326,6 +326,7 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
     each("luaop", luaop, {
       { "logger", "x" }, { "copy", { a = { 1, 2 } } }, { "array" }, { "array", { 1 } }, { "controller_of", {} }, { "hash", { 1 } },
       { "set_controller", { metadata = { namespace = "default" } }, owner }, { "requeue_after", 1 }, { "requeue" },
+      { "terminal", "x" }, { "terminal", { reason = "NotFound", code = 404, message = "m" } },
       { "is_error", {} }, { "controller", { name = "inner", resource = "v1/Pod", reconcile = function() end } },
       { "client" }, { "client", { namespace = "x" } }, { "sleep", 0 }, { "spawn", function() return {} end },
       { "array", setmetatable({}, { __index = function() return 1 end }) },

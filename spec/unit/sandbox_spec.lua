@@ -166,6 +166,7 @@ luaop.requeue_after function
 luaop.set_controller function
 luaop.sleep function
 luaop.spawn function
+luaop.terminal function
 luaop.time table
 luaop.time.format function
 luaop.time.format_micro function

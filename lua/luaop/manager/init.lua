@@ -22,6 +22,7 @@ local worker = require "luaop.worker"
 local supervisor = require "luaop.supervisor"
 local events = require "luaop.events"
 local collector = require "luaop.collector"
+local retry = require "luaop.retry"
 local kind_name = definition.kind_name
 
 local M = {}
@@ -102,7 +103,7 @@ function Manager:new_controller(def, script)
   local owner = core.metrics.owner("controller " .. def.name, 0, self:account(script))
   local c = {
     name = def.name, script = script, def = def, metrics_owner = owner,
-    queue = core.workqueue.new { name = def.name, metrics_owner = owner },
+    queue = core.workqueue.new(retry.options(def, { name = def.name, metrics_owner = owner })),
     metrics = worker.metrics(def.name, owner),
     resync_changed = core.task.cond(),
     log = logging.logger("controller." .. def.name), reconciles = 0, errors = 0, active = 0, workers = 0,
@@ -229,6 +230,7 @@ function Manager:set_defs(script, defs)
     -- went to the others; start() queues its objects
     c.missed = not self.started and p.primary.running
     changed[c] = c.def.resync ~= p.def.resync
+    if reloaded then retry.tune(c, p.def) end -- its retry policy, every key kept
     c.def, c.subs, c.primary = p.def, p.subs, p.primary
     self.controllers[c.name] = c
     c.reload = reloaded
