@@ -91,7 +91,8 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
  * co's own thread, with at most `instructions` VM instructions (counted as
  * for a budget) and `memory` bytes of heap growth (0: none of its own) for
  * it: past them it fails with "instruction budget of N exceeded" or
- * "memory budget of N bytes exceeded". The task's own budgets, if it has
+ * "memory budget of N bytes exceeded", even when the code caught the
+ * breach (an xpcall inside it). The task's own budgets, if it has
  * them, cap these, are set aside meanwhile and are charged what the call
  * used. Returns lua_pcall's status; -1 (nothing called, nothing popped)
  * when co is not a task's thread. */

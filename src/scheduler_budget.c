@@ -281,7 +281,7 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
 {
     sched_task *t = sched_current(co);
     sched_account *outer, *limited;
-    int status;
+    int status, base;
 
     if (t == NULL || t->co != co || instructions == 0)
         return -1;
@@ -300,16 +300,20 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
     limited = sched_account_new(instructions, memory);
     if (limited == NULL)
         return luaL_error(co, "not enough memory");
+    base = lua_gettop(co) - nargs - 1;
     t->acct = limited;
     lua_sethook(co, sched_count_hook, LUA_MASKCOUNT, SCHED_BUDGET_STEP);
     status = lua_pcall(co, nargs, nres, 0);
     /* a breach of the call's own budget ends with the call */
     t->acct = outer;
-    if (status != LUA_OK && limited->breached == SCHED_BREACH_MEMORY) {
-        /* an allocation it refused: say which budget, not "not enough
-         * memory" (the message is the task's to allocate, not the call's) */
-        lua_pop(co, 1);
+    if (limited->breached) {
+        /* it fails the call, whatever the code made of it (an xpcall inside
+         * whose handler could allocate nothing): say which budget, not "not
+         * enough memory" (the message is the task's to allocate, not the
+         * call's) */
+        lua_settop(co, base);
         sched_breach_message(co, limited);
+        status = LUA_ERRRUN;
     }
     lua_sethook(co, outer ? sched_count_hook : NULL, outer ? LUA_MASKCOUNT : 0, SCHED_BUDGET_STEP);
     if (outer) {

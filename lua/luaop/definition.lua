@@ -4,6 +4,7 @@
 -- luaop.requeue its markers.
 local core = require "luaop.core"
 local retry = require "luaop.retry"
+local filter = require "luaop.filter"
 
 local M = {}
 
@@ -81,8 +82,9 @@ end
 
 -- The fields a definition may have, and each watch.
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
-  "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete" }
-M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector" }
+  "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter" }
+M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter" }
+M.OWNS_FIELDS = { "filter" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
 
 -- The candidate nearest to word, or nil when none is near enough to be
 -- the one meant: the same but for case; or one "s" more or less at the end
@@ -119,7 +121,7 @@ function M.nearest(word, candidates)
   return best
 end
 
-local function unknown_fields(t, known, fixed, out, label, watch)
+local function unknown_fields(t, known, fixed, out, label, watch, at)
   local set = {}
   for _, f in ipairs(known) do set[f] = true end
   local keys = {}
@@ -130,7 +132,8 @@ local function unknown_fields(t, known, fixed, out, label, watch)
   for _, k in ipairs(keys) do
     local near = type(k) == "string" and M.nearest(k, known)
     out[#out + 1] = { field = k, watch = watch, unknown = true,
-      message = ("controller %s: %sunknown field %s%s"):format(label, watch and ("watches[%d]: "):format(watch) or "",
+      message = ("controller %s: %sunknown field %s%s"):format(label,
+        at or watch and ("watches[%d]: "):format(watch) or "",
         type(k) == "string" and k or ("[" .. tostring(k) .. "]"), near and (" (did you mean %s?)"):format(near) or "") }
   end
 end
@@ -176,10 +179,18 @@ function M.problems(def)
     fail("reconcile", "controller %s: reconcile or on_add/on_update/on_delete handlers, not both", name)
   end
   if def.owns ~= nil and type(def.owns) ~= "table" then fail("owns", "controller %s: owns lists kinds", name) end
-  for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do
+  for i, e in ipairs(type(def.owns) == "table" and def.owns or {}) do
+    local k, f = filter.owned(e)
     local bad = type(k) ~= "string" and "" or bad_kind(k)
     if bad == "" then fail("owns", "controller %s: owns lists kinds", name)
     elseif bad then fail("owns", "controller %s: owns %q: %s", name, k, bad) end
+    bad = filter.problem(f)
+    if bad then fail("owns", "controller %s: owns[%d].filter: %s", name, i, bad) end
+    if type(e) == "table" then
+      local n = #out
+      unknown_fields(e, M.OWNS_FIELDS, { [1] = true }, out, name, nil, ("owns[%d]: "):format(i))
+      for j = n + 1, #out do out[j].field = "owns" end -- (said at the line of owns)
+    end
   end
   if def.watches ~= nil and type(def.watches) ~= "table" then
     fail("watches", "controller %s: watches lists { kind, map = function(obj) return requests end }", name)
@@ -191,8 +202,14 @@ function M.problems(def)
       local bad = bad_kind(w[1])
       if bad then fail("watches", "controller %s: watches %q: %s", name, w[1], bad) end
     end
-    if type(w) == "table" then unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i) end
+    if type(w) == "table" then
+      unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i)
+      local bad = filter.problem(w.filter)
+      if bad then fail("filter", "controller %s: watches[%d].filter: %s", name, i, bad) out[#out].watch = i end
+    end
   end
+  local bad_filter = filter.problem(def.filter)
+  if bad_filter then fail("filter", "controller %s: filter: %s", name, bad_filter) end
   -- (a selector is Kubernetes' text: "team=a,tier in (small,large)")
   local function selectors(t, i)
     for _, f in ipairs { "namespace", "label_selector", "field_selector" } do

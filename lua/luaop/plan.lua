@@ -7,6 +7,7 @@ local copy = require("luaop.object").copy
 local informer = require "luaop.informer"
 local definition = require "luaop.definition"
 local context = require "luaop.context"
+local filter = require "luaop.filter"
 local kind_name = definition.kind_name
 local error_text = require("luaop.client").error_text
 
@@ -74,6 +75,9 @@ function M.map_requests(reqs, w)
   return out
 end
 
+-- Each definition's filter for its handlers (definition -> pass | false)
+local handler_filters = setmetatable({}, { __mode = "k" })
+
 -- Tell controller c's handler `h` of an event (copies of the objects), in
 -- the informer's task under the controller's instruction budget: like a
 -- watch's map it may read the caches, log and record Events, not wait.
@@ -82,6 +86,12 @@ end
 function M.deliver(self, c, h, a, b)
   local f = c.def[h]
   if not f or not c.running or c.stopped then return end
+  local pass = handler_filters[c.def]
+  if pass == nil then
+    pass = filter.new(c.def.filter, definition.budgets(c.def), c.log, "resource " .. c.def.resource) or false
+    handler_filters[c.def] = pass
+  end
+  if pass and not pass(h ~= "on_add" and a or nil, h == "on_update" and b or h == "on_add" and a or nil) then return end
   local o = b or a
   local ctx = context.new { manager = self, client = self.client, controller = c,
     log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
@@ -98,8 +108,16 @@ end
 function M.plan(self, c, def)
   local function enqueue(key) c.enqueue(key) end
   local subs = {}
-  local function sub(e, on)
+  -- (an event its filter drops goes no further: luaop.filter)
+  local function sub(e, on, f, what)
     on.entry, on.log = e, c.log
+    local pass = filter.new(f, definition.budgets(def), c.log, what)
+    if pass then
+      local add, update, delete = on.add, on.update, on.delete
+      on.add = function(o) if pass(nil, o) then add(o) end end
+      on.update = function(old, o) if pass(old, o) then update(old, o) end end
+      on.delete = function(o) if pass(o, nil) then delete(o) end end
+    end
     subs[#subs + 1] = on
   end
   local primary = self:entry(def.resource, {
@@ -111,9 +129,10 @@ function M.plan(self, c, def)
       add = function(o) enqueue(informer.key(o)) end,
       update = function(_, o) enqueue(informer.key(o)) end,
       delete = function(o) enqueue(informer.key(o)) end,
-    })
+    }, def.filter, "resource " .. def.resource)
   else
-    -- handlers: told of each event once the controller runs (M.deliver)
+    -- handlers: told of each event once the controller runs (M.deliver,
+    -- which runs the filter: on the adds of the cache when it starts too)
     sub(primary, {
       primary = true,
       add = function(o) M.deliver(self, c, "on_add", o) end,
@@ -146,9 +165,10 @@ function M.plan(self, c, def)
       end
     end
   end
-  for _, kind in ipairs(def.owns or {}) do
+  for _, e in ipairs(def.owns or {}) do
+    local kind, f = filter.owned(e)
     sub(self:entry(kind, { namespace = def.namespace }),
-      { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner })
+      { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner }, f, "owns " .. kind)
   end
   -- watched kinds: the map function names the requests
   -- map(obj, ctx) may read the caches through ctx (get, list); it runs in
@@ -168,7 +188,8 @@ function M.plan(self, c, def)
       for _, req in ipairs(M.map_requests(reqs, w)) do enqueue(req_key(req[1], req[2])) end
     end
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
-      field_selector = w.field_selector }), { add = map, update = function(_, o) map(o) end, delete = map })
+      field_selector = w.field_selector }), { add = map, update = function(_, o) map(o) end, delete = map },
+      w.filter, "watches " .. w[1])
   end
   return subs, primary
 end

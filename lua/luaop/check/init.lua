@@ -88,7 +88,9 @@ local function definitions(made, fields, text, catalog, add)
         end
       end
       kind("resource", def.resource)
-      for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do kind("owns", k) end
+      for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do
+        kind("owns", type(k) == "table" and k[1] or k) -- ("v1/Pod", or { "v1/Pod", filter = ... })
+      end
       for i, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
         if type(w) == "table" then kind("watches", w[1], i) end
       end

@@ -99,7 +99,9 @@ end
 -- The kinds a definition names: its resource, owns and watches.
 local function def_kinds(def)
   local out = { { "resource", def.resource } }
-  for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do out[#out + 1] = { "owns", k } end
+  for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do
+    out[#out + 1] = { "owns", type(k) == "table" and k[1] or k } -- ("v1/Pod", or { "v1/Pod", filter = ... })
+  end
   for _, w in ipairs(type(def.watches) == "table" and def.watches or {}) do
     out[#out + 1] = { "watches", type(w) == "table" and (w[1] or w.kind) or w }
   end
