@@ -34,7 +34,7 @@ local function util(version)
   return ([[
 local luaop = require "luaop"
 local words = require "words"
-helper_global = "util's"
+rawset(_G, "helper_global", "util's") -- (a global of its own)
 luaop.log:info("util top level", { version = %d })
 local M = { n = 0 }
 function M.bump() M.n = M.n + 1 end
@@ -197,17 +197,27 @@ end)
 describe("modules under luaop --check and the test kit", function()
   local t = kit.per_test(before_each, after_each)
 
-  it("luaop --check loads a script's modules as luaop does, naming a module's file and line", function()
+  it("luaop --check loads a script's modules as luaop does, naming a module's file and line, and checks each module", function()
     proc.write(t.dir, "a.lua", script("a", 1))
     proc.write(t.dir, "util.lib.lua", util(1))
     proc.write(t.dir, "words.lib.lua", WORDS)
     local code, out, err = proc.run { luaop.bin, "--check", t.dir }
     assert.are.equal(0, code, out .. err)
-    assert.matches("luaop %-%-check: 1 script, 0 findings", err)
+    assert.matches("luaop %-%-check: 1 script, 2 modules, 0 findings", err)
     proc.write(t.dir, "words.lib.lua", "return {\n  hello = 'hello'\n  there = 1,\n}\n")
     code, out = proc.run { luaop.bin, "--check", t.dir }
     assert.are.equal(1, code)
     assert.matches("a%.lua: [^\n]*util%.lib%.lua:2: [^\n]*words%.lib%.lua:3: '}' expected", out)
+    -- a module is checked as a script is, not run; a file require cannot name is a finding
+    proc.write(t.dir, "words.lib.lua", WORDS)
+    proc.write(t.dir, "extra.lib.lua", "local M = {}\nfunction M.f() return ctxx end\nreturn M\n")
+    proc.write(t.dir, "My-Words.lib.lua", WORDS)
+    code, out, err = proc.run { luaop.bin, "--check", t.dir }
+    assert.are.equal(1, code)
+    assert.matches("/My%-Words%.lib%.lua: a module's name is lowercase letters, digits and _ [^\n]*: no script can "
+      .. "require it", out)
+    assert.matches("/extra%.lib%.lua:2: unknown global ctxx", out)
+    assert.matches("luaop %-%-check: 1 script, 4 modules, 2 findings", err)
   end)
 
   it("the kit loads a script's modules, an instance for each script it loads", function()

@@ -15,6 +15,9 @@
 --     found something) and every problem of every definition it makes is
 --     reported: unknown fields (with the nearest known one), values out of
 --     range, kinds not served; names unique across the scripts.
+-- The modules of a directory (NAME.lib.lua, luaop.script.modules) load as
+-- the scripts that require them do; each is checked as a script is but not
+-- run, and a file whose NAME require cannot take is a finding.
 -- Each finding is printed as `file:line: message`, the line of the field or
 -- call at fault; a warning as `file:line: warning: message`, one about a
 -- kind or a ctx field once a script, at its first line, with how many other
@@ -26,6 +29,7 @@ local kinds = require "luaop.check.kinds"
 local uses = require "luaop.check.uses"
 local script = require "luaop.script"
 local sandbox = require "luaop.script.sandbox"
+local modules = require "luaop.script.modules"
 
 local M = {}
 
@@ -102,7 +106,7 @@ end
 -- "file:line: warning: message"), and its definitions when it loads.
 -- env: known (the globals the sandbox offers) and catalog (the kinds,
 -- luaop.check.kinds).
-function M.file(path, text, env)
+function M.file(path, text, env, module)
   local chunk, err = script.compile(path, text)
   if not chunk then return { script.located(path, err) } end
   local found, at = {}, {}
@@ -135,13 +139,15 @@ function M.file(path, text, env)
     if level then add(k.line, ("ctx:%s: %s"):format(k.method, msg), level == "warning", "kind " .. k.kind) end
   end
   -- the top level runs all the same, every definition it makes collected
-  -- with its problems rather than raised
+  -- with its problems rather than raised (a module's runs as the scripts
+  -- that require it load)
   local made = {}
   definition.collect = function(def, problems) made[#made + 1] = { def = def, problems = problems } end
-  local defs, lerr = script.load(path, text)
+  local defs, lerr
+  if module then defs = {} else defs, lerr = script.load(path, text) end
   definition.collect = nil
   if defs then
-    lerr:stop() -- (its owner: nothing it started runs on)
+    if lerr then lerr:stop() end -- (its owner: nothing it started runs on)
   else
     -- the message, not the traceback through luaop's own frames; not a
     -- second time when it raised at a line already found at fault
@@ -214,8 +220,18 @@ function M.run(paths, crds)
     end
   end
   if sources and checked == 0 then found(table.concat(paths, ", ") .. ": no *.lua script to check") end
+  -- the modules of the directories, checked as scripts are but not run
+  local mods = sources and modules.files(sources) or {}
+  for _, m in ipairs(mods) do
+    local text, rerr = script.read(m.path)
+    if not m.name then found(m.path .. ": " .. modules.BAD_NAME .. ": no script can require it") end
+    for _, msg in ipairs(text and M.file(m.path, text, env, true) or { m.path .. ": " .. tostring(rerr) }) do
+      found(msg)
+    end
+  end
   io.stdout:flush()
-  io.stderr:write(("luaop --check: %d script%s, %d finding%s%s\n"):format(checked, checked == 1 and "" or "s",
+  io.stderr:write(("luaop --check: %d script%s, %s%d finding%s%s\n"):format(checked, checked == 1 and "" or "s",
+    #mods == 0 and "" or ("%d module%s, "):format(#mods, #mods == 1 and "" or "s"),
     findings, findings == 1 and "" or "s", warnings == 0 and "" or (", %d warning%s"):format(warnings,
     warnings == 1 and "" or "s")))
   return findings == 0 and 0 or 1

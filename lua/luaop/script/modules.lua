@@ -66,10 +66,27 @@ function M.names(dir)
   return out
 end
 
+-- The module files of the sources' directories, sorted: {path, name}
+-- (name nil: the file's name is not one require takes). For luaop --check.
+function M.files(sources)
+  local out = {}
+  for _, s in ipairs(sources) do
+    for _, file in ipairs(s.dir and M.list(s.path) or {}) do
+      if M.is_module(file) and not file:match("^%.") then
+        out[#out + 1] = { path = s.path .. "/" .. file, name = M.name_of(file) }
+      end
+    end
+  end
+  table.sort(out, function(a, b) return a.path < b.path end)
+  return out
+end
+
+M.BAD_NAME = "a module's name is lowercase letters, digits and _ (its file NAME" .. M.SUFFIX .. ")"
+
 local function unknown(script_path, name)
   local why
   if type(name) ~= "string" or not name:match(M.NAME) then
-    why = "a module's name is lowercase letters, digits and _ (its file NAME" .. M.SUFFIX .. ")"
+    why = M.BAD_NAME
   else
     why = ("no file %s beside the script"):format(M.path(script_path, name))
   end
