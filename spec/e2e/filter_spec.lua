@@ -19,12 +19,15 @@ local function reconciles(run, name)
 end
 
 describe("an event filter on the real API server", function()
-  it("generation: a status write and a label change do not reconcile a custom resource, a spec change and the "
-    .. "delete do", function()
+  it("generation: a status write, a label and a finalizer do not reconcile a custom resource; a spec change, the "
+    .. "start of its deletion and the delete do", function()
     local ns = kube.new_namespace("e2e-filter")
     local group = ns:gsub("[^%w]", "") .. ".e2e.luaop.dev"
     local crd = "gadgets." .. group
     finally(function()
+      -- (a finalizer left by a failure would hold the namespace and the CRD)
+      kube.kubectl { "patch", "gadget." .. group, "g", "-n", ns, "--type=merge",
+        "-p", '{"metadata": {"finalizers": null}}' }
       kube.kubectl { "delete", "crd", crd, "--wait=false" }
       kube.delete_namespace(ns)
     end)
@@ -43,7 +46,8 @@ describe("an event filter on the real API server", function()
         name = "filtered", resource = %q, namespace = %q, filter = "generation",
         reconcile = function(ctx, req)
           local g = ctx:get(%q, req)
-          ctx.log:info("reconciling", { generation = g and g.metadata.generation or 0 })
+          ctx.log:info("reconciling", { generation = g and g.metadata.generation or 0,
+            deleting = g and g.metadata.deletionTimestamp ~= nil or false })
         end,
       }
     ]]):format(group .. "/v1/Gadget", ns, group .. "/v1/Gadget"))
@@ -70,12 +74,23 @@ describe("an event filter on the real API server", function()
     local r = reconciles(run, "g")
     assert.are.equal(2, #r, table.concat(r, "\n"))
     assert.matches('"generation": 1', r[1])
-    kube.must { "delete", "gadget." .. group, "g", "-n", ns }
+    -- a finalizer (metadata: dropped), then the delete it holds: the
+    -- deletionTimestamp raises the generation, so it passes
+    kube.must { "patch", "gadget." .. group, "g", "-n", ns, "--type=merge",
+      "-p", '{"metadata": {"finalizers": ["e2e.luaop.dev/hold"]}}' }
+    kube.must { "delete", "gadget." .. group, "g", "-n", ns, "--wait=false" }
+    kube.wait_for("the start of the deletion reconciled", 30, function()
+      local rr = reconciles(run, "g")
+      return rr[#rr] and rr[#rr]:find('"deleting": true', 1, true)
+    end)
+    assert.are.equal(3, #reconciles(run, "g"))
+    assert.matches('"generation": 3', reconciles(run, "g")[3])
+    kube.must { "patch", "gadget." .. group, "g", "-n", ns, "--type=merge", "-p", '{"metadata": {"finalizers": null}}' }
     kube.wait_for("the delete reconciled", 30, function()
       local rr = reconciles(run, "g")
       return rr[#rr] and rr[#rr]:find('"generation": 0', 1, true)
     end)
-    assert.are.equal(3, #reconciles(run, "g"))
+    assert.are.equal(4, #reconciles(run, "g"))
   end)
 
   it("passes every update of a ConfigMap (no generation), and a watch's filter function drops what it says",

@@ -37,7 +37,8 @@ describe("luaop.filter", function()
     assert((status and t.env.update_status or t.env.update)(t.env, d))
   end
 
-  it("generation: drops a status-only update and a label change, passes a spec change, the add and the delete",
+  it("generation: drops a status-only update, a label change and a finalizer, passes a spec change, the add, the "
+    .. "start of a deletion and the delete",
     function()
       t.env = testing.env { script = proc.write(t.dir, "f.lua", script('"generation"')) }
       assert(t.env:create(deployment("d")))
@@ -51,8 +52,16 @@ describe("luaop.filter", function()
       change(function(d) d.spec.replicas = 3 end)
       assert.are.equal(gen + 1, t.env:get("Deployment", "d").metadata.generation)
       assert.are.equal(2, reconciles("d"))
+      -- a finalizer (metadata: dropped); the deletion it holds raises the
+      -- generation (passes), and the delete once it is taken off
+      change(function(d) d.metadata.finalizers = { "example.com/hold" } end)
+      assert.are.equal(2, reconciles("d"))
       assert(t.env:delete("Deployment", "d"))
       assert.are.equal(3, reconciles("d"))
+      assert.are.equal(gen + 2, t.env:get("Deployment", "d").metadata.generation)
+      change(function(d) d.metadata.finalizers = nil end)
+      assert.is_nil(t.env:get("Deployment", "d"))
+      assert.are.equal(4, reconciles("d"))
     end)
 
   it("{ generation = true, labels = true } passes a label change too; annotations = true an annotation change",
