@@ -253,6 +253,25 @@ describe("a controller's retries under the kit", function()
     assert.are.equal(1, metric("controller_runtime_terminal_reconcile_errors_total", 'controller="again"'))
   end)
 
+  it("logs a terminal error a handler raises as any handler failure, saying it is terminal", function()
+    local path = proc.write(t.dir, "h.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "handled", resource = "v1/ConfigMap",
+  on_add = function(ctx, obj)
+    error(luaop.terminal("handler says no"))
+  end,
+}
+]])
+    t.env = testing.env { script = path }
+    t.env:create(cm("h", "nothing"))
+    t.env:advance(60)
+    local errors = t.env:logs { level = "error" }
+    assert.are.equal(1, #errors)
+    assert.are.equal("event handler failed", errors[1].msg)
+    assert.are.equal("on_add of handled (" .. path .. ":4): terminal error: handler says no", errors[1].fields.error)
+  end)
+
   it("raises at the caller's line when terminal is given neither a string nor an API error", function()
     local line = debug.getinfo(1, "l").currentline
     local ok, err = pcall(retry.terminal, 5)

@@ -63,12 +63,16 @@ M.is_error = is_error
 
 -- The text of any error value, running none of its metamethods (a
 -- script's __tostring is its code, and may never return): a string or
--- number as it is, a table as an API error's reason, code and message,
--- anything else by its type.
+-- number as it is, a table as an API error's reason, code and message
+-- (luaop.terminal's as "terminal error: message"), anything else by its
+-- type.
 function M.error_text(v)
   local t = type(v)
   if t == "string" then return v end
   if t == "number" then return tostring(v) end
+  if t == "table" and rawget(v, "terminal") == true and type(rawget(v, "message")) == "string" then
+    return "terminal error: " .. rawget(v, "message")
+  end
   if t == "table" and (type(rawget(v, "reason")) == "string" or type(rawget(v, "message")) == "string") then
     return describe(v)
   end
