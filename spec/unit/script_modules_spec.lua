@@ -241,6 +241,34 @@ describe("modules under luaop --check and the test kit", function()
     assert.are.equal(1, last.n)
   end)
 
+  it("a module may be required in a reconcile; code that must not wait raises until one loaded it", function()
+    proc.write(t.dir, "late.lib.lua", 'return { name = function(o) return o.metadata.name .. "-late" end }\n')
+    t.env = testing.env { script = proc.write(t.dir, "lazy.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "lazy", resource = "v1/ConfigMap",
+  watches = { { "v1/Secret", map = function(s) return { name = require("late").name(s) } end } },
+  reconcile = function(ctx, req)
+    ctx.log:info("lazy", { name = require("late").name({ metadata = { name = req.name } }) })
+  end,
+}
+]]) }
+    local function secret(name) return { apiVersion = "v1", kind = "Secret", metadata = { name = name, namespace = "default" } } end
+    -- a watch map cannot read the file: it raises at its line, saying why
+    t.env:create(secret("s"))
+    local failed = t.env:logs { msg = "^event handler failed$" }
+    assert.are.equal(1, #failed)
+    assert.matches("lazy%.lua:4: module late is not loaded yet, and code that must not wait %(a handler, a watch "
+      .. "map%) cannot read its file: require it at the script's top level", failed[1].fields.error)
+    -- a reconcile can; then the map gets the same instance
+    t.env:create(kit.cm("a"))
+    t.env:create(secret("t"))
+    local names = {}
+    for _, l in ipairs(t.env:logs { msg = "^lazy$" }) do names[#names + 1] = l.fields.name end
+    assert.are.same({ "a-late", "t-late-late" }, names)
+    assert.are.equal(1, #t.env:logs { msg = "^event handler failed$" })
+  end)
+
   it("luaop --test runs a spec of a script that requires a module", function()
     proc.write(t.dir, "util.lib.lua", util(1))
     proc.write(t.dir, "words.lib.lua", WORDS)
