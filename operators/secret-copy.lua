@@ -6,31 +6,36 @@
 -- someone edits (drift) or deletes one, made in namespaces created later, and
 -- removed when the source goes. Owner references cannot cross namespaces,
 -- so copies carry a label naming their source, and a finalizer on the
--- source gives the operator the chance to remove them before it goes.
+-- source (luaop adds it, and calls finalize when the source is deleted)
+-- gives the operator the chance to remove them before it goes.
 local luaop = require "luaop"
 
 local SOURCE_NAMESPACE = "secretsync"
 local TYPE = "k8s.ziwon.dev/secretsync"
 local EXCLUDED = { ["kube-system"] = true, ["kube-public"] = true, ["kube-node-lease"] = true }
 local SOURCE_LABEL = "secretsync.k8s.ziwon.dev/source" -- on copies: the source's name
-local FINALIZER = "secretsync.k8s.ziwon.dev/copies"
 
 local SOURCES = { namespace = SOURCE_NAMESPACE, field_selector = "type=" .. TYPE }
 local COPIES = { label_selector = SOURCE_LABEL }
 
 local function source_request(name) return { namespace = SOURCE_NAMESPACE, name = name } end
 
-local function has_finalizer(obj)
-  for _, f in ipairs(obj.metadata.finalizers or {}) do
-    if f == FINALIZER then return true end
-  end
-  return false
-end
-
 -- Every copy of source `name`, in any namespace.
 local function copies_of(ctx, name)
   return ctx:list("Secret",
     { label_selector = COPIES.label_selector, labels = { [SOURCE_LABEL] = name } })
+end
+
+-- Remove every copy of source `name` (src: the source, still there, or nil).
+local function remove_copies(ctx, name, src)
+  for _, copy in ipairs(copies_of(ctx, name)) do
+    local where = copy.metadata.namespace
+    ctx.log:info("deleting copy", { copy = where .. "/" .. copy.metadata.name })
+    assert(ctx:delete(copy))
+    if src then
+      ctx:event(src, "Normal", "CopyRemoved", "removed the copy in " .. where, "Delete")
+    end
+  end
 end
 
 local function wanted_copy(src, namespace)
@@ -66,35 +71,13 @@ return luaop.controller {
     end },
   },
 
+  -- the source is being deleted: remove the copies, then luaop lets it go
+  finalizer = "secretsync.k8s.ziwon.dev/copies",
+  finalize = function(ctx, src) remove_copies(ctx, src.metadata.name, src) end,
+
   reconcile = function(ctx, req)
     local src = ctx:get("Secret", req)
-    if not src or src.metadata.deletionTimestamp then
-      -- going: remove the copies, then let the source go
-      for _, copy in ipairs(copies_of(ctx, req.name)) do
-        local where = copy.metadata.namespace
-        ctx.log:info("deleting copy", { copy = where .. "/" .. copy.metadata.name })
-        assert(ctx:delete(copy))
-        if src then
-          ctx:event(src, "Normal", "CopyRemoved", "removed the copy in " .. where, "Delete")
-        end
-      end
-      if src and has_finalizer(src) then
-        local keep = luaop.array()
-        for _, f in ipairs(src.metadata.finalizers) do
-          if f ~= FINALIZER then keep[#keep + 1] = f end
-        end
-        src.metadata.finalizers = keep
-        assert(ctx:update(src))
-      end
-      return
-    end
-    if not has_finalizer(src) then
-      src.metadata.finalizers = src.metadata.finalizers or luaop.array()
-      table.insert(src.metadata.finalizers, FINALIZER)
-      assert(ctx:update(src))
-      return -- the update brings us back
-    end
-
+    if not src then return remove_copies(ctx, req.name) end -- gone (its finalizer removed by hand)
     local existing = {}
     for _, copy in ipairs(copies_of(ctx, req.name)) do existing[copy.metadata.namespace] = copy end
     for _, ns in ipairs(ctx:list("Namespace")) do

@@ -82,7 +82,8 @@ end
 
 -- The fields a definition may have, and each watch.
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
-  "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter" }
+  "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter",
+  "finalizer", "finalize" }
 M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter" }
 M.OWNS_FIELDS = { "filter" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
 
@@ -237,6 +238,7 @@ function M.problems(def)
     fail("resync", "controller %s: resync must be a number of seconds > 0", name)
   end
   for _, p in ipairs(retry.problems(def, name, M.nearest)) do out[#out + 1] = p end -- (luaop.retry)
+  require("luaop.finalizer").problems(def, fail, name)
   unknown_fields(def, M.FIELDS, nil, out, name)
   return out
 end
