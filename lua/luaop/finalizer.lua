@@ -31,7 +31,9 @@ function M.bad_name(f)
   if not prefix then return "a qualified name with a domain prefix, such as \"example.com/cleanup\"" end
   local sub = prefix ~= "" and #prefix <= 253
   for label in (prefix .. "."):gmatch("(.-)%.") do sub = sub and is_label(label) end
-  if not sub then return "a prefix that is a DNS subdomain (lower case alphanumerics, '-' and '.', labels of at most 63)" end
+  if not sub then
+    return "a prefix that is a DNS subdomain (lower case alphanumerics, '-' and '.', labels of at most 63)"
+  end
   if name == "" or #name > 63 or not (name:match("^%w[%w_%.%-]*$") and name:match("%w$")) then
     return "a name part of 1 to 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
   end
