@@ -74,7 +74,8 @@ function M.reconcile(reconcile, ctx, req)
   end
   if type(r) == "table" and rawget(r, "requeue") then return { requeue = true } end
   if type(r) == "table" and next(r) == nil then return nil end
-  error(("reconcile returned a %s: return nothing, luaop.requeue_after(seconds) or luaop.requeue()"):format(type(r)), 0)
+  error(("reconcile returned a %s: return nothing, luaop.requeue_after(seconds), luaop.requeue() or "
+    .. "luaop.terminal(message)"):format(type(r)), 0)
 end
 
 -- The test kit's count of reconciles (luaop.testing: a livelock is many of

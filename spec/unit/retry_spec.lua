@@ -70,6 +70,11 @@ describe("luaop.retry's policy", function()
     assert.are.equal("ready", q:get())
     q:tick(100)
     assert.are.equal("later", q:get())
+    -- a bucket turned on starts full: a burst of 2, then a second a token
+    q = core.workqueue.new(retry.options(def { retry = { base_delay = 0.001, qps = math.huge } }), 0)
+    for i = 1, 10 do q:when("x" .. i, 0) end
+    q:tune(retry.options(def { retry = { base_delay = 0.001, qps = 1, burst = 2 } }), 0)
+    assert.are.same({ 0.001, 0.001, 1 }, { q:when("y1", 0), q:when("y2", 0), q:when("y3", 0) })
   end)
 
   it("refuses a malformed policy, naming the controller and the field", function()

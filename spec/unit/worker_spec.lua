@@ -50,8 +50,8 @@ return luaop.controller { name = "w", resource = "v1/ConfigMap", namespace = "de
 ]]), objects = { cm("x") } }
     local errors = t.env:logs { level = "error", msg = "^Reconciler error$" }
     assert.is_true(#errors >= 1)
-    assert.matches("reconcile returned a string: return nothing, luaop.requeue_after%(seconds%) or luaop.requeue%(%)",
-      errors[1].fields.error)
+    assert.matches("reconcile returned a string: return nothing, luaop.requeue_after%(seconds%), luaop.requeue%(%) or "
+      .. "luaop.terminal%(message%)", errors[1].fields.error)
   end)
 
   it("reads what reconcile returned without running a metatable of the script's", function()
@@ -122,8 +122,10 @@ return luaop.controller {
     local at = t.dir .. "/r.lua:4: (controller r's reconcile) "
     assert.are.same({
       abc = at .. 'requeue_after needs a number of seconds >= 0, got the string "abc"',
-      fn = at .. "reconcile returned a function: return nothing, luaop.requeue_after(seconds) or luaop.requeue()",
-      n = at .. "reconcile returned a number: return nothing, luaop.requeue_after(seconds) or luaop.requeue()",
+      fn = at .. "reconcile returned a function: return nothing, luaop.requeue_after(seconds), luaop.requeue() or "
+        .. "luaop.terminal(message)",
+      n = at .. "reconcile returned a number: return nothing, luaop.requeue_after(seconds), luaop.requeue() or "
+        .. "luaop.terminal(message)",
     }, got)
   end)
 end)
