@@ -137,6 +137,23 @@ describe("a controller's finalizer", function()
     assert.is_nil(e:get("ConfigMap", "a"))
   end)
 
+  it("keeps the finalizer and stops retrying finalize on a terminal error, until the object's next event", function()
+    local e = env([[if calls == 1 then error(luaop.terminal("cannot clean up")) end]])
+    assert(e:create(cm("a")))
+    assert(e:delete("ConfigMap", "a"))
+    e:advance(60)
+    local obj = e:get("ConfigMap", "a")
+    assert.are.same({ F }, obj.metadata.finalizers)
+    assert.are.same({}, logged("finalize", "a"))
+    local ev = e:events(obj)
+    assert.are.equal("TerminalError", ev[#ev].reason)
+    -- the next event of the object runs it again
+    obj.metadata.labels = { again = "yes" }
+    assert(e:update(obj))
+    assert.are.equal(1, #logged("finalize", "a"))
+    assert.is_nil(e:get("ConfigMap", "a"))
+  end)
+
   it("runs finalize under the reconcile's budgets", function()
     local e = env([[if calls == 1 then while true do end end]], "instructions = 100000,")
     assert(e:create(cm("a")))
