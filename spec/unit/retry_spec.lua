@@ -258,6 +258,20 @@ describe("a controller's retries under the kit", function()
     assert.are.equal(1, metric("controller_runtime_terminal_reconcile_errors_total", 'controller="again"'))
   end)
 
+  it("forgets the key's backoff on a terminal error: a later failure backs off from base_delay again", function()
+    local path = proc.write(t.dir, "op.lua", SCRIPT:format("forgets", "{ base_delay = 1, max_delay = 4 }"))
+    t.env = testing.env { script = path }
+    t.env:create(cm("f", "raise"))
+    t.env:advance(10) -- 0, 1, 3, 7: four failures, the next retry due at 11
+    t.env:patch("ConfigMap", "f", "default", { data = { ["do"] = "terminal" } })
+    t.env:advance(10) -- terminal at 10; the retry already waiting still runs at 11 (as client-go's delayed adds do)
+    t.env:patch("ConfigMap", "f", "default", { data = { ["do"] = "raise" } })
+    t.env:advance(4)
+    -- failing again at 20: 1 s, then 2 s (not the 4 s the fifth failure in a row would wait)
+    assert.are.same({ 0, 1, 3, 7, 10, 11, 20, 21, 23 }, times("f"))
+    assert.are.equal(2, metric("controller_runtime_terminal_reconcile_errors_total", 'controller="forgets"'))
+  end)
+
   it("logs a terminal error a handler raises as any handler failure, saying it is terminal", function()
     local path = proc.write(t.dir, "h.lua", [[
 local luaop = require "luaop"
