@@ -349,7 +349,8 @@ describe("luaop.apiserver", function()
       assert.are.equal(201, code)
       local md = a.metadata
       assert.matches("^%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$", md.uid)
-      assert.are.same({ "default", STAMP, 1 }, { md.namespace, md.creationTimestamp, md.generation })
+      assert.are.same({ "default", STAMP }, { md.namespace, md.creationTimestamp })
+      assert.is_nil(md.generation) -- a ConfigMap has none, as on a cluster; a kind with a spec has 1 (an At, below)
       local _, b = call(s, "POST", CMS, cm("b"))
       assert.are.equal(tonumber(md.resourceVersion) + 1, tonumber(b.metadata.resourceVersion))
       assert.are_not.equal(md.uid, b.metadata.uid)
@@ -613,11 +614,20 @@ describe("luaop.apiserver", function()
       local _, d = call(s, "PUT", ATS .. "/x", c)
       assert.are.same({ 2, "RUNNING" }, { d.metadata.generation, d.status.phase })
 
-      -- a ConfigMap (no /status): any change outside metadata counts
+      -- a NetworkPolicy (no /status): any change outside metadata counts
+      local NPS = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies"
+      local _, n = call(s, "POST", NPS, { apiVersion = "networking.k8s.io/v1", kind = "NetworkPolicy",
+        metadata = { name = "n" }, spec = { podSelector = {} } })
+      assert.are.equal(1, n.metadata.generation)
+      n.spec.podSelector = { matchLabels = { app = "a" } }
+      local _, n2 = call(s, "PUT", NPS .. "/n", n)
+      assert.are.equal(2, n2.metadata.generation)
+      -- a ConfigMap has no generation, as on a cluster (the API server keeps
+      -- none for it), and a change of its data gives it none
       local _, m = call(s, "POST", CMS, cm("m"))
       m.data.a = "2"
       local _, m2 = call(s, "PUT", CMS .. "/m", m)
-      assert.are.equal(2, m2.metadata.generation)
+      assert.is_nil(m2.metadata.generation)
     end)
 
     it("changes nothing for an update that changes nothing: same resourceVersion, no watch event", function()
@@ -641,7 +651,8 @@ describe("luaop.apiserver", function()
       b.metadata.uid, b.metadata.creationTimestamp, b.metadata.generation = nil, "2001-01-01T00:00:00Z", 99
       b.data.a = "2"
       local _, c = call(s, "PUT", CMS .. "/a", b)
-      assert.are.same({ a.metadata.uid, STAMP, 2 }, { c.metadata.uid, c.metadata.creationTimestamp, c.metadata.generation })
+      assert.are.same({ a.metadata.uid, STAMP }, { c.metadata.uid, c.metadata.creationTimestamp })
+      assert.is_nil(c.metadata.generation) -- the one it had: none (a ConfigMap's), never 99
       c.metadata.uid = "00000000-0000-4000-8000-000000000000"
       local code, st = call(s, "PUT", CMS .. "/a", c)
       assert.are.same({ 422, 'ConfigMap "a" is invalid: metadata.uid: Invalid value: "00000000-0000-4000-8000-000000000000": '

@@ -213,7 +213,20 @@ return luaop.controller {
     end)())
   end)
 
-  it("passes every update of an object without a generation (a ConfigMap, a Secret on a cluster)", function()
+  it("passes every update of an object without a generation (a ConfigMap, a Secret, as on a cluster)", function()
+    t.env = testing.env { script = proc.write(t.dir, "f.lua", [[
+local luaop = require "luaop"
+return luaop.controller {
+  name = "f", resource = "v1/ConfigMap", namespace = "default", filter = "generation",
+  reconcile = function(ctx, req) ctx.log:info("reconciled " .. req.name) end,
+}
+]]) }
+    assert(t.env:create(kit.cm("c", { k = "v" })))
+    assert.is_nil(t.env:get("ConfigMap", "c").metadata.generation) -- the kit keeps none, as the API server
+    local c = t.env:get("ConfigMap", "c")
+    c.metadata.labels = { tier = "small" }
+    assert(t.env:update(c))
+    assert.are.equal(2, reconciles("c"))
     local gen = filter.new("generation")
     local function cm(labels, generation)
       return { metadata = { name = "c", labels = labels, generation = generation }, data = { k = "v" } }

@@ -41,24 +41,37 @@ end
 
 -- Behaviours beyond discovery's, by kind ("Kind" in the core group,
 -- "group/Kind" in the others; every served version of the kind takes them).
--- The fields are add_kind's (luaop.testing.apiserver.kinds).
+-- The fields are add_kind's (luaop.testing.apiserver.kinds). no_generation:
+-- the kinds a Kubernetes 1.34 API server was seen to give no
+-- metadata.generation (created and read back); the others have one.
 local BEHAVIOURS = {
   Namespace = { status_on_create = { phase = "Active" }, name_rule = "label",
     field_labels = { "status.phase", "metadata.name" }, prepare = prepare_namespace, keep_on_update = keep_namespace,
-    return_deleted = true },
-  Secret = { prepare = prepare_secret, field_labels = { "metadata.name", "metadata.namespace", "type" } },
+    return_deleted = true, no_generation = true },
+  Secret = { prepare = prepare_secret, field_labels = { "metadata.name", "metadata.namespace", "type" },
+    no_generation = true },
+  ConfigMap = { no_generation = true },
   Pod = { status_on_create = { phase = "Pending" }, field_labels = POD_FIELDS, return_deleted = true },
   Service = { name_rule = "dns1035", field_labels = { "metadata.name", "metadata.namespace", "spec.clusterIP",
-    "spec.type" }, return_deleted = true },
-  ServiceAccount = { return_deleted = true },
-  Event = { field_labels = EVENT_FIELDS, field_paths = { source = "source.component" } },
+    "spec.type" }, return_deleted = true, no_generation = true },
+  ServiceAccount = { return_deleted = true, no_generation = true },
+  Event = { field_labels = EVENT_FIELDS, field_paths = { source = "source.component" }, no_generation = true },
   Node = { status_on_create = "keep", field_labels = { "metadata.name", "spec.unschedulable" },
-    return_deleted = true },
+    return_deleted = true, no_generation = true },
+  Endpoints = { no_generation = true },
+  PersistentVolumeClaim = { no_generation = true },
+  PersistentVolume = { no_generation = true },
+  LimitRange = { no_generation = true },
+  ResourceQuota = { no_generation = true },
+  ["coordination.k8s.io/Lease"] = { no_generation = true },
+  ["autoscaling/HorizontalPodAutoscaler"] = { no_generation = true },
+  ["events.k8s.io/Event"] = { no_generation = true },
+  ["storage.k8s.io/StorageClass"] = { no_generation = true },
   -- RBAC's names are path segments ("system:aggregate-to-admin")
-  ["rbac.authorization.k8s.io/Role"] = { name_rule = "path" },
-  ["rbac.authorization.k8s.io/RoleBinding"] = { name_rule = "path" },
-  ["rbac.authorization.k8s.io/ClusterRole"] = { name_rule = "path" },
-  ["rbac.authorization.k8s.io/ClusterRoleBinding"] = { name_rule = "path" },
+  ["rbac.authorization.k8s.io/Role"] = { name_rule = "path", no_generation = true },
+  ["rbac.authorization.k8s.io/RoleBinding"] = { name_rule = "path", no_generation = true },
+  ["rbac.authorization.k8s.io/ClusterRole"] = { name_rule = "path", no_generation = true },
+  ["rbac.authorization.k8s.io/ClusterRoleBinding"] = { name_rule = "path", no_generation = true },
 }
 
 -- A resource the kit stores: one discovery lists with create, get, list and

@@ -62,8 +62,9 @@ local CRD_STORE = "apiextensions.k8s.io/customresourcedefinitions"
 -- update), status_on_create ("keep", or the status a create starts with;
 -- default: none), name_rule ("subdomain", "label", "dns1035", "path"), return_deleted
 -- (a DELETE answers with the object rather than a Status, as for Pods),
--- verbs (those discovery lists; default all eight; a request for another
--- is 405 MethodNotAllowed).
+-- no_generation (the API server's strategy keeps no metadata.generation:
+-- a ConfigMap's, a Secret's), verbs (those discovery lists; default all
+-- eight; a request for another is 405 MethodNotAllowed).
 function Server:add_kind(spec)
   if type(spec) ~= "table" then error("add_kind needs a table", 2) end
   for _, f in ipairs { "version", "kind", "resource" } do
@@ -77,6 +78,7 @@ function Server:add_kind(spec)
     status_on_create = spec.status_on_create, prepare = spec.prepare, keep_on_update = spec.keep_on_update,
     name_rule = spec.name_rule or "subdomain", field_paths = spec.field_paths or NO_PATHS, crd = spec.crd,
     return_deleted = spec.return_deleted and true or false, verbs = spec.verbs or VERBS,
+    no_generation = spec.no_generation and true or false,
   }
   k.verb_set = verb_set(k.verbs)
   k.gv = k.group == "" and k.version or k.group .. "/" .. k.version

@@ -147,7 +147,7 @@ function Server:_create_object(k, ns, obj, dry, seeding)
   local derr = defaults.apply(self, k, obj, seeding and "update" or "create", ns)
   if derr then return nil, derr end
   md.creationTimestamp = md.creationTimestamp or timestamp(self.now())
-  md.generation = md.generation or 1
+  if not k.no_generation then md.generation = md.generation or 1 end
   if dry then return 201, obj end
   md.resourceVersion = self:_next_rv()
   self:_put(k, obj, "ADDED")
@@ -245,7 +245,7 @@ function Server:_before_update(k, old, new, dry)
       for _, spec in ipairs(kinds) do self:add_kind(spec) end
     end
   end
-  if spec_text(k, new) ~= spec_text(k, old) then md.generation = (omd.generation or 0) + 1 end
+  if not k.no_generation and spec_text(k, new) ~= spec_text(k, old) then md.generation = (omd.generation or 0) + 1 end
   return nil
 end
 
