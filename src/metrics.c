@@ -13,14 +13,13 @@
 
 enum { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM, METRICS_INFLIGHT_SUM, METRICS_INFLIGHT_MAX };
 
-#define METRICS_MAX_LABELS 3
-
 typedef struct metrics_family {
     const char *name, *help;
     int type;
     const char *labels[METRICS_MAX_LABELS + 1]; /* NULL-terminated */
     const double *buckets;
     int nbuckets;
+    int custom; /* the family of a metrics_custom (its first member) */
 } metrics_family;
 
 /* controller-runtime v0.22: pkg/internal/controller/metrics */
@@ -34,78 +33,82 @@ static const double metrics_workqueue_buckets[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4,
 
 static const metrics_family metrics_families[] = {
     {"controller_runtime_reconcile_total", "Total number of reconciliations per controller", METRICS_COUNTER,
-     {"controller", "result"}, NULL, 0},
+     {"controller", "result"}, NULL, 0, 0},
     {"controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller",
-     METRICS_COUNTER, {"controller"}, NULL, 0},
+     METRICS_COUNTER, {"controller"}, NULL, 0, 0},
     {"controller_runtime_terminal_reconcile_errors_total",
-     "Total number of terminal reconciliation errors per controller", METRICS_COUNTER, {"controller"}, NULL, 0},
+     "Total number of terminal reconciliation errors per controller", METRICS_COUNTER, {"controller"}, NULL, 0, 0},
     {"controller_runtime_reconcile_panics_total", "Total number of reconciliation panics per controller",
-     METRICS_COUNTER, {"controller"}, NULL, 0},
+     METRICS_COUNTER, {"controller"}, NULL, 0, 0},
     {"controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller",
-     METRICS_HISTOGRAM, {"controller"}, metrics_reconcile_buckets, METRICS_N(metrics_reconcile_buckets)},
+     METRICS_HISTOGRAM, {"controller"}, metrics_reconcile_buckets, METRICS_N(metrics_reconcile_buckets), 0},
     {"controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller",
-     METRICS_GAUGE, {"controller"}, NULL, 0},
+     METRICS_GAUGE, {"controller"}, NULL, 0, 0},
     {"controller_runtime_active_workers", "Number of currently used workers per controller", METRICS_GAUGE,
-     {"controller"}, NULL, 0},
+     {"controller"}, NULL, 0, 0},
     {"workqueue_depth", "Current depth of workqueue by workqueue and priority", METRICS_GAUGE,
-     {"name", "controller", "priority"}, NULL, 0},
+     {"name", "controller", "priority"}, NULL, 0, 0},
     {"workqueue_adds_total", "Total number of adds handled by workqueue", METRICS_COUNTER, {"name", "controller"},
-     NULL, 0},
+     NULL, 0, 0},
     {"workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested",
-     METRICS_HISTOGRAM, {"name", "controller"}, metrics_workqueue_buckets, METRICS_N(metrics_workqueue_buckets)},
+     METRICS_HISTOGRAM, {"name", "controller"}, metrics_workqueue_buckets, METRICS_N(metrics_workqueue_buckets), 0},
     {"workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes.",
-     METRICS_HISTOGRAM, {"name", "controller"}, metrics_workqueue_buckets, METRICS_N(metrics_workqueue_buckets)},
+     METRICS_HISTOGRAM, {"name", "controller"}, metrics_workqueue_buckets, METRICS_N(metrics_workqueue_buckets), 0},
     {"workqueue_unfinished_work_seconds",
      "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. "
      "Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at "
      "which this increases.",
-     METRICS_INFLIGHT_SUM, {"name", "controller"}, NULL, 0},
+     METRICS_INFLIGHT_SUM, {"name", "controller"}, NULL, 0, 0},
     {"workqueue_longest_running_processor_seconds",
      "How many seconds has the longest running processor for workqueue been running.", METRICS_INFLIGHT_MAX,
-     {"name", "controller"}, NULL, 0},
+     {"name", "controller"}, NULL, 0, 0},
     {"workqueue_retries_total", "Total number of retries handled by workqueue", METRICS_COUNTER,
-     {"name", "controller"}, NULL, 0},
+     {"name", "controller"}, NULL, 0, 0},
     /* pkg/metrics/client_go_adapter.go */
     {"rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
-     METRICS_COUNTER, {"code", "method", "host"}, NULL, 0},
+     METRICS_COUNTER, {"code", "method", "host"}, NULL, 0, 0},
     /* pkg/metrics/leaderelection.go */
     {"leader_election_master_status",
      "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. "
      "'name' is the string used to identify the lease. Please make sure to group by name.",
-     METRICS_GAUGE, {"name"}, NULL, 0},
+     METRICS_GAUGE, {"name"}, NULL, 0, 0},
     {"leader_election_slowpath_total",
      "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the "
      "lease. Please make sure to group by name.",
-     METRICS_COUNTER, {"name"}, NULL, 0},
+     METRICS_COUNTER, {"name"}, NULL, 0, 0},
     /* luaop's own */
     {"luaop_script_reloads_total", "Script loads after the first, per script and result (success, error)",
-     METRICS_COUNTER, {"script", "result"}, NULL, 0},
+     METRICS_COUNTER, {"script", "result"}, NULL, 0, 0},
     {"luaop_cache_objects", "Objects in the informer caches, per resource and namespace (\"\" for all)",
-     METRICS_GAUGE, {"resource", "namespace"}, NULL, 0},
+     METRICS_GAUGE, {"resource", "namespace"}, NULL, 0, 0},
     {"luaop_budget_exceeded_total",
      "Reconciles stopped at a budget, per controller and budget (instructions, memory, pattern, watchdog)",
-     METRICS_COUNTER, {"controller", "budget"}, NULL, 0},
+     METRICS_COUNTER, {"controller", "budget"}, NULL, 0, 0},
     {"luaop_informer_relists_total",
      "Full LISTs or streamed syncs of an informer after its first, per resource and namespace (\"\" for all)",
-     METRICS_COUNTER, {"resource", "namespace"}, NULL, 0},
+     METRICS_COUNTER, {"resource", "namespace"}, NULL, 0, 0},
     {"luaop_watch_failures_total",
      "Informer lists and watches that ended in an error, per resource, namespace and reason (Expired, "
      "MalformedEvent, FrameTooLarge, NoInitialEventsEnd, TooManyRequests, Transport, Status)",
-     METRICS_COUNTER, {"resource", "namespace", "reason"}, NULL, 0},
+     METRICS_COUNTER, {"resource", "namespace", "reason"}, NULL, 0, 0},
     {"luaop_rest_client_retries_total",
      "Requests the API server answered 429, or 5xx with Retry-After, and luaop sent again after the wait it asked "
      "for, per method",
-     METRICS_COUNTER, {"method"}, NULL, 0},
+     METRICS_COUNTER, {"method"}, NULL, 0, 0},
     {"luaop_task_restarts_total",
      "Runtime tasks that failed, or returned before their end, and were started again, per task (informer, "
      "dispatcher, worker, resyncer, elector, reloader, collector)",
-     METRICS_COUNTER, {"task"}, NULL, 0},
+     METRICS_COUNTER, {"task"}, NULL, 0, 0},
     {"luaop_decode_errors_total", "Objects the API server sent that could not be decoded, per resource",
-     METRICS_COUNTER, {"resource"}, NULL, 0},
+     METRICS_COUNTER, {"resource"}, NULL, 0, 0},
     {"luaop_watch_malformed_events_total",
      "Watch events that are not JSON, of an unknown type, without an object and its metadata, or longer than 16 MiB, "
      "per resource (each ends its watch)",
-     METRICS_COUNTER, {"resource"}, NULL, 0},
+     METRICS_COUNTER, {"resource"}, NULL, 0, 0},
+    {"luaop_script_series_dropped_total",
+     "Updates of a script's own metrics (luaop.metrics) dropped because they would make a series past the script's "
+     "cap, per script",
+     METRICS_COUNTER, {"script"}, NULL, 0, 0},
 };
 #define METRICS_NFAMILIES METRICS_N(metrics_families)
 
@@ -131,9 +134,22 @@ struct metrics_series {
     size_t nstarts, capstarts;
 };
 
+enum { METRICS_CUSTOM_NEW, METRICS_CUSTOM_SHOWN, METRICS_CUSTOM_GONE };
+
+struct metrics_custom {
+    metrics_family f;              /* first: a series' family is this */
+    char *strings[METRICS_MAX_LABELS + 2]; /* name, help and labels, owned */
+    double *buckets;
+    metrics_series *series, **tail;
+    metrics_custom *next; /* in the registry's list until gone */
+    int refs;             /* handles, its series, and the registry's until gone */
+    int state;
+};
+
 struct metrics {
     pthread_mutex_t lock;
     metrics_series *series[METRICS_NFAMILIES], **tail[METRICS_NFAMILIES];
+    metrics_custom *custom, **custom_tail; /* new and shown, in order of making */
     size_t nseries; /* linked */
     size_t nowned;  /* linked, with an owner */
 };
@@ -155,6 +171,7 @@ metrics *metrics_new(void)
     pthread_mutex_init(&m->lock, NULL);
     for (int i = 0; i < METRICS_NFAMILIES; i++)
         m->tail[i] = &m->series[i];
+    m->custom_tail = &m->custom;
     return m;
 }
 
@@ -187,13 +204,27 @@ static void metrics_owner_unref(metrics_owner *o)
     }
 }
 
+static void metrics_custom_unref(metrics_custom *c)
+{
+    if (--c->refs > 0)
+        return;
+    for (int i = 0; i < METRICS_MAX_LABELS + 2; i++)
+        free(c->strings[i]);
+    free(c->buckets);
+    free(c);
+}
+
 /* A reference to s let go (under the lock): freed with the last. */
 static void metrics_series_unref(metrics_series *s)
 {
+    const metrics_family *f = s->family;
+
     if (--s->refs > 0)
         return;
     metrics_owner_unref(s->owner);
-    metrics_series_free(s, metrics_nlabels(s->family));
+    metrics_series_free(s, metrics_nlabels(f));
+    if (f->custom)
+        metrics_custom_unref((metrics_custom *)f);
 }
 
 /* The registry's series go with it, held by a handle or not: no handle
@@ -209,6 +240,17 @@ void metrics_free(metrics *m)
             s->refs = 1;
             metrics_series_unref(s);
         }
+    }
+    for (metrics_custom *c = m->custom, *next; c; c = next) {
+        metrics_series *s = c->series, *snext;
+        next = c->next;
+        for (; s; s = snext) {
+            snext = s->next;
+            metrics_owner_unref(s->owner);
+            metrics_series_free(s, metrics_nlabels(&c->f));
+        }
+        c->refs = 1;
+        metrics_custom_unref(c);
     }
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -243,30 +285,45 @@ static int metrics_owned_by(const metrics_owner *o, const metrics_owner *a)
     return 0;
 }
 
+/* Take s out of the registry (under the lock), uncharged. */
+static void metrics_unlink(metrics *m, metrics_series *s)
+{
+    s->next = NULL;
+    s->linked = 0;
+    for (metrics_owner *a = s->owner; a; a = a->parent)
+        a->n--;
+    m->nseries--;
+    if (s->owner)
+        m->nowned--;
+    metrics_series_unref(s);
+}
+
+/* The series of one list that o (NULL: every one) holds leave it. */
+static void metrics_drop_from(metrics *m, metrics_series **head, metrics_series ***tail, const metrics_owner *o)
+{
+    metrics_series **p = head;
+
+    *tail = head;
+    while (*p) {
+        metrics_series *s = *p;
+        if (o == NULL || (s->owner && metrics_owned_by(s->owner, o))) {
+            *p = s->next;
+            metrics_unlink(m, s);
+        } else {
+            p = &s->next;
+            *tail = p;
+        }
+    }
+}
+
 void metrics_owner_drop(metrics *m, metrics_owner *o)
 {
     pthread_mutex_lock(&m->lock);
     o->dropped = 1;
-    for (int i = 0; i < METRICS_NFAMILIES; i++) {
-        metrics_series **p = &m->series[i];
-        m->tail[i] = &m->series[i];
-        while (*p) {
-            metrics_series *s = *p;
-            if (s->owner && metrics_owned_by(s->owner, o)) {
-                *p = s->next;
-                s->next = NULL;
-                s->linked = 0;
-                for (metrics_owner *a = s->owner; a; a = a->parent)
-                    a->n--;
-                m->nseries--;
-                m->nowned--;
-                metrics_series_unref(s);
-            } else {
-                p = &s->next;
-                m->tail[i] = p;
-            }
-        }
-    }
+    for (int i = 0; i < METRICS_NFAMILIES; i++)
+        metrics_drop_from(m, &m->series[i], &m->tail[i], o);
+    for (metrics_custom *c = m->custom; c; c = c->next)
+        metrics_drop_from(m, &c->series, &c->tail, o);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -384,6 +441,46 @@ fail:
     return NULL;
 }
 
+/* The series of family f, in the list at head, with these values: found
+ * or made (under the lock). */
+static metrics_series *metrics_get_in(metrics *m, metrics_owner *owner, const metrics_family *f, metrics_series **head,
+                                      metrics_series ***tail, const char *const *values, int n, char *err,
+                                      size_t errlen)
+{
+    metrics_series *s;
+
+    for (s = *head; s; s = s->next) {
+        int i = 0;
+        while (i < n && strcmp(s->values[i], values[i] ? values[i] : "") == 0)
+            i++;
+        if (i == n)
+            break;
+    }
+    if (s) {
+        s->refs++;
+    } else if (metrics_refusal(m, owner, err, errlen) == NULL) {
+        if ((s = metrics_series_new(f, values, n)) == NULL) {
+            snprintf(err, errlen, "not enough memory");
+        } else {
+            **tail = s;
+            *tail = &s->next;
+            s->linked = 1;
+            s->refs = 2; /* the registry's and the caller's */
+            s->owner = owner;
+            if (f->custom)
+                ((metrics_custom *)f)->refs++; /* its family lives as long as it does */
+            m->nseries++;
+            if (owner) {
+                owner->refs++;
+                m->nowned++;
+                for (metrics_owner *a = owner; a; a = a->parent)
+                    a->n++;
+            }
+        }
+    }
+    return s;
+}
+
 metrics_series *metrics_get(metrics *m, metrics_owner *owner, const char *name, const char *const *values,
                             size_t nvalues, char *err, size_t errlen)
 {
@@ -403,32 +500,183 @@ metrics_series *metrics_get(metrics *m, metrics_owner *owner, const char *name, 
         return NULL;
     }
     pthread_mutex_lock(&m->lock);
-    for (s = m->series[fi]; s; s = s->next) {
-        int i = 0;
-        while (i < n && strcmp(s->values[i], values[i] ? values[i] : "") == 0)
-            i++;
-        if (i == n)
-            break;
+    s = metrics_get_in(m, owner, f, &m->series[fi], &m->tail[fi], values, n, err, errlen);
+    pthread_mutex_unlock(&m->lock);
+    return s;
+}
+
+/* ---- families of scripts' own ------------------------------------------- */
+
+/* [a-zA-Z_:][a-zA-Z0-9_:]* (a metric; labels: no colon) */
+static int metrics_valid_name(const char *s, int colon)
+{
+    if (*s == '\0' || (*s >= '0' && *s <= '9'))
+        return 0;
+    for (; *s; s++) {
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              (colon && *s == ':')))
+            return 0;
     }
-    if (s) {
-        s->refs++;
-    } else if (metrics_refusal(m, owner, err, errlen) == NULL) {
-        if ((s = metrics_series_new(f, values, n)) == NULL) {
-            snprintf(err, errlen, "not enough memory");
-        } else {
-            *m->tail[fi] = s;
-            m->tail[fi] = &s->next;
-            s->linked = 1;
-            s->refs = 2; /* the registry's and the caller's */
-            s->owner = owner;
-            m->nseries++;
-            if (owner) {
-                owner->refs++;
-                m->nowned++;
-                for (metrics_owner *a = owner; a; a = a->parent)
-                    a->n++;
+    return 1;
+}
+
+metrics_custom *metrics_custom_new(metrics *m, const char *name, const char *help, const char *type,
+                                   const char *const *labels, size_t nlabels, const double *buckets,
+                                   size_t nbuckets, char *err, size_t errlen)
+{
+    metrics_custom *c;
+    int t = strcmp(type, "counter") == 0     ? METRICS_COUNTER
+            : strcmp(type, "gauge") == 0     ? METRICS_GAUGE
+            : strcmp(type, "histogram") == 0 ? METRICS_HISTOGRAM
+                                             : -1;
+
+    if (t < 0) {
+        snprintf(err, errlen, "no metric type %s (counter, gauge, histogram)", type);
+        return NULL;
+    }
+    if (!metrics_valid_name(name, 1)) {
+        snprintf(err, errlen, "%s is not a metric name", name);
+        return NULL;
+    }
+    if (nlabels > METRICS_MAX_LABELS) {
+        snprintf(err, errlen, "%s has %zu labels, more than %d", name, nlabels, METRICS_MAX_LABELS);
+        return NULL;
+    }
+    for (size_t i = 0; i < nlabels; i++) {
+        if (!metrics_valid_name(labels[i], 0) || strncmp(labels[i], "__", 2) == 0 ||
+            (t == METRICS_HISTOGRAM && strcmp(labels[i], "le") == 0)) {
+            snprintf(err, errlen, "%s is not a label name of %s", labels[i], name);
+            return NULL;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(labels[i], labels[j]) == 0) {
+                snprintf(err, errlen, "%s has label %s twice", name, labels[i]);
+                return NULL;
             }
         }
+    }
+    if (t != METRICS_HISTOGRAM)
+        nbuckets = 0;
+    if (nbuckets > METRICS_MAX_BUCKETS) {
+        snprintf(err, errlen, "%s has %zu buckets, more than %d", name, nbuckets, METRICS_MAX_BUCKETS);
+        return NULL;
+    }
+    for (size_t i = 0; i < nbuckets; i++) {
+        if (!isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1]))) {
+            snprintf(err, errlen, "the buckets of %s are not finite and increasing", name);
+            return NULL;
+        }
+    }
+    if ((c = calloc(1, sizeof *c)) == NULL)
+        goto oom;
+    c->f.type = t;
+    c->f.custom = 1;
+    c->f.nbuckets = (int)nbuckets;
+    if ((c->f.name = c->strings[0] = strdup(name)) == NULL || (c->f.help = c->strings[1] = strdup(help)) == NULL)
+        goto oom;
+    for (size_t i = 0; i < nlabels; i++) {
+        if ((c->f.labels[i] = c->strings[i + 2] = strdup(labels[i])) == NULL)
+            goto oom;
+    }
+    if (nbuckets) {
+        if ((c->buckets = malloc(nbuckets * sizeof *c->buckets)) == NULL)
+            goto oom;
+        memcpy(c->buckets, buckets, nbuckets * sizeof *c->buckets);
+        c->f.buckets = c->buckets;
+    }
+    c->tail = &c->series;
+    c->refs = 2; /* the registry's and the caller's */
+    c->state = METRICS_CUSTOM_NEW;
+    pthread_mutex_lock(&m->lock);
+    *m->custom_tail = c;
+    m->custom_tail = &c->next;
+    pthread_mutex_unlock(&m->lock);
+    return c;
+oom:
+    if (c) {
+        c->refs = 1;
+        metrics_custom_unref(c);
+    }
+    snprintf(err, errlen, "not enough memory");
+    return NULL;
+}
+
+int metrics_custom_show(metrics *m, metrics_custom *c, char *err, size_t errlen)
+{
+    int r = 0;
+
+    pthread_mutex_lock(&m->lock);
+    if (c->state == METRICS_CUSTOM_GONE) {
+        snprintf(err, errlen, "the metric %s was removed", c->f.name);
+        r = -1;
+    } else if (c->state == METRICS_CUSTOM_NEW) {
+        if (metrics_family_index(c->f.name) >= 0)
+            r = -1;
+        for (metrics_custom *o = m->custom; o && r == 0; o = o->next) {
+            if (o->state == METRICS_CUSTOM_SHOWN && strcmp(o->f.name, c->f.name) == 0)
+                r = -1;
+        }
+        if (r)
+            snprintf(err, errlen, "a metric named %s is registered already", c->f.name);
+        else
+            c->state = METRICS_CUSTOM_SHOWN;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+void metrics_custom_remove(metrics *m, metrics_custom *c)
+{
+    pthread_mutex_lock(&m->lock);
+    if (c->state != METRICS_CUSTOM_GONE) {
+        metrics_custom **p = &m->custom;
+        metrics_drop_from(m, &c->series, &c->tail, NULL);
+        while (*p != c)
+            p = &(*p)->next;
+        *p = c->next;
+        if (m->custom_tail == &c->next)
+            m->custom_tail = p;
+        c->next = NULL;
+        c->state = METRICS_CUSTOM_GONE;
+        metrics_custom_unref(c); /* the registry's */
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+int metrics_custom_shown(metrics *m, metrics_custom *c)
+{
+    int r;
+
+    pthread_mutex_lock(&m->lock);
+    r = c->state == METRICS_CUSTOM_SHOWN;
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+void metrics_custom_release(metrics *m, metrics_custom *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    metrics_custom_unref(c);
+    pthread_mutex_unlock(&m->lock);
+}
+
+metrics_series *metrics_custom_get(metrics *m, metrics_custom *c, metrics_owner *owner, const char *const *values,
+                                   size_t nvalues, char *err, size_t errlen)
+{
+    int n = metrics_nlabels(&c->f);
+    metrics_series *s = NULL;
+
+    if (nvalues != (size_t)n) {
+        snprintf(err, errlen, "%s has %d label%s, not %zu", c->f.name, n, n == 1 ? "" : "s", nvalues);
+        return NULL;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (c->state == METRICS_CUSTOM_GONE) {
+        snprintf(err, errlen, "the metric %s was removed", c->f.name);
+    } else {
+        s = metrics_get_in(m, owner, &c->f, &c->series, &c->tail, values, n, err, errlen);
     }
     pthread_mutex_unlock(&m->lock);
     return s;
@@ -569,9 +817,17 @@ static int metrics_labels(dbuf *out, const metrics_family *f, const metrics_seri
     return r ? -1 : 0;
 }
 
+/* HELP and TYPE; in the help text \\ and newline escaped (a script's may
+ * hold them). */
 static int metrics_help(dbuf *out, const char *name, const char *help, const char *type)
 {
-    return dbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    int r = dbuf_printf(out, "# HELP %s ", name);
+
+    for (const char *p = help; *p && r == 0; p++) {
+        const char *e = *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : NULL;
+        r = e ? dbuf_printf(out, "%s", e) : dbuf_append(out, p, 1);
+    }
+    return r ? -1 : dbuf_printf(out, "\n# TYPE %s %s\n", name, type);
 }
 
 static int metrics_write_family(dbuf *out, const metrics_family *f, const metrics_series *first, double now)
@@ -690,6 +946,10 @@ int metrics_write(metrics *m, double now, dbuf *out)
     for (int i = 0; i < METRICS_NFAMILIES && r == 0; i++) {
         if (m->series[i]) /* as the Go client: a family with no series is not written */
             r = metrics_write_family(out, &metrics_families[i], m->series[i], now);
+    }
+    for (metrics_custom *c = m->custom; c && r == 0; c = c->next) {
+        if (c->state == METRICS_CUSTOM_SHOWN && c->series)
+            r = metrics_write_family(out, &c->f, c->series, now);
     }
     pthread_mutex_unlock(&m->lock);
     return r ? -1 : metrics_write_process(out);

@@ -66,6 +66,38 @@ int metrics_linked(metrics *m, metrics_series *s);
 /* The number of labels of family `name`, or -1 when there is none. */
 int metrics_family_labels(const char *name);
 
+/* Families of a script's own (luaop.metrics): made by a declaration,
+ * shown in /metrics beside the runtime's once metrics_custom_show took
+ * their name, gone with metrics_custom_remove. A new one is not shown:
+ * its series are made and charged as any (so a script's top level may
+ * update what it declares), and show with it. Names, label names and
+ * buckets are checked here as the text format needs them (Prometheus's
+ * characters, no label le on a histogram, buckets finite and
+ * increasing); luaop.metrics checks promtool's lint rules on top. */
+#define METRICS_MAX_LABELS 10
+#define METRICS_MAX_BUCKETS 64
+typedef struct metrics_custom metrics_custom;
+
+/* type: "counter", "gauge" or "histogram" (buckets: its upper bounds, the
+ * +Inf one implied). A handle: metrics_custom_release lets it go. NULL
+ * with a reason in err. */
+metrics_custom *metrics_custom_new(metrics *m, const char *name, const char *help, const char *type,
+                                   const char *const *labels, size_t nlabels, const double *buckets,
+                                   size_t nbuckets, char *err, size_t errlen);
+/* Show it in /metrics: 0, or -1 with a reason in err when a family of its
+ * name is shown already (the runtime's or another custom one) or it is
+ * gone. Showing a shown one is 0. */
+int metrics_custom_show(metrics *m, metrics_custom *c, char *err, size_t errlen);
+int metrics_custom_shown(metrics *m, metrics_custom *c);
+/* Its series leave the registry, it leaves /metrics, and no more series
+ * are made for it (handles to them still work: their updates go nowhere). */
+void metrics_custom_remove(metrics *m, metrics_custom *c);
+void metrics_custom_release(metrics *m, metrics_custom *c);
+/* As metrics_get, for a custom family; NULL (with the reason) once it is
+ * gone. */
+metrics_series *metrics_custom_get(metrics *m, metrics_custom *c, metrics_owner *owner, const char *const *values,
+                                   size_t nvalues, char *err, size_t errlen);
+
 /* The series in the registry now. */
 size_t metrics_count(metrics *m);
 

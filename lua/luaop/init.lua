@@ -32,6 +32,8 @@ local luaop = {
   -- RFC 3339 times and the two clocks
   time = require "luaop.time",
   conditions = require "luaop.conditions", -- status.conditions as apimachinery's meta.SetStatusCondition keeps them
+  -- counters, gauges and histograms of the script's own, in /metrics (each script's is its own: script/sandbox.lua)
+  metrics = require("luaop.metrics").face(),
   -- a logger: log:info(msg, {k = v}), :error, :debug; :with{k = v}
   logger = logging.logger,
   log = logging.logger("script"),

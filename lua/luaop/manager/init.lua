@@ -23,6 +23,7 @@ local supervisor = require "luaop.supervisor"
 local events = require "luaop.events"
 local collector = require "luaop.collector"
 local retry = require "luaop.retry"
+local script_metrics = require "luaop.metrics"
 local kind_name = definition.kind_name
 
 local M = {}
@@ -160,6 +161,7 @@ function Manager:set(script, defs, owner)
     self.owners[script] = #defs > 0 and owner or nil
     if old and old ~= owner then self:retire_owner(old) end
     if #defs == 0 and owner then self:retire_owner(owner) end
+    script_metrics.settle(script, #defs > 0) -- the version's own metrics show, or go with it
   end
   return ok, err
 end
@@ -348,6 +350,7 @@ end
 -- seconds. Returns whether they all did.
 function Manager:stop(timeout)
   self.stopping = true
+  script_metrics.clear() -- the scripts' own metrics go
   for _, e in pairs(self.informers) do e.inf:stop() end
   local all = {}
   for _, c in pairs(self.controllers) do all[#all + 1] = c end

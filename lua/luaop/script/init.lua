@@ -94,7 +94,7 @@ end
 -- way, the modules it uses (luaop.script.modules: path -> text, filled in
 -- as it requires them)
 function M.compile(path, text)
-  local env = sandbox.env()
+  local env = sandbox.env(path)
   local used = modules.attach(env, path, chunk_of)
   local chunk, err = chunk_of(path, text, env)
   return chunk, err, used

@@ -35,6 +35,7 @@ local is_task = core.task.is_task
 local sandboxed = require "luaop.sandbox" -- what src/sandbox.c gives scripts (opened with luaop.core)
 local cjson = require "luaop.cjson"
 local random = require "luaop.random"
+local script_metrics = require "luaop.metrics"
 local array_mt = base_getmetatable(core.json.array()) -- luaop's, of every JSON array
 
 M.BASE = { "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "rawequal", "rawget", "rawlen",
@@ -123,8 +124,9 @@ local function at_caller(name, ok, ...)
   base_error((arg and "bad argument " .. arg .. "to '" .. name .. "'" or name .. ": ") .. err, 2) -- (tail called)
 end
 
--- A fresh environment for one script.
-function M.env()
+-- A fresh environment for one script (path: its file, whose version it
+-- loads: luaop.metrics is that version's own).
+function M.env(path)
   local env, views, own = {}, {}, base_setmetatable({}, { __mode = "k" })
   for _, k in ipairs(M.BASE) do env[k] = _G[k] end
   local modules = {}
@@ -172,6 +174,7 @@ function M.env()
   local overlay = {}
   for k, v in pairs(luaop) do overlay[k] = v end
   overlay.client = script_client
+  overlay.metrics = script_metrics.face(path)
   -- a task started from code that must not wait (a handler, a watch map)
   -- would wait and write for it, on an instructions-only account
   overlay.spawn = function(fn, ...)
