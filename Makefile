@@ -182,7 +182,7 @@ build/ctest/%: spec/c/%.c spec/c/tap.h | build/ctest
 
 build/ctest/dbuf_test: build/asan/obj/dbuf.o
 build/ctest/sha256_test: build/asan/obj/sha256.o
-build/ctest/metrics_test: build/asan/obj/metrics.o build/asan/obj/dbuf.o
+build/ctest/metrics_test: build/asan/obj/metrics.o build/asan/obj/metrics_custom.o build/asan/obj/dbuf.o
 build/ctest/metrics_test: CTEST_LIBS = -lm -lpthread
 # two runtimes in one process: the whole core (no main), Lua, the libraries
 build/ctest/runtime_test: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS))

@@ -196,7 +196,7 @@ static const char *const fz_funcs[] = {
     "ctx.log:info", "ctx.log:error", "ctx.log:debug", "ctx.log:with",
     "luaop.array", "luaop.client", "luaop.conditions.get", "luaop.conditions.is_false", "luaop.conditions.is_true",
     "luaop.conditions.remove", "luaop.conditions.set", "luaop.controller", "luaop.controller_of", "luaop.copy",
-    "luaop.hash", "luaop.is_error",
+    "luaop.hash", "luaop.is_error", "luaop.metrics.counter", "luaop.metrics.gauge", "luaop.metrics.histogram",
     "luaop.json.array", "luaop.json.decode", "luaop.json.decode_page", "luaop.json.encode", "luaop.json.hash",
     "luaop.json.is_array",
     "luaop.json.peek", "luaop.logger", "luaop.requeue", "luaop.requeue_after", "luaop.set_controller",
@@ -224,7 +224,7 @@ static const char *const fz_methods[] = {
     "get", "list", "create", "update", "update_status", "patch", "apply", "delete", "watch", "events",
     "resolve", "namespace_of", "next", "close", "info", "error", "debug", "with", "wait", "signal", "cancel",
     "index", "on", "stop", "start", "run", "relist", "synced_from", "wait_synced", "upsert", "remove", "emit",
-    "default", "sub", "rep", "format", "gsub", "find", "byte", "len",
+    "default", "sub", "rep", "format", "gsub", "find", "byte", "len", "inc", "dec", "set", "observe",
 };
 #define NMETHODS (sizeof fz_methods / sizeof fz_methods[0])
 

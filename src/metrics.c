@@ -1,5 +1,6 @@
 /* metrics.c - a Prometheus registry (see metrics.h). */
 #include "metrics.h"
+#include "metrics_private.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -10,17 +11,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-enum { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM, METRICS_INFLIGHT_SUM, METRICS_INFLIGHT_MAX };
-
-typedef struct metrics_family {
-    const char *name, *help;
-    int type;
-    const char *labels[METRICS_MAX_LABELS + 1]; /* NULL-terminated */
-    const double *buckets;
-    int nbuckets;
-    int custom; /* the family of a metrics_custom (its first member) */
-} metrics_family;
 
 /* controller-runtime v0.22: pkg/internal/controller/metrics */
 static const double metrics_reconcile_buckets[] = {
@@ -110,49 +100,7 @@ static const metrics_family metrics_families[] = {
      "cap, per script",
      METRICS_COUNTER, {"script"}, NULL, 0, 0},
 };
-#define METRICS_NFAMILIES METRICS_N(metrics_families)
-
-struct metrics_owner {
-    metrics_owner *parent;
-    char *name;
-    size_t n, cap; /* series held (descendants' included); at most cap (0: no cap of its own) */
-    int refs;      /* handles, children and series referring to it */
-    int dropped;
-};
-
-struct metrics_series {
-    metrics_series *next; /* in its family, in order of first use, while linked */
-    const metrics_family *family;
-    metrics_owner *owner; /* NULL: the runtime's own */
-    int refs;             /* handles, and the registry's while linked */
-    int linked;
-    char **values;
-    double value;       /* counters, gauges; a histogram's sum */
-    unsigned long long count; /* histograms */
-    unsigned long long *buckets; /* histograms: per bucket, not cumulative */
-    double *starts;     /* in-flight gauges: when each piece of work started */
-    size_t nstarts, capstarts;
-};
-
-enum { METRICS_CUSTOM_NEW, METRICS_CUSTOM_SHOWN, METRICS_CUSTOM_GONE };
-
-struct metrics_custom {
-    metrics_family f;              /* first: a series' family is this */
-    char *strings[METRICS_MAX_LABELS + 2]; /* name, help and labels, owned */
-    double *buckets;
-    metrics_series *series, **tail;
-    metrics_custom *next; /* in the registry's list until gone */
-    int refs;             /* handles, its series, and the registry's until gone */
-    int state;
-};
-
-struct metrics {
-    pthread_mutex_t lock;
-    metrics_series *series[METRICS_NFAMILIES], **tail[METRICS_NFAMILIES];
-    metrics_custom *custom, **custom_tail; /* new and shown, in order of making */
-    size_t nseries; /* linked */
-    size_t nowned;  /* linked, with an owner */
-};
+_Static_assert(METRICS_N(metrics_families) == METRICS_NFAMILIES, "METRICS_NFAMILIES (metrics_private.h) counts the families");
 
 double metrics_now(void)
 {
@@ -185,7 +133,7 @@ static void metrics_series_free(metrics_series *s, int nlabels)
     free(s);
 }
 
-static int metrics_nlabels(const metrics_family *f)
+int metrics_nlabels(const metrics_family *f)
 {
     int n = 0;
 
@@ -204,7 +152,7 @@ static void metrics_owner_unref(metrics_owner *o)
     }
 }
 
-static void metrics_custom_unref(metrics_custom *c)
+void metrics_custom_unref(metrics_custom *c)
 {
     if (--c->refs > 0)
         return;
@@ -299,7 +247,7 @@ static void metrics_unlink(metrics *m, metrics_series *s)
 }
 
 /* The series of one list that o (NULL: every one) holds leave it. */
-static void metrics_drop_from(metrics *m, metrics_series **head, metrics_series ***tail, const metrics_owner *o)
+void metrics_drop_from(metrics *m, metrics_series **head, metrics_series ***tail, const metrics_owner *o)
 {
     metrics_series **p = head;
 
@@ -403,7 +351,7 @@ static const char *metrics_refusal(const metrics *m, const metrics_owner *o, cha
     return NULL;
 }
 
-static int metrics_family_index(const char *name)
+int metrics_family_index(const char *name)
 {
     for (int i = 0; i < METRICS_NFAMILIES; i++) {
         if (strcmp(metrics_families[i].name, name) == 0)
@@ -443,7 +391,7 @@ fail:
 
 /* The series of family f, in the list at head, with these values: found
  * or made (under the lock). */
-static metrics_series *metrics_get_in(metrics *m, metrics_owner *owner, const metrics_family *f, metrics_series **head,
+metrics_series *metrics_get_in(metrics *m, metrics_owner *owner, const metrics_family *f, metrics_series **head,
                                       metrics_series ***tail, const char *const *values, int n, char *err,
                                       size_t errlen)
 {
@@ -501,183 +449,6 @@ metrics_series *metrics_get(metrics *m, metrics_owner *owner, const char *name, 
     }
     pthread_mutex_lock(&m->lock);
     s = metrics_get_in(m, owner, f, &m->series[fi], &m->tail[fi], values, n, err, errlen);
-    pthread_mutex_unlock(&m->lock);
-    return s;
-}
-
-/* ---- families of scripts' own ------------------------------------------- */
-
-/* [a-zA-Z_:][a-zA-Z0-9_:]* (a metric; labels: no colon) */
-static int metrics_valid_name(const char *s, int colon)
-{
-    if (*s == '\0' || (*s >= '0' && *s <= '9'))
-        return 0;
-    for (; *s; s++) {
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
-              (colon && *s == ':')))
-            return 0;
-    }
-    return 1;
-}
-
-metrics_custom *metrics_custom_new(metrics *m, const char *name, const char *help, const char *type,
-                                   const char *const *labels, size_t nlabels, const double *buckets,
-                                   size_t nbuckets, char *err, size_t errlen)
-{
-    metrics_custom *c;
-    int t = strcmp(type, "counter") == 0     ? METRICS_COUNTER
-            : strcmp(type, "gauge") == 0     ? METRICS_GAUGE
-            : strcmp(type, "histogram") == 0 ? METRICS_HISTOGRAM
-                                             : -1;
-
-    if (t < 0) {
-        snprintf(err, errlen, "no metric type %s (counter, gauge, histogram)", type);
-        return NULL;
-    }
-    if (!metrics_valid_name(name, 1)) {
-        snprintf(err, errlen, "%s is not a metric name", name);
-        return NULL;
-    }
-    if (nlabels > METRICS_MAX_LABELS) {
-        snprintf(err, errlen, "%s has %zu labels, more than %d", name, nlabels, METRICS_MAX_LABELS);
-        return NULL;
-    }
-    for (size_t i = 0; i < nlabels; i++) {
-        if (!metrics_valid_name(labels[i], 0) || strncmp(labels[i], "__", 2) == 0 ||
-            (t == METRICS_HISTOGRAM && strcmp(labels[i], "le") == 0)) {
-            snprintf(err, errlen, "%s is not a label name of %s", labels[i], name);
-            return NULL;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(labels[i], labels[j]) == 0) {
-                snprintf(err, errlen, "%s has label %s twice", name, labels[i]);
-                return NULL;
-            }
-        }
-    }
-    if (t != METRICS_HISTOGRAM)
-        nbuckets = 0;
-    if (nbuckets > METRICS_MAX_BUCKETS) {
-        snprintf(err, errlen, "%s has %zu buckets, more than %d", name, nbuckets, METRICS_MAX_BUCKETS);
-        return NULL;
-    }
-    for (size_t i = 0; i < nbuckets; i++) {
-        if (!isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1]))) {
-            snprintf(err, errlen, "the buckets of %s are not finite and increasing", name);
-            return NULL;
-        }
-    }
-    if ((c = calloc(1, sizeof *c)) == NULL)
-        goto oom;
-    c->f.type = t;
-    c->f.custom = 1;
-    c->f.nbuckets = (int)nbuckets;
-    if ((c->f.name = c->strings[0] = strdup(name)) == NULL || (c->f.help = c->strings[1] = strdup(help)) == NULL)
-        goto oom;
-    for (size_t i = 0; i < nlabels; i++) {
-        if ((c->f.labels[i] = c->strings[i + 2] = strdup(labels[i])) == NULL)
-            goto oom;
-    }
-    if (nbuckets) {
-        if ((c->buckets = malloc(nbuckets * sizeof *c->buckets)) == NULL)
-            goto oom;
-        memcpy(c->buckets, buckets, nbuckets * sizeof *c->buckets);
-        c->f.buckets = c->buckets;
-    }
-    c->tail = &c->series;
-    c->refs = 2; /* the registry's and the caller's */
-    c->state = METRICS_CUSTOM_NEW;
-    pthread_mutex_lock(&m->lock);
-    *m->custom_tail = c;
-    m->custom_tail = &c->next;
-    pthread_mutex_unlock(&m->lock);
-    return c;
-oom:
-    if (c) {
-        c->refs = 1;
-        metrics_custom_unref(c);
-    }
-    snprintf(err, errlen, "not enough memory");
-    return NULL;
-}
-
-int metrics_custom_show(metrics *m, metrics_custom *c, char *err, size_t errlen)
-{
-    int r = 0;
-
-    pthread_mutex_lock(&m->lock);
-    if (c->state == METRICS_CUSTOM_GONE) {
-        snprintf(err, errlen, "the metric %s was removed", c->f.name);
-        r = -1;
-    } else if (c->state == METRICS_CUSTOM_NEW) {
-        if (metrics_family_index(c->f.name) >= 0)
-            r = -1;
-        for (metrics_custom *o = m->custom; o && r == 0; o = o->next) {
-            if (o->state == METRICS_CUSTOM_SHOWN && strcmp(o->f.name, c->f.name) == 0)
-                r = -1;
-        }
-        if (r)
-            snprintf(err, errlen, "a metric named %s is registered already", c->f.name);
-        else
-            c->state = METRICS_CUSTOM_SHOWN;
-    }
-    pthread_mutex_unlock(&m->lock);
-    return r;
-}
-
-void metrics_custom_remove(metrics *m, metrics_custom *c)
-{
-    pthread_mutex_lock(&m->lock);
-    if (c->state != METRICS_CUSTOM_GONE) {
-        metrics_custom **p = &m->custom;
-        metrics_drop_from(m, &c->series, &c->tail, NULL);
-        while (*p != c)
-            p = &(*p)->next;
-        *p = c->next;
-        if (m->custom_tail == &c->next)
-            m->custom_tail = p;
-        c->next = NULL;
-        c->state = METRICS_CUSTOM_GONE;
-        metrics_custom_unref(c); /* the registry's */
-    }
-    pthread_mutex_unlock(&m->lock);
-}
-
-int metrics_custom_shown(metrics *m, metrics_custom *c)
-{
-    int r;
-
-    pthread_mutex_lock(&m->lock);
-    r = c->state == METRICS_CUSTOM_SHOWN;
-    pthread_mutex_unlock(&m->lock);
-    return r;
-}
-
-void metrics_custom_release(metrics *m, metrics_custom *c)
-{
-    if (c == NULL)
-        return;
-    pthread_mutex_lock(&m->lock);
-    metrics_custom_unref(c);
-    pthread_mutex_unlock(&m->lock);
-}
-
-metrics_series *metrics_custom_get(metrics *m, metrics_custom *c, metrics_owner *owner, const char *const *values,
-                                   size_t nvalues, char *err, size_t errlen)
-{
-    int n = metrics_nlabels(&c->f);
-    metrics_series *s = NULL;
-
-    if (nvalues != (size_t)n) {
-        snprintf(err, errlen, "%s has %d label%s, not %zu", c->f.name, n, n == 1 ? "" : "s", nvalues);
-        return NULL;
-    }
-    pthread_mutex_lock(&m->lock);
-    if (c->state == METRICS_CUSTOM_GONE) {
-        snprintf(err, errlen, "the metric %s was removed", c->f.name);
-    } else {
-        s = metrics_get_in(m, owner, &c->f, &c->series, &c->tail, values, n, err, errlen);
-    }
     pthread_mutex_unlock(&m->lock);
     return s;
 }

@@ -190,6 +190,66 @@ int main(void)
         TAP_OK(metrics_count(m) == METRICS_RESERVE, "an owner dropped gives its series back");
     }
     {
+        /* families of a script's own (metrics_custom) */
+        const char *labels[2] = {"namespace", "name"}, *vals[2] = {"ns", "a\"b"};
+        const double buckets[2] = {0.5, 1}, bad[2] = {1, 1};
+        size_t before = metrics_count(m);
+        metrics_owner *o = metrics_owner_new(m, NULL, "script metrics a.lua", 2);
+        metrics_custom *c = metrics_custom_new(m, "copier_copies_total", "Copies\\made\nso far", "counter", labels, 2,
+                                               NULL, 0, err, sizeof err);
+        metrics_custom *hc = metrics_custom_new(m, "copier_seconds", "t", "histogram", NULL, 0, buckets, 2, err, sizeof err);
+        metrics_custom *dup = metrics_custom_new(m, "copier_copies_total", "x", "gauge", NULL, 0, NULL, 0, err, sizeof err);
+        metrics_custom *rt = metrics_custom_new(m, "workqueue_depth", "x", "gauge", NULL, 0, NULL, 0, err, sizeof err);
+        metrics_series *cs, *hs;
+
+        TAP_OK(c && hc && dup && rt, "custom families are made");
+        cs = metrics_custom_get(m, c, o, vals, 2, err, sizeof err);
+        hs = metrics_custom_get(m, hc, o, NULL, 0, err, sizeof err);
+        metrics_add(m, cs, 3);
+        metrics_observe(m, hs, 0.7);
+        TAP_OK(cs && hs && metrics_owner_count(m, o) == 2 && !has("copier_copies_total{namespace=\"ns\",name=\"a\\\"b\"} 3"),
+               "a new family's series are made and charged, not shown");
+        TAP_OK(metrics_custom_get(m, c, o, one, 1, err, sizeof err) == NULL && strstr(err, "has 2 labels, not 1"),
+               "a custom family's series need its number of values");
+        TAP_OK(metrics_custom_show(m, c, err, sizeof err) == 0 && metrics_custom_show(m, hc, err, sizeof err) == 0 &&
+                   has("# HELP copier_copies_total Copies\\\\made\\nso far") &&
+                   has("copier_copies_total{namespace=\"ns\",name=\"a\\\"b\"} 3") &&
+                   has("copier_seconds_bucket{le=\"0.5\"} 0") && has("copier_seconds_bucket{le=\"1\"} 1") &&
+                   has("copier_seconds_bucket{le=\"+Inf\"} 1") && has("copier_seconds_count 1"),
+               "shown: its series in the text, help escaped, a histogram's buckets cumulative");
+        TAP_OK(metrics_custom_show(m, dup, err, sizeof err) != 0 && strstr(err, "registered already") &&
+                   metrics_custom_show(m, rt, err, sizeof err) != 0,
+               "a name shown already, the runtime's or a custom one, is refused");
+        TAP_OK(metrics_custom_get(m, c, o, (const char *[]){"x", "y"}, 2, err, sizeof err) == NULL &&
+                   strstr(err, "its cap"),
+               "a custom family's series count against their owner's cap");
+        TAP_OK(metrics_custom_new(m, "9x", "h", "gauge", NULL, 0, NULL, 0, err, sizeof err) == NULL &&
+                   metrics_custom_new(m, "x", "h", "histogram", (const char *[]){"le"}, 1, NULL, 0, err, sizeof err) == NULL &&
+                   metrics_custom_new(m, "x", "h", "gauge", (const char *[]){"__a"}, 1, NULL, 0, err, sizeof err) == NULL &&
+                   metrics_custom_new(m, "x", "h", "gauge", (const char *[]){"a", "a"}, 2, NULL, 0, err, sizeof err) == NULL &&
+                   metrics_custom_new(m, "x", "h", "histogram", NULL, 0, bad, 2, err, sizeof err) == NULL &&
+                   metrics_custom_new(m, "x", "h", "summary", NULL, 0, NULL, 0, err, sizeof err) == NULL,
+               "names, label names, buckets and types the text format cannot take are refused");
+        metrics_custom_remove(m, c);
+        metrics_add(m, cs, 1); /* goes nowhere, and is no error */
+        TAP_OK(!has("copier_copies_total{namespace=\"ns\",name=\"a\\\"b\"} 3") && metrics_owner_count(m, o) == 1 &&
+                   metrics_custom_get(m, c, o, vals, 2, err, sizeof err) == NULL && strstr(err, "was removed") &&
+                   metrics_custom_show(m, c, err, sizeof err) != 0,
+               "a removed family leaves the text with its series, and makes no more");
+        TAP_OK(metrics_custom_show(m, dup, err, sizeof err) == 0, "its name may be shown again");
+        metrics_owner_drop(m, o);
+        TAP_OK(!has("copier_seconds_count 1") && metrics_count(m) == before, "an owner dropped takes its custom series");
+        metrics_release(m, cs);
+        metrics_release(m, hs);
+        metrics_custom_release(m, c);
+        metrics_custom_release(m, hc);
+        metrics_custom_release(m, rt);
+        /* dup stays, with a series, for metrics_free */
+        metrics_release(m, metrics_custom_get(m, dup, NULL, NULL, 0, err, sizeof err));
+        metrics_custom_release(m, dup);
+        metrics_owner_release(m, o);
+    }
+    {
         dbuf b = {0};
         metrics_names(&b);
         TAP_OK(b.data && strstr(b.data, "workqueue_depth name,controller,priority\n"), "names with their labels");

@@ -15,7 +15,7 @@ describe("luaop", function()
     for k in pairs(face) do names[#names + 1] = k end
     table.sort(names)
     assert.are.same({ "array", "client", "conditions", "controller", "controller_of", "copy", "hash", "is_error", "json",
-      "log", "logger", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "terminal", "time",
+      "log", "logger", "metrics", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "terminal", "time",
       "version" }, names)
   end)
 
@@ -29,6 +29,13 @@ describe("luaop", function()
     assert.are.equal(object.set_controller, face.set_controller)
     assert.are.equal(require "luaop.time", face.time)
     assert.are.equal(require "luaop.conditions", face.conditions)
+    -- (luaop.metrics: the program's own face; each script's is made for it by script/sandbox.lua)
+    assert.are.same({ "counter", "gauge", "histogram" }, (function()
+      local k = {}
+      for n, f in pairs(face.metrics) do k[#k + 1] = n .. (type(f) == "function" and "" or "?") end
+      table.sort(k)
+      return k
+    end)())
     assert.are.equal(logging.logger, face.logger)
     assert.are.equal(client.is_error, face.is_error)
     assert.are.equal(core.json, face.json)

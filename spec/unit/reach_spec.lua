@@ -40,6 +40,8 @@ local CODE_ONLY = {
   ["client/view.lua:quotas"] = "view -> its script's count of open watches: read by a view's watch for its own self",
   ["client/view.lua:counted"] = "watch handle -> the count it is in: read when that handle closes, ends or is collected",
   ["context.lua:private"] = "ctx -> what it works with (manager, client, controller): read by a method for its own self",
+  ["metrics.lua:private"] = "a metric's handle -> its record (weak keys): read by the handle's methods for their own "
+    .. "self only",
   ["definition.lua:budgets"] = "definition -> its budgets (weak keys): written by luaop.controller (define) for the "
     .. "definition it is given, read by the workers; no function a script can call reads it",
 }
@@ -337,6 +339,17 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
     each("luaop.conditions", luaop.conditions, { { "set", obj, { type = "Ready", status = "True", reason = "Done" } },
       { "get", obj, "Ready" }, { "is_true", obj, "Ready" }, { "is_false", obj, "Ready" }, { "remove", obj, "Ready" },
       { "set", obj, { type = "bad type" } } }, true)
+    local mname = "reach_" .. NAME
+    each("luaop.metrics", luaop.metrics, {
+      { "counter", { name = mname .. "_total", help = "h", labels = { "k" } } },
+      { "gauge", { name = mname .. "_level", help = "h" } },
+      { "histogram", { name = mname .. "_seconds", help = "h", buckets = { 1 } } },
+      { "counter", { name = "workqueue_adds_total", help = "h" } } }, true)
+    for i, h in ipairs { R["luaop.metrics.counter#1 2"], R["luaop.metrics.gauge#2 2"],
+      R["luaop.metrics.histogram#3 2"] } do
+      each("metric" .. i, h, { { "inc", { k = "v" }, 1 }, { "inc", nil, 1 }, { "dec", nil, 1 }, { "set", nil, 2 },
+        { "observe", nil, 0.5 } })
+    end
     each("luaop.json", luaop.json, { { "decode", '{"a":[1,{}]}' }, { "encode", { a = luaop.array() } }, { "hash", { a = { 1, "x" } } },
       { "array" }, { "is_array", {} }, { "peek", '{"a":1}', "a" }, { "decode_page", '{"items":[]}' } }, true)
     for n, cj in ipairs { cjson, cjson_safe, cjson.new(), cjson_safe.new() } do
@@ -448,6 +461,9 @@ describe("the reachability audit", function()
     methods("luaop.time", package.loaded.luaop.time, offered)
     methods("luaop.conditions", package.loaded.luaop.conditions, offered)
     methods("luaop.json", package.loaded.luaop.json, offered)
+    methods("luaop.metrics", package.loaded.luaop.metrics, offered)
+    for i = 1, 3 do methods("metric", R["luaop.metrics." .. ({ "counter", "gauge", "histogram" })[i] .. "#" .. i .. " 2"],
+      offered) end
     local missed = {}
     for _, m in ipairs(offered) do
       if not called[m] then missed[#missed + 1] = m end

@@ -160,6 +160,11 @@ luaop.log.values table
 luaop.log.values<metatable> boolean
 luaop.log<metatable> boolean
 luaop.logger function
+luaop.metrics table
+luaop.metrics.counter function
+luaop.metrics.gauge function
+luaop.metrics.histogram function
+luaop.metrics<metatable> boolean
 luaop.null userdata
 luaop.requeue function
 luaop.requeue_after function

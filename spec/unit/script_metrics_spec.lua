@@ -104,4 +104,217 @@ describe("a script's own metrics", function()
     local ok, out = promtool(text)
     assert.is_true(ok, out)
   end)
+
+  it("refuse names, label names, help and buckets that Prometheus or promtool's lint refuse, at the declaring line",
+    function()
+    local p = load { ["ok.lua"] = "local luaop = require 'luaop'\n" ..
+      "return luaop.controller { name = 'ok', resource = 'v1/ConfigMap', reconcile = function() end }\n" }
+    w.env = testing.env { scripts = { p["ok.lua"] } }
+    local path = p["ok.lua"]
+    for _, c in ipairs {
+      { 'counter { name = "copies", help = "h" }', "a counter's name ends in _total" },
+      { 'gauge { name = "copies_total", help = "h" }', "only a counter's name ends in _total" },
+      { 'gauge { name = "copierSize", help = "h" }', "is not a metric name" },
+      { 'gauge { name = "copier:size", help = "h" }', "is not a metric name" },
+      { 'gauge { name = "9lives", help = "h" }', "is not a metric name" },
+      { 'gauge { name = "__x", help = "h" }', "is not a metric name" },
+      { 'gauge { name = "copier_latency_ms", help = "h" }', "abbreviated unit" },
+      { 'gauge { name = "copier_latency_milliseconds", help = "h" }', "base unit seconds" },
+      { 'gauge { name = "copier_gauge_size", help = "h" }', "names a metric type" },
+      { 'gauge { name = "copier_size_count", help = "h" }', "ends in _count" },
+      { 'histogram { name = "copier_size_bucket", help = "h" }', "ends in _bucket" },
+      { 'gauge { name = "copier_size", help = "" }', "help must be a text" },
+      { 'gauge { name = "copier_size" }', "help must be a text" },
+      { 'gauge { name = "copier_size", help = "h", labels = { "Namespace" } }', "is not a label name" },
+      { 'gauge { name = "copier_size", help = "h", labels = { "__name" } }', "is not a label name" },
+      { 'gauge { name = "copier_size", help = "h", labels = { "le" } }', "reserved for histograms" },
+      { 'gauge { name = "copier_size", help = "h", labels = { "a", "a" } }', "label a twice" },
+      { 'gauge { name = "copier_size", help = "h", labels = "a" }', "labels must be a list" },
+      { 'gauge { name = "copier_size", help = "h", buckets = { 1 } }', "unknown field \"buckets\"" },
+      { 'gauge { name = "copier_size", help = "h", label = { "a" } }', "unknown field \"label\"" },
+      { 'histogram { name = "copier_size", help = "h", buckets = { 2, 1 } }', "increasing order" },
+      { 'histogram { name = "copier_size", help = "h", buckets = { 0 / 0 } }', "increasing order" },
+      { 'histogram { name = "copier_size", help = "h", buckets = {} }', "1 to 64 buckets" },
+      { 'counter(nil)', "needs a table" },
+    } do
+      local text = "local luaop = require 'luaop'\n\nlocal m = luaop.metrics." .. c[1] .. "\n" ..
+        "return luaop.controller { name = 'ok', resource = 'v1/ConfigMap', reconcile = function() end }\n"
+      local ok, err = pcall(w.env.load, w.env, path, text)
+      assert.is_false(ok, c[1])
+      assert.truthy(tostring(err):find(path .. ":3: luaop.metrics.", 1, true), c[1] .. ": " .. tostring(err))
+      assert.truthy(tostring(err):find(c[2], 1, true), c[1] .. ": " .. tostring(err))
+    end
+  end)
+
+  it("raise at the caller's line for a wrong label set, a label value that is not a string, a counter going down "
+    .. "and a method of another type", function()
+    local p = load { ["ok.lua"] = "local luaop = require 'luaop'\n" ..
+      "return luaop.controller { name = 'ok', resource = 'v1/ConfigMap', reconcile = function() end }\n" }
+    w.env = testing.env { scripts = { p["ok.lua"] } }
+    local path = p["ok.lua"]
+    for _, c in ipairs {
+      { 'c:inc({ namespace = "x", name = "y" })', 'has no label "name"' },
+      { 'c:inc({})', "label namespace must be a string, got none" },
+      { 'c:inc({ namespace = 3 })', "label namespace must be a string, got 3" },
+      { 'c:inc()', "needs its labels" },
+      { 'c:inc({ namespace = "x" }, -1)', "a counter goes up by a finite amount of 0 or more" },
+      { 'c:inc({ namespace = "x" }, "1")', "the amount must be a number" },
+      { 'c:inc({ namespace = ("x"):rep(513) })', "at most 512 bytes" },
+      { 'c:inc({ namespace = "\\0" })', "UTF-8 text" },
+      { 'c:set({ namespace = "x" }, 1)', "a counter has no set: it has inc" },
+      { 'g:set({ a = "x" }, 1)', "copier_size has no labels" },
+      { 'g:set(nil)', "the value must be a number" },
+      { 'g:observe(nil, 1)', "a gauge has no observe" },
+      { 'h:inc(nil, 1)', "a histogram has no inc" },
+      { 'c.inc({ namespace = "x" })', "call it with a colon" },
+      { 'c.x = 1', "read-only" },
+    } do
+      local text = "local luaop = require 'luaop'\n" ..
+        "local c = luaop.metrics.counter { name = 'copier_copies_total', help = 'h', labels = { 'namespace' } }\n" ..
+        "local g = luaop.metrics.gauge { name = 'copier_size', help = 'h' }\n" ..
+        "local h = luaop.metrics.histogram { name = 'copier_seconds', help = 'h' }\n" ..
+        c[1] .. "\n" ..
+        "return luaop.controller { name = 'ok', resource = 'v1/ConfigMap', reconcile = function() end }\n"
+      local ok, err = pcall(w.env.load, w.env, path, text)
+      assert.is_false(ok, c[1])
+      assert.truthy(tostring(err):find(path .. ":5: ", 1, true), c[1] .. ": " .. tostring(err))
+      assert.truthy(tostring(err):find(c[2], 1, true), c[1] .. ": " .. tostring(err))
+    end
+    -- and a metric without labels takes its amount first
+    local ok, err = pcall(w.env.load, w.env, path, "local luaop = require 'luaop'\n" ..
+      "local g = luaop.metrics.gauge { name = 'copier_size', help = 'h' }\n" ..
+      "g:set(4) g:inc() g:dec(2) g:inc({}, 5)\n" ..
+      "return luaop.controller { name = 'ok', resource = 'v1/ConfigMap', reconcile = function() end }\n")
+    assert.is_true(ok, err)
+    assert.are.equal(8, w.env:metric("copier_size"))
+  end)
+
+  it("refuse at load, naming file and line, a name of the runtime's or of another script's metric, and keep the "
+    .. "running version and its values", function()
+    local function text(decl, name)
+      return "local luaop = require 'luaop'\nlocal m = luaop.metrics." .. decl .. "\n" ..
+        "return luaop.controller { name = '" .. name .. "', resource = 'v1/ConfigMap', " ..
+        "reconcile = function() m:inc() end }\n"
+    end
+    local p = load { ["a.lua"] = text('counter { name = "shared_total", help = "h" }', "a") }
+    w.env = testing.env { scripts = { p["a.lua"] } }
+    w.env:create(cm("x"))
+    assert.are.equal(1, w.env:metric("shared_total"))
+    local b = proc.write(w.dir, "b.lua", text('counter { name = "shared_total", help = "h" }', "b"))
+    local ok, err = pcall(w.env.load, w.env, b, text('counter { name = "shared_total", help = "h" }', "b"))
+    assert.is_false(ok)
+    assert.truthy(err:find(b .. ":2: luaop.metrics.counter: metric shared_total is declared by " .. p["a.lua"] ..
+      " already (" .. p["a.lua"] .. ":2)", 1, true), err)
+    for _, decl in ipairs {
+      'counter { name = "workqueue_adds_total", help = "h" }',
+      'counter { name = "controller_runtime_reconcile_total", help = "h" }',
+      'counter { name = "luaop_anything_total", help = "h" }',
+      'counter { name = "process_cpu_seconds_total", help = "h" }',
+      'counter { name = "go_gc_total", help = "h" }',
+      'counter { name = "leader_election_slowpath_total", help = "h" }',
+      'counter { name = "rest_client_requests_total", help = "h" }',
+    } do
+      ok, err = pcall(w.env.load, w.env, p["a.lua"], text(decl, "a"))
+      assert.is_false(ok, decl)
+      assert.truthy(err:find(p["a.lua"] .. ":2: luaop.metrics.counter: name ", 1, true), decl .. ": " .. err)
+      assert.truthy(err:find("the runtime's", 1, true), err)
+    end
+    -- the running version stays, its counter with it
+    w.env:create(cm("y"))
+    assert.are.equal(2, w.env:metric("shared_total"))
+  end)
+
+  it("keep a metric's series and values across a reload that declares it the same, and drop one it declares "
+    .. "differently or no longer declares", function()
+    local v1 = [[
+local luaop = require "luaop"
+local same = luaop.metrics.counter { name = "kept_total", help = "h", labels = { "k" } }
+local changed = luaop.metrics.counter { name = "changed_total", help = "h" }
+local gone = luaop.metrics.gauge { name = "gone_things", help = "h" }
+return luaop.controller { name = "r", resource = "v1/ConfigMap",
+  reconcile = function() same:inc({ k = "v" }) changed:inc() gone:set(nil, 7) end }
+]]
+    local v2 = [[
+local luaop = require "luaop"
+local same = luaop.metrics.counter { name = "kept_total", help = "h", labels = { "k" } }
+local changed = luaop.metrics.counter { name = "changed_total", help = "another help" }
+return luaop.controller { name = "r", resource = "v1/ConfigMap",
+  reconcile = function(_, req) if req.name == "z" then same:inc({ k = "v" }) changed:inc() end end }
+]]
+    local p = load { ["r.lua"] = v1 }
+    w.env = testing.env { scripts = { p["r.lua"] } }
+    w.env:create(cm("x"))
+    w.env:create(cm("y"))
+    assert.are.equal(2, w.env:metric("kept_total", { k = "v" }))
+    assert.are.equal(2, w.env:metric("changed_total"))
+    assert.are.equal(7, w.env:metric("gone_things"))
+    -- a version that fails to load (after declaring) changes nothing
+    local ok = pcall(w.env.load, w.env, p["r.lua"], v2:gsub("return", "error('no')\nreturn", 1))
+    assert.is_false(ok)
+    assert.are.equal(2, w.env:metric("changed_total"))
+    assert.are.equal(7, w.env:metric("gone_things"))
+    w.env:load(p["r.lua"], v2) -- (its reload requeues x and y: nothing counts)
+    w.env:create(cm("z"))
+    assert.are.equal(3, w.env:metric("kept_total", { k = "v" }))
+    assert.are.equal(1, w.env:metric("changed_total"))
+    assert.truthy(core.metrics.text():find("# HELP changed_total another help\n", 1, true))
+    assert.is_nil(w.env:metric("gone_things"))
+    assert.is_nil(core.metrics.text():find("gone_things", 1, true))
+  end)
+
+  it("remove a script's metrics with the script, and show one declared in a reconcile at once", function()
+    local p = load { ["lazy.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller { name = "lazy", resource = "v1/ConfigMap",
+  reconcile = function(_, req)
+    luaop.metrics.gauge { name = "lazy_seen", help = "h", labels = { "name" } }:set({ name = req.name }, 1)
+  end }
+]] }
+    w.env = testing.env { scripts = { p["lazy.lua"] } }
+    w.env:create(cm("x"))
+    assert.are.equal(1, w.env:metric("lazy_seen", { name = "x" }))
+    local done = false
+    core.task.spawn(function()
+      assert(w.env.manager:set(p["lazy.lua"], {}))
+      done = true
+    end)
+    w.env:run()
+    assert.is_true(done)
+    assert.is_nil(w.env:metric("lazy_seen", { name = "x" }))
+    assert.is_nil(core.metrics.text():find("lazy_seen", 1, true))
+  end)
+
+  it("hold at most 1000 series a script: past the cap an update is dropped, counted and logged once", function()
+    local p = load { ["many.lua"] = [[
+local luaop = require "luaop"
+local m = luaop.metrics.counter { name = "many_total", help = "h", labels = { "i" } }
+for i = 1, 1005 do m:inc({ i = tostring(i) }) end
+m:inc({ i = "1003" })
+m:inc({ i = "1" }, 2)
+return luaop.controller { name = "many", resource = "v1/ConfigMap", reconcile = function() end }
+]] }
+    w.env = testing.env { scripts = { p["many.lua"] } }
+    assert.are.equal(script_metrics.SERIES, #samples("many_total"))
+    assert.are.equal(3, w.env:metric("many_total", { i = "1" }))
+    assert.is_nil(w.env:metric("many_total", { i = "1001" }))
+    assert.are.equal(6, w.env:metric("luaop_script_series_dropped_total", { script = p["many.lua"] }))
+    local logged = w.env:logs { msg = "metric series is dropped" }
+    assert.are.equal(1, #logged)
+    assert.are.equal("many_total", logged[1].fields.metric)
+    local ok, out = promtool(core.metrics.text())
+    assert.is_true(ok, out)
+  end)
+
+  it("go with the test kit's environment: the next one starts from none", function()
+    local p = load { ["copier.lua"] = COPIER }
+    w.env = testing.env { scripts = { p["copier.lua"] } }
+    w.env:create(cm("a"))
+    assert.are.equal(1, w.env:metric("copier_copies_total", { namespace = "default" }))
+    w.env:stop()
+    assert.is_nil(core.metrics.text():find("copier_", 1, true))
+    w.env = testing.env { scripts = { p["copier.lua"] } }
+    assert.is_nil(w.env:metric("copier_copies_total", { namespace = "default" }))
+    w.env:create(cm("b"))
+    assert.are.equal(1, w.env:metric("copier_copies_total", { namespace = "default" }))
+  end)
 end)
