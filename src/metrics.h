@@ -1,9 +1,10 @@
 /* metrics.h - a Prometheus registry: counters, gauges and histograms with
  * labels, written in the text exposition format (version 0.0.4).
  *
- * The families are fixed (metrics.c lists them: controller-runtime v0.22's
- * and client-go's names, labels, help texts and buckets, then luaop's own),
- * so a scrape always shows the same names. Series are made on first use of
+ * The runtime's families are fixed (metrics.c lists them: controller-runtime
+ * v0.22's and client-go's names, labels, help texts and buckets, then
+ * luaop's own), so a scrape always shows the same names; scripts' own
+ * families (metrics_custom, below) come and go beside them. Series are made on first use of
  * their label values, charged to an owner (metrics_owner: a script, a
  * controller, the informers) or to the runtime itself, and leave the
  * registry when their owner is dropped. The loop's thread

@@ -176,10 +176,12 @@ local function entry(path)
   return s
 end
 
--- The caller of a face function, as "file:line".
+-- The caller of a face function, as "file:line" (as error() would name
+-- it: luaop's own Lua has no debug library).
 local function where(level)
-  local info = debug.getinfo(level + 1, "Sl")
-  return info and ("%s:%d"):format(info.short_src, info.currentline or 0) or "?"
+  local _, msg = pcall(error, "", level + 2)
+  msg = tostring(msg):match("^(.*): $")
+  return msg or "?"
 end
 
 local methods = {} -- kind -> the handles' method table (functions only)
