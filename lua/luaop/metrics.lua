@@ -147,7 +147,7 @@ function M.check(kind, spec)
     if b[#b] == math.huge then b = { table.unpack(b, 1, #b - 1) } end -- (+Inf is always there)
     if #b == 0 or #b > M.MAX_BUCKETS then return nil, ("%s: 1 to %d buckets"):format(d.name, M.MAX_BUCKETS) end
     for i, x in ipairs(b) do
-      if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge or (i > 1 and not (x > b[i - 1])) then
+      if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge or (i > 1 and x <= b[i - 1]) then
         return nil, ("%s: buckets must be finite numbers in increasing order"):format(d.name)
       end
       key[#key + 1] = ("%.17g"):format(x)
