@@ -270,9 +270,7 @@ function Env:load(path, text)
   return defs
 end
 
--- env:metric(name [, labels]): a sample of /metrics (luaop.testing.metrics)
-Env.metric = require("luaop.testing.metrics").metric
-
+Env.metric = require("luaop.testing.metrics").metric -- env:metric(name [, labels]): a sample of /metrics
 -- Run until idle, the clock standing still.
 function Env:run()
   guard.run(self)
