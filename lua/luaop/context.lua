@@ -6,7 +6,10 @@ local client = require "luaop.client"
 local events = require "luaop.events"
 local definition = require "luaop.definition"
 local discovery = require "luaop.discovery"
-local kind_name, shown = definition.kind_name, definition.shown
+local arguments = require "luaop.arguments"
+local kind_name = definition.kind_name
+local misuse, target, list_options, bad_object = arguments.misuse, arguments.target, arguments.list_options,
+  arguments.bad_object
 
 local M = {}
 
@@ -125,53 +128,6 @@ local function not_found(kind, name)
     message = ("%s %q not found"):format(kind_name(kind), tostring(name)) })
 end
 
--- Misuse raises at the script's line: these checks answer what is wrong
--- (saying what was given), which the method raises at level 2.
-local function misuse(form, what, got)
-  return ("%s: %s, got %s"):format(form, what, shown(got))
-end
-
--- (not a string; or not Kind, version/Kind or group/version/Kind)
-local function bad_kind(form, kind)
-  local bad = client.bad_kind(kind)
-  if bad then return form .. ": " .. bad end
-end
-
--- The object a (kind, req_or_name [, namespace] [, opts]) call names: its
--- name and its namespace (nil when none is said; "" is none), said by the
--- request, the namespace argument or opts.namespace, which must agree.
--- nil and what is wrong when something is.
-local function target(form, kind, req, ns, opts)
-  local bad = bad_kind(form, kind)
-  if bad then return nil, bad end
-  local name, rns
-  if type(req) == "table" then
-    name, rns = req.name, req.namespace
-    if type(name) ~= "string" or name == "" then
-      return nil, misuse(form, "the request's name must be a non-empty string", name)
-    end
-    if rns ~= nil and type(rns) ~= "string" then
-      return nil, misuse(form, "the request's namespace must be a string", rns)
-    end
-  elseif type(req) == "string" and req ~= "" then
-    name = req
-  else
-    return nil, misuse(form, "name_or_req must be a name or a request {namespace =, name =}", req)
-  end
-  if ns ~= nil and type(ns) ~= "string" then return nil, misuse(form, "namespace must be a string", ns) end
-  if opts ~= nil and type(opts) ~= "table" then return nil, misuse(form, "opts must be a table", opts) end
-  local ons = opts and opts.namespace
-  if ons ~= nil and type(ons) ~= "string" then return nil, misuse(form, "opts.namespace must be a string", ons) end
-  local out
-  for _, v in ipairs { rns or "", ns or "", ons or "" } do
-    if v ~= "" then
-      if out and out ~= v then return nil, ("%s: two namespaces, %q and %q: say one"):format(form, out, v) end
-      out = v
-    end
-  end
-  return name, out
-end
-
 -- What the caches say of kind ns/name (ns nil: a cluster-scoped name):
 -- the object or nil, and whether a cache answered at all.
 local function cached(self, kind, ns, name)
@@ -207,53 +163,6 @@ function Ctx:get(kind, req, ns)
   local o, err = private[self].client:get(kind, name, ns)
   no_such_kind(self, "ctx:get(kind, name_or_req [, namespace])", kind, err)
   return o, err
-end
-
--- The type ctx:list's option k must have, nil when there is no such option.
--- (No table of them: an upvalue table of a method is one every script's ctx
--- would reach, spec/unit/reach_spec.lua.)
-local function list_option(k)
-  if k == "namespace" or k == "label_selector" or k == "field_selector" then return "string" end
-  if k == "labels" then return "table" end
-  if k == "filter" then return "function" end
-  return nil
-end
-
--- ctx:list's opts, checked: the options to list with | nil, what is wrong.
-local function list_options(kind, opts)
-  local form = "ctx:list(kind [, opts])"
-  local bad = bad_kind(form, kind)
-  if bad then return nil, bad end
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then return nil, misuse(form, "opts must be a table", opts) end
-  for k, v in pairs(opts) do
-    local want = list_option(k)
-    if not want then
-      local names = { "field_selector", "filter", "label_selector", "labels", "namespace" }
-      local near = type(k) == "string" and definition.nearest(k, names)
-      return nil, ("%s: unknown option %s%s (options: %s)"):format(form,
-        type(k) == "string" and k or "[" .. shown(k) .. "]", near and (" (did you mean %s?)"):format(near) or "",
-        table.concat(names, ", "))
-    end
-    if type(v) ~= want then
-      local hint = k == "labels" and type(v) == "string"
-        and ' (a selector string such as "team=a" goes in label_selector)' or ""
-      return nil, misuse(form, ("opts.%s must be a %s%s"):format(k, want, hint), v)
-    end
-  end
-  for k, v in pairs(opts.labels or {}) do
-    if type(k) ~= "string" or type(v) ~= "string" then
-      return nil, ("%s: opts.labels must be {key = \"value\", ...}, all strings, got [%s] = %s"):format(form,
-        shown(k), shown(v))
-    end
-  end
-  if opts.namespace == "" then -- every namespace, as Kubernetes' NamespaceAll
-    local o = {}
-    for k, v in pairs(opts) do o[k] = v end
-    o.namespace = nil
-    return o
-  end
-  return opts
 end
 
 -- list(kind [, opts]): cached objects (opts.namespace, opts.label_selector
@@ -307,18 +216,6 @@ end
 local function written(self, kind, obj)
   if type(obj) == "table" and obj.metadata then private[self].manager:observe(kind, obj) end
   return obj
-end
-
--- What is wrong with the object and opts of a write (verb(obj [, opts])), or nil.
-local function bad_object(verb, obj, opts)
-  local form = ("ctx:%s(obj [, opts])"):format(verb)
-  if type(obj) ~= "table" then return misuse(form, "obj must be an object (a table)", obj) end
-  local bad = client.bad_object_kind(obj)
-  if bad then return form .. ": " .. bad end
-  if obj.metadata ~= nil and type(obj.metadata) ~= "table" then
-    return misuse(form, "obj.metadata must be a table", obj.metadata)
-  end
-  if opts ~= nil and type(opts) ~= "table" then return misuse(form, "opts must be a table", opts) end
 end
 
 function Ctx:create(obj, opts)

@@ -12,6 +12,7 @@
 local core = require "luaop.core"
 local errors = require "luaop.client.errors"
 local watch = require "luaop.client.watch"
+local arguments = require "luaop.arguments"
 
 local json, api = core.json, core.api
 local encode, decode = json.encode, json.decode
@@ -138,7 +139,6 @@ end
 -- ---- kinds, as a script writes them -----------------------------------------------
 
 client.KIND_FORMS, client.bad_kind, client.bad_object_kind = errors.KIND_FORMS, errors.bad_kind, errors.bad_object_kind
-local shown = errors.shown
 
 -- Raise what is wrong with kind, if anything, at the level given (the
 -- caller of a client's method), after the call's form.
@@ -230,20 +230,18 @@ end
 -- (called by write_path, called by a client's method: level 4 is that
 -- method's caller)
 local function object_ref(obj, verb)
-  local form = ("client:%s(obj [, opts])"):format(verb)
-  if type(obj) ~= "table" then error(("%s: obj must be an object (a table), got %s"):format(form, shown(obj)), 4) end
-  local bad = client.bad_object_kind(obj)
-  if bad then error(form .. ": " .. bad, 4) end
+  local bad = arguments.bad_object(verb, obj, nil, "client")
+  if bad then error(bad, 4) end
   local md = obj.metadata or {}
   return obj.apiVersion .. "/" .. obj.kind, md.namespace, md.name
 end
 
--- name_or_req: a name, or a request {namespace =, name =}
-local function name_ns(name_or_req, ns)
-  if type(name_or_req) == "table" then
-    return name_or_req.name, name_or_req.namespace or ns
-  end
-  return name_or_req, ns
+-- name_or_req: a name, or a request {namespace =, name =}; raises at the
+-- line of the method's caller (level 3) when it is neither
+local function name_ns(form, name_or_req, ns)
+  local name, rns = arguments.target(form, "v1/ConfigMap", name_or_req, ns) -- (the kind is checked apart)
+  if not name then error(rns, 3) end
+  return name, rns
 end
 
 -- ---- verbs ---------------------------------------------------------------------------
@@ -252,8 +250,7 @@ end
 function client:get(kind, name_or_req, ns)
   check_kind("client:get(kind, name_or_req [, namespace])", kind, 2)
   local name
-  name, ns = name_ns(name_or_req, ns)
-  if type(name) ~= "string" or name == "" then error("get needs a name", 2) end
+  name, ns = name_ns("client:get(kind, name_or_req [, namespace])", name_or_req, ns)
   local r, err = self:resolve(kind)
   if not r then return nil, err end
   return call("GET", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name))
@@ -385,8 +382,7 @@ local patch_types = {
 function client:patch(kind, name_or_req, patch, opts)
   check_kind("client:patch(kind, name_or_req, patch [, opts])", kind, 2)
   opts = opts or {}
-  local name, ns = name_ns(name_or_req, opts.namespace)
-  if type(name) ~= "string" or name == "" then error("patch needs a name", 2) end
+  local name, ns = name_ns("client:patch(kind, name_or_req, patch [, opts])", name_or_req, opts.namespace)
   local ctype = patch_types[opts.type or "merge"]
   if not ctype then error(("unknown patch type %q: merge, json or strategic"):format(opts.type), 2) end
   local r, err = self:resolve(kind)
@@ -412,8 +408,7 @@ end
 function client:delete(kind, name_or_req, opts)
   check_kind("client:delete(kind, name_or_req [, opts])", kind, 2)
   opts = opts or {}
-  local name, ns = name_ns(name_or_req, opts.namespace)
-  if type(name) ~= "string" or name == "" then error("delete needs a name", 2) end
+  local name, ns = name_ns("client:delete(kind, name_or_req [, opts])", name_or_req, opts.namespace)
   local r, err = self:resolve(kind)
   if not r then return nil, err end
   local body = { apiVersion = "v1", kind = "DeleteOptions" }
