@@ -231,7 +231,7 @@ static const char *const fz_methods[] = {
 /* Field names read and written (the API's objects and handles, generic). */
 static const char *const fz_fields[] = {
     "values", "log", "name", "namespace", "metadata", "data", "kind", "apiVersion", "status", "spec", "labels",
-    "uid", "resourceVersion", "items", "__index", "n", "default", "client", "inf", "store",
+    "uid", "resourceVersion", "items", "__index", "n", "default", "client", "inf", "store", "help", "buckets",
 };
 #define NFIELDS (sizeof fz_fields / sizeof fz_fields[0])
 
@@ -254,6 +254,7 @@ static const char *const fz_strings[] = {
     "\"(.-)\"", "\"%w+\"", "\"[\"", "\"\\0\"", "\"\\xff\\xfe\"", "\"{}\"", "\"[]\"", "\"[1,2,{\\\"a\\\":null}]\"",
     "\"{\\\"a\\\":1}\"", "\"2026-01-01T00:00:00Z\"", "\"app=x\"", "\"k\"", "\"i4\"", "\"n\"", "\"t\"", "\"v\"",
     "\"kv\"", "\"collect\"", "\"step\"", "\"count\"", "\"cjson\"", "\"luaop\"", "\"return 1\"",
+    "\"fz_total\"", "\"fz_seconds\"", /* luaop.metrics' names: a counter's, a histogram's */
 };
 #define NSTRINGS (sizeof fz_strings / sizeof fz_strings[0])
 

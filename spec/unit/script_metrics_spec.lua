@@ -317,4 +317,31 @@ return luaop.controller { name = "many", resource = "v1/ConfigMap", reconcile = 
     w.env:create(cm("b"))
     assert.are.equal(1, w.env:metric("copier_copies_total", { namespace = "default" }))
   end)
+
+  it("count a module's declarations as its requiring script's own: a second script requiring it clashes", function()
+    local p = load {
+      ["counting.lib.lua"] = [[
+local luaop = require "luaop"
+local M = {}
+M.seen = luaop.metrics.counter { name = "lib_seen_total", help = "h" }
+return M
+]],
+      ["one.lua"] = [[
+local luaop = require "luaop"
+local counting = require "counting"
+return luaop.controller { name = "one", resource = "v1/ConfigMap", reconcile = function() counting.seen:inc() end }
+]],
+      ["two.lua"] = [[
+local luaop = require "luaop"
+local counting = require "counting"
+return luaop.controller { name = "two", resource = "v1/Secret", reconcile = function() end }
+]] }
+    w.env = testing.env { scripts = { p["one.lua"] } }
+    w.env:create(cm("x"))
+    assert.are.equal(1, w.env:metric("lib_seen_total"))
+    local ok, err = pcall(w.env.load, w.env, p["two.lua"])
+    assert.is_false(ok)
+    assert.truthy(err:find(p["counting.lib.lua"] .. ":3: luaop.metrics.counter: metric lib_seen_total is declared by " ..
+      p["one.lua"] .. " already", 1, true), err)
+  end)
 end)
