@@ -344,4 +344,23 @@ return luaop.controller { name = "two", resource = "v1/Secret", reconcile = func
     assert.truthy(err:find(p["counting.lib.lua"] .. ":3: luaop.metrics.counter: metric lib_seen_total is declared by " ..
       p["one.lua"] .. " already", 1, true), err)
   end)
+
+  it("are checked by luaop --check: a name promtool's lint refuses, and another script's name, at their lines",
+    function()
+    load {
+      ["a.lua"] = "local luaop = require 'luaop'\nlocal m = luaop.metrics.counter { name = 'x_total', help = 'h' }\n" ..
+        "return luaop.controller { name = 'a', resource = 'v1/ConfigMap', reconcile = function() m:inc() end }\n",
+      ["b.lua"] = "local luaop = require 'luaop'\n\nlocal m = luaop.metrics.counter { name = 'x_total', help = 'h' }\n" ..
+        "return luaop.controller { name = 'b', resource = 'v1/ConfigMap', reconcile = function() m:inc() end }\n",
+      ["c.lua"] = "local luaop = require 'luaop'\nlocal m = luaop.metrics.gauge { name = 'c_latency_ms', help = 'h' }\n" ..
+        "return luaop.controller { name = 'c', resource = 'v1/ConfigMap', reconcile = function() m:set(1) end }\n",
+    }
+    local code, out, err = proc.run({ "build/luaop", "--check", w.dir },
+      { KUBECONFIG = false, HOME = "/nonexistent", KUBERNETES_SERVICE_HOST = false })
+    assert.are.equal(1, code, out .. err)
+    assert.are.equal(w.dir .. "/b.lua:3: luaop.metrics.counter: metric x_total is declared by " .. w.dir ..
+      "/a.lua already (" .. w.dir .. "/a.lua:2): a metric belongs to one script\n" ..
+      w.dir .. "/c.lua:2: luaop.metrics.gauge: name c_latency_ms has an abbreviated unit (ms): spell it out\n", out)
+    assert.matches("3 scripts, 2 findings", err)
+  end)
 end)

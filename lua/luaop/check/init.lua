@@ -28,6 +28,7 @@ local definition = require "luaop.definition"
 local kinds = require "luaop.check.kinds"
 local uses = require "luaop.check.uses"
 local script = require "luaop.script"
+local script_metrics = require "luaop.metrics"
 local sandbox = require "luaop.script.sandbox"
 local modules = require "luaop.script.modules"
 
@@ -209,6 +210,7 @@ function M.run(paths, crds)
     else
       local out, defs = M.file(path, text, env)
       for _, msg in ipairs(out) do found(msg) end
+      if defs then script_metrics.settle(path, true) end -- (its metric names: a later script's clash is found)
       for _, d in ipairs(defs or {}) do
         if type(d) == "table" and type(d.name) == "string" then
           if names[d.name] then
@@ -229,6 +231,7 @@ function M.run(paths, crds)
       found(msg)
     end
   end
+  script_metrics.clear()
   io.stdout:flush()
   io.stderr:write(("luaop --check: %d script%s, %s%d finding%s%s\n"):format(checked, checked == 1 and "" or "s",
     #mods == 0 and "" or ("%d module%s, "):format(#mods, #mods == 1 and "" or "s"),
