@@ -166,12 +166,15 @@ local latest = {} -- path -> the scope of its newest compile, until settled
 local private = setmetatable({}, { __mode = "k" }) -- a metric's handle -> its record
 local log = logging.logger("metrics")
 
-local function entry(path)
+-- The script's entry, made on first use; a version no longer running (a
+-- reconcile of a removed script still declaring) gets one that is kept
+-- nowhere, so it makes no entry for a script that is gone.
+local function entry(path, scope)
   local s = scripts[path]
   if not s then
     s = { live = {}, owner = core.metrics.owner("script metrics " .. path, M.SERIES),
       drops = core.metrics.owner("script metric drops " .. path, 1) }
-    scripts[path] = s
+    if not (scope and scope.state == "old") then scripts[path] = s end
   end
   return s
 end
@@ -187,11 +190,10 @@ end
 local methods = {} -- kind -> the handles' method table (functions only)
 local handle_mt = {} -- kind -> the handles' metatable
 
-local function new_record(d, scope, line)
+local function new_record(d, scope, s, line)
   local fam, err = core.metrics.custom { name = d.name, help = d.help, type = d.kind, labels = d.labels,
     buckets = d.buckets }
   if not fam then return nil, err end
-  local s = entry(scope.path)
   local rec = { name = d.name, kind = d.kind, key = d.key, labels = d.labels, label_set = d.label_set, fam = fam,
     path = scope.path, line = line, cache = {}, entry = s }
   rec.handle = setmetatable({}, handle_mt[d.kind])
@@ -230,11 +232,11 @@ function M.declare(scope, kind, spec, level)
     return nil, ("metric %s is declared by %s already (%s): a metric belongs to one script"):format(d.name,
       other.path, other.line)
   end
-  local s = entry(scope.path)
+  local s = entry(scope.path, scope)
   local live = s.live[d.name]
   local rec = live
   if not (live and live.key == d.key) then
-    rec, err = new_record(d, scope, where(level + 1))
+    rec, err = new_record(d, scope, s, where(level + 1))
     if not rec then return nil, err end
     if scope.state == "live" then
       local ok, serr = show(rec)
