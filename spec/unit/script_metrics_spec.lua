@@ -363,4 +363,34 @@ return luaop.controller { name = "two", resource = "v1/Secret", reconcile = func
       w.dir .. "/c.lua:2: luaop.metrics.gauge: name c_latency_ms has an abbreviated unit (ms): spell it out\n", out)
     assert.matches("3 scripts, 2 findings", err)
   end)
+
+  it("show nothing a reconcile still running on a removed script declares or updates", function()
+    local p = load { ["slow.lua"] = [[
+local luaop = require "luaop"
+local early = luaop.metrics.counter { name = "slow_early_total", help = "h" }
+return luaop.controller { name = "slow", resource = "v1/ConfigMap",
+  reconcile = function()
+    early:inc()
+    luaop.sleep(10)
+    early:inc()
+    luaop.metrics.gauge { name = "slow_late", help = "h" }:set(1)
+    luaop.log:info("slow reconcile done")
+  end }
+]] }
+    w.env = testing.env { scripts = { p["slow.lua"] } }
+    w.env:create(cm("x"))
+    assert.are.equal(1, w.env:metric("slow_early_total"))
+    core.task.spawn(function() assert(w.env.manager:set(p["slow.lua"], {})) end)
+    w.env:run()
+    assert.is_nil(w.env:metric("slow_early_total"))
+    w.env:advance(11)
+    assert.are.equal(1, #w.env:logs { msg = "slow reconcile done" })
+    assert.is_nil(core.metrics.text():find("slow_", 1, true))
+    -- and the script loaded again starts from nothing, its late metric shown once its reconcile declares it
+    w.env:load(p["slow.lua"])
+    w.env:create(cm("y"))
+    w.env:advance(25) -- (one worker: x's reconcile, then y's)
+    assert.are.equal(4, w.env:metric("slow_early_total"))
+    assert.are.equal(1, w.env:metric("slow_late"))
+  end)
 end)
