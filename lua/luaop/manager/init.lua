@@ -350,7 +350,6 @@ end
 -- seconds. Returns whether they all did.
 function Manager:stop(timeout)
   self.stopping = true
-  script_metrics.clear() -- the scripts' own metrics go
   for _, e in pairs(self.informers) do e.inf:stop() end
   local all = {}
   for _, c in pairs(self.controllers) do all[#all + 1] = c end
@@ -360,17 +359,21 @@ function Manager:stop(timeout)
     c.resync_changed:signal()
   end
   local deadline = time.monotonic() + (timeout or 30)
+  local drained = true
   while true do
     local active = 0
     for _, c in ipairs(all) do active = active + c.active end
-    if active == 0 then return true end
+    if active == 0 then break end
     local left = deadline - time.monotonic()
     if left <= 0 then
       self.log:error("reconciles still running at the end of the drain", { active = active })
-      return false
+      drained = false
+      break
     end
     self.idle:wait(left)
   end
+  script_metrics.clear() -- the scripts' own metrics go, after the drain (a scrape during it still has them)
+  return drained
 end
 
 -- Run until SIGTERM or SIGINT, then drain for at most `grace` seconds
