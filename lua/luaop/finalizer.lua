@@ -12,7 +12,13 @@
 --     than drop a concurrent change; finalize raising (or returning
 --     luaop.requeue_after/requeue) keeps it, and finalize runs again, with
 --     the key's backoff like a reconcile's error;
---   - an object gone is reconciled as always (ctx:get answers nil).
+--   - an object gone is reconciled as always (ctx:get answers nil);
+--   - an object that left a controller's label or field selector (its
+--     label removed) is no longer the controller's: its cache dropped it,
+--     and its deletion would wait for ever on a finalizer nobody removes.
+--     Its finalizer is taken off (read live: the cache no longer has it),
+--     as kopf releases an object its handlers' filters stop matching;
+--     finalize is not called.
 -- It all runs in the reconcile's task, under its budgets.
 local core = require "luaop.core"
 
@@ -100,12 +106,31 @@ local function result(parse, r)
     .. "or luaop.requeue()"):format(type(r)), 0)
 end
 
+-- An object of a controller with a selector that its cache does not hold:
+-- when the API server has it with finalizer f and the selector no longer
+-- selects it (not a cache that has not seen it yet), f is taken off.
+local function release(c, def, ctx, req, f)
+  local obj, err = c:get(def.resource, req)
+  if not obj and err.reason ~= "NotFound" then error(err, 0) end
+  if not (obj and M.has(obj, f)) then return end -- gone (the usual case), or never ours
+  local name = "metadata.name=" .. req.name
+  local sel
+  sel, err = c:list(def.resource, { namespace = req.namespace, label_selector = def.label_selector,
+    field_selector = def.field_selector and (def.field_selector .. "," .. name) or name })
+  if not sel then error(err, 0) end
+  if #sel.items > 0 then return end -- still selected: the cache is behind
+  ctx.log:info("left the controller's selector: its finalizer removed", { finalizer = f })
+  write(ctx, obj, f, false)
+end
+
 -- A reconcile's task: parse(fn, ctx, req) runs reconcile fn and reads
 -- what it returned (luaop.worker's). Without a finalizer, just that.
-function M.run(parse, def, ctx, req)
+-- c: the client, for what the controller's cache does not hold.
+function M.run(parse, def, ctx, req, c)
   local f = def.finalizer
   if not f then return parse(def.reconcile, ctx, req) end
   local obj = ctx:get(def.resource, req)
+  if not obj and c and (def.label_selector or def.field_selector) then release(c, def, ctx, req, f) end
   if obj and obj.metadata.deletionTimestamp then
     if not M.has(obj, f) then return nil end -- not ours to finalize (or done already)
     local r = result(parse, def.finalize(ctx, obj))

@@ -118,7 +118,8 @@ local function reconcile_one(self, c, key)
   -- tasks are not stopped while it runs: Manager:retire_owner)
   local owner = self.owners[c.script]
   local task = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
-    name = ("reconcile %s %s"):format(def.name, key), owner = owner }, finalizer.run, M.reconcile, def, ctx, req)
+    name = ("reconcile %s %s"):format(def.name, key), owner = owner }, finalizer.run, M.reconcile, def, ctx, req,
+    self.client)
   -- (counted once spawned: a spawn that raised counts nothing; nothing
   -- else runs between the spawn and this line but the task itself)
   self:owner_started(owner)

@@ -32,12 +32,12 @@ describe("a controller's finalizer, on the API server,", function()
 
   -- luaop with a controller of the namespace's ConfigMaps whose finalize
   -- raises the first `fails` times it is called for an object
-  local function start(fails)
+  local function start(fails, extra)
     vol = volume.new { ["fin.lua"] = ([[
 local luaop = require "luaop"
 local calls = {}
 return luaop.controller {
-  name = "fin", resource = "v1/ConfigMap", namespace = %q,
+  name = "fin", resource = "v1/ConfigMap", namespace = %q, %s
   finalizer = %q,
   finalize = function(ctx, obj)
     local name = obj.metadata.name
@@ -50,7 +50,7 @@ return luaop.controller {
     if cm then ctx.log:info("reconciled", { name = req.name }) end
   end,
 }
-]]):format(ns, F, fails) }
+]]):format(ns, extra or "", F, fails) }
     run = luaop.start({ vol.dir })
     kube.wait_for("caches synced", 30, function() return run.stderr():find("caches synced", 1, true) end)
   end
@@ -111,5 +111,17 @@ data: { k: v }
         end
       end
     end)
+  end)
+
+  it("is taken off an object that leaves the controller's label selector, so a delete lets it go", function()
+    start(0, [[label_selector = "keep=yes",]])
+    kube.must { "create", "configmap", "kept", "-n", ns, "--from-literal=k=v" }
+    kube.must { "label", "configmap", "kept", "-n", ns, "keep=yes" }
+    kube.wait_for("the finalizer", 30, function() return has("kept", F) end)
+    kube.must { "label", "configmap", "kept", "-n", ns, "keep-" }
+    kube.wait_for("the finalizer off", 30, function() return not has("kept", F) end)
+    kube.must { "delete", "configmap", "kept", "-n", ns, "--wait=false" }
+    kube.wait_for("kept gone", 30, function() return kube.get("configmap", "kept", ns) == nil end)
+    assert.is_nil(run.stderr():find("\tfinalized\t", 1, true))
   end)
 end)

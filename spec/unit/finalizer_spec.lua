@@ -198,6 +198,41 @@ describe("a controller's finalizer", function()
     end
     assert.are.equal(1, refused)
   end)
+
+  local function labelled(name, fins)
+    local o = with_finalizers(name, fins)
+    o.metadata.labels = { keep = "yes" }
+    return o
+  end
+
+  it("is taken off an object that leaves the controller's label selector, without finalize, so a delete lets it go",
+    function()
+    local e = env(nil, [[label_selector = "keep=yes",]])
+    assert(e:create(labelled("a")))
+    assert.are.same({ F }, e:get("ConfigMap", "a").metadata.finalizers)
+    assert(e:patch("ConfigMap", "a", { metadata = { labels = { keep = "no" } } }))
+    assert.are.same({}, e:get("ConfigMap", "a").metadata.finalizers)
+    assert(e:delete("ConfigMap", "a"))
+    assert.is_nil(e:get("ConfigMap", "a"))
+    assert.are.same({}, logged("finalize", "a"))
+    -- labelled again: the controller's again
+    assert(e:create(labelled("b")))
+    assert(e:patch("ConfigMap", "b", { metadata = { labels = { keep = "no" } } }))
+    assert(e:patch("ConfigMap", "b", { metadata = { labels = { keep = "yes" } } }))
+    assert.are.same({ F }, e:get("ConfigMap", "b").metadata.finalizers)
+  end)
+
+  it("stays on an object its selector still selects that the controller's cache has not seen yet", function()
+    local e = env(nil, [[label_selector = "keep=yes",
+      watches = { { "v1/Secret", map = function(s) return { namespace = s.metadata.namespace, name = s.metadata.name } end } },]])
+    e:hold_watches("configmaps")
+    assert(e:create(labelled("a", { F })))
+    assert(e:create { apiVersion = "v1", kind = "Secret", metadata = { name = "a", namespace = "default" } })
+    assert.is_true(#logged("reconcile", "a") >= 1) -- reconciled while its cache had not seen it
+    assert.are.same({ F }, e:get("ConfigMap", "a").metadata.finalizers)
+    e:release_watches()
+    assert.are.same({ F }, e:get("ConfigMap", "a").metadata.finalizers)
+  end)
 end)
 
 describe("a refused finalizer", function()
