@@ -318,6 +318,23 @@ return luaop.controller { name = "many", resource = "v1/ConfigMap", reconcile = 
     assert.are.equal(1, w.env:metric("copier_copies_total", { namespace = "default" }))
   end)
 
+  it("read in the test kit: the runtime's counters and histograms count from the environment's start", function()
+    local p = load { ["copier.lua"] = COPIER }
+    local reconciles = { controller = "copier", result = "success" }
+    for _ = 1, 2 do -- the second env, the same controller name: its own counts only
+      w.env = testing.env { scripts = { p["copier.lua"] } }
+      assert.are.equal(0, w.env:metric("controller_runtime_reconcile_total", reconciles))
+      assert.are.equal(0, w.env:metric("controller_runtime_reconcile_time_seconds_count", { controller = "copier" }))
+      w.env:create(cm("a"))
+      assert.are.equal(1, w.env:metric("controller_runtime_reconcile_total", reconciles))
+      assert.are.equal(1, w.env:metric("controller_runtime_reconcile_time_seconds_count", { controller = "copier" }))
+      assert.are.equal(1, w.env:metric("controller_runtime_reconcile_time_seconds_bucket",
+        { controller = "copier", le = "+Inf" }))
+      assert.are.equal(1, w.env:metric("copier_copies_total", { namespace = "default" }))
+      w.env:stop()
+    end
+  end)
+
   it("count a module's declarations as its requiring script's own: a second script requiring it clashes", function()
     local p = load {
       ["counting.lib.lua"] = [[

@@ -38,6 +38,7 @@ local script = require "luaop.script"
 local guard = require "luaop.testing.guard"
 local paths = require "luaop.testing.paths"
 local checks = require "luaop.testing.checks"
+local kit_metrics = require "luaop.testing.metrics"
 local informer = require "luaop.informer"
 
 local kit, api = core.kit, core.api
@@ -172,7 +173,7 @@ function M.env(opts)
   opts = opts or {}
   if current then current:stop() end
   local env = setmetatable({ namespace = opts.namespace or "default", test_actions = {}, scripts = {},
-    max_reconciles = opts.max_reconciles, progress = 0, reconcilers = {} }, Env)
+    max_reconciles = opts.max_reconciles, progress = 0, reconcilers = {}, metric_base = kit_metrics.base() }, Env)
   kit.virtual_clock(seconds(opts.time or M.START))
   events.reset()
   env.server = apiserver.new { now = core.task.wall }
@@ -270,7 +271,7 @@ function Env:load(path, text)
   return defs
 end
 
-Env.metric = require("luaop.testing.metrics").metric -- env:metric(name [, labels]): a sample of /metrics
+Env.metric = kit_metrics.metric -- env:metric(name [, labels]): a sample of /metrics
 -- Run until idle, the clock standing still.
 function Env:run()
   guard.run(self)
