@@ -161,6 +161,20 @@ function M.problems(def)
       for j = n + 1, #out do out[j].field = "owns" end -- (said at the line of owns)
     end
   end
+  -- a field beside a list's entries, not in one (owns = { "v1/Pod", filter =
+  -- "generation" }): taken, the field would do nothing, without a word
+  for _, field in ipairs { "owns", "watches" } do
+    local keys = {}
+    for k in pairs(type(def[field]) == "table" and def[field] or {}) do
+      if math.type(k) ~= "integer" then keys[#keys + 1] = tostring(k) end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local first = def[field][1]
+      fail(field, "controller %s: %s.%s: %s is a list of entries, and %s goes in one: %s = { { %q, %s = ... } }", name,
+        field, k, field, k, field, type(first) == "string" and first or "KIND", k)
+    end
+  end
   if def.watches ~= nil and type(def.watches) ~= "table" then
     fail("watches", "controller %s: watches lists { kind, map = function(obj) return requests end }", name)
   end

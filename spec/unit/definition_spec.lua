@@ -69,6 +69,22 @@ describe("luaop.definition", function()
     end
   end)
 
+  it("refuses a field written beside owns' or watches' entries instead of in one, at that list's field", function()
+    local got = {}
+    for _, p in ipairs(definition.problems(def { owns = { "v1/Secret", filter = "generation" },
+      watches = { { "v1/Pod", map = reconcile }, map = reconcile } })) do
+      assert.is_nil(p.unknown) -- refused, not taken with the field ignored
+      got[#got + 1] = p.field .. " " .. p.message
+    end
+    assert.are.same({
+      'owns controller c: owns.filter: owns is a list of entries, and filter goes in one: '
+        .. 'owns = { { "v1/Secret", filter = ... } }',
+      'watches controller c: watches.map: watches is a list of entries, and map goes in one: '
+        .. 'watches = { { "KIND", map = ... } }',
+    }, got)
+    assert.has_error(function() definition.define(def { owns = { "v1/Secret", filter = "generation" } }) end)
+  end)
+
   it("names the file and line of the definition's reconcile in its errors", function()
     local f = load("return function() end", "@ops/x.lua")()
     local ok, err = pcall(definition.define, { name = "x", resource = "v1/configmap", reconcile = f })
