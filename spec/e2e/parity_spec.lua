@@ -412,4 +412,31 @@ describe("the kit's API server, against kube-apiserver v1.34,", function()
       for _, obj in ipairs(manifests("manifests/samples/" .. f .. ".yaml")) do same(obj) end
     end
   end)
+
+  it("prunes the fields a CRD's schema does not name: an At's unknown spec, top-level and status fields, and a "
+    .. "condition's", function()
+    local at = { apiVersion = "cnat.programming-kubernetes.info/v1alpha1", kind = "At", metadata = { name = "pruned" },
+      spec = { schedule = "2026-11-25T11:00:00Z", command = "echo hi", extra = 1, nested = { a = 1 } }, extra = "top",
+      status = { phase = "PENDING" } }
+    -- (kubectl's own validation would refuse the unknown fields: the server's pruning is the point)
+    local real = normal(printed(kube.must({ "create", "--validate=false", "-n", ns, "-o", "json", "-f", "-" },
+      json.encode(at))))
+    local code, text = s:request("POST", kit_path(s, at, ns), json.encode(at))
+    assert(code == 201, text)
+    local kit = normal(json.decode(text))
+    assert.are.same({}, differences(real, kit))
+    assert.are.same({ schedule = "2026-11-25T11:00:00Z", command = "echo hi" }, kit.spec)
+    assert.is_nil(kit.extra)
+    local status = { status = { phase = "PENDING", bogus = 1, conditions = { { type = "Ready", status = "False",
+      reason = "Pending", message = "", lastTransitionTime = "2026-11-25T10:00:00Z", bogus = 2 } } } }
+    real = normal(printed(kube.must({ "patch", "at", "pruned", "-n", ns, "--subresource=status", "--type=merge",
+      "-o", "json", "-p", json.encode(status) })))
+    code, text = s:request("PATCH", kit_path(s, at, ns) .. "/pruned/status", json.encode(status),
+      "application/merge-patch+json")
+    assert(code == 200, text)
+    kit = normal(json.decode(text))
+    assert.are.same({}, differences(real.status, kit.status))
+    assert.is_nil(kit.status.bogus)
+    assert.is_nil(kit.status.conditions[1].bogus)
+  end)
 end)

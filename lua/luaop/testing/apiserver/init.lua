@@ -41,7 +41,8 @@
 --     synchronously inside the request that lets an object go (the real
 --     ones are controllers that act a moment later);
 --   - Pods are deleted at once (no kubelet: no graceful deletion);
---   - no schema validation or pruning; defaults, canonical quantities and
+--   - no schema validation (a custom resource's unknown fields are pruned
+--     by its CRD's schema: prune.lua); defaults, canonical quantities and
 --     a new Pod's admission for the common built-in kinds only (defaults.lua;
 --     docs/testing.md, "What the kit approximates");
 --   - core v1 Events and events.k8s.io/v1 Events are stored apart;

@@ -78,7 +78,7 @@ function Server:add_kind(spec)
     status_on_create = spec.status_on_create, prepare = spec.prepare, keep_on_update = spec.keep_on_update,
     name_rule = spec.name_rule or "subdomain", field_paths = spec.field_paths or NO_PATHS, crd = spec.crd,
     return_deleted = spec.return_deleted and true or false, verbs = spec.verbs or VERBS,
-    no_generation = spec.no_generation and true or false,
+    no_generation = spec.no_generation and true or false, schema = spec.schema, -- (a CRD version's: prune.lua)
   }
   k.verb_set = verb_set(k.verbs)
   k.gv = k.group == "" and k.version or k.group .. "/" .. k.version

@@ -241,7 +241,7 @@ local function crd_kinds(crd)
         group = spec.group, version = v.name, kind = names.kind, resource = names.plural,
         namespaced = spec.scope == "Namespaced", status = is_object(v.subresources) and v.subresources.status ~= nil,
         list_kind = names.listKind, singular = names.singular, short_names = names.shortNames, custom = true,
-        field_labels = fields, crd = md.name,
+        field_labels = fields, crd = md.name, schema = is_object(v.schema) and v.schema.openAPIV3Schema or nil,
       }
     end
   end

@@ -26,6 +26,7 @@ local CRD_STORE = kinds_part.CRD_STORE
 local store_part = require "luaop.testing.apiserver.store"
 local crd_kinds = store_part.crd_kinds
 local defaults = require "luaop.testing.apiserver.defaults"
+local prune = require "luaop.testing.apiserver.prune"
 
 local Server = {} -- methods of the server (luaop.testing.apiserver)
 
@@ -137,6 +138,7 @@ function Server:_create_object(k, ns, obj, dry, seeding)
   if #errs > 0 then return nil, invalid_object(k, md.name, errs) end
   if self:_find(k, ns, md.name) then return nil, already_exists(k, md.name) end
   if k.prepare then k.prepare(obj) end
+  prune.object(obj, k.schema) -- (a custom resource's fields its schema does not name)
   if k.store == CRD_STORE then
     local kinds, cerrs = crd_kinds(obj)
     if not kinds then return nil, invalid_object(k, md.name, cerrs) end
@@ -235,6 +237,7 @@ function Server:_before_update(k, old, new, dry)
   local errs = meta_errors(md)
   if #errs > 0 then return invalid_object(k, omd.name, errs) end
   if k.status then new.status = copy(old.status) end
+  prune.object(new, k.schema)
   if k.keep_on_update then k.keep_on_update(new, old) end
   local derr = defaults.apply(self, k, new, "update", omd.namespace, old)
   if derr then return derr end
@@ -258,6 +261,7 @@ function Server:_change(k, old, obj, sub, dry)
     -- the status subresource changes status alone
     new = copy(old)
     new.status = obj.status
+    prune.object(new, k.schema)
     local derr = defaults.apply(self, k, new, "update", old.metadata.namespace)
     if derr then return nil, derr end
   else
