@@ -288,6 +288,35 @@ end)
     assert.are.equal(0, code, out .. err)
     assert.matches("ok 1 %- a greets through its module", out)
   end)
+  it("testing.module gives a spec a module's functions, loaded as a script beside it gets it", function()
+    proc.write(t.dir, "util.lib.lua", util(1))
+    proc.write(t.dir, "words.lib.lua", WORDS)
+    local u = testing.module(t.dir .. "/util.lib.lua")
+    assert.are.equal("hello x v1", u.greet("x")) -- its own require of words found beside it
+    u.bump()
+    assert.are.equal(1, u.n)
+    assert.are.equal(0, testing.module(t.dir .. "/util.lib.lua").n) -- each call a new instance
+    assert.is_nil(rawget(_G, "helper_global")) -- its globals its own, not the spec's
+    -- under luaop --test, the path beside the spec
+    proc.write(t.dir, "u_spec.lua", [[
+local testing = require "luaop.testing"
+describe("util", function()
+  local util = testing.module("util.lib.lua")
+  it("greets", function() assert.are.equal("hello y v1", util.greet("y")) end)
+end)
+]])
+    local code, out, err = proc.run { luaop.bin, "--test", t.dir .. "/u_spec.lua" }
+    assert.are.equal(0, code, out .. err)
+    assert.matches("ok 1 %- util greets", out)
+    -- what is not a module's file, and a module that does not compile
+    local ok, e = pcall(testing.module, t.dir .. "/a.lua")
+    assert.is_false(ok)
+    assert.matches("testing.module%(path%): .-/a%.lua is not a module's file: NAME%.lib%.lua", e)
+    proc.write(t.dir, "bad.lib.lua", "return {} +\n")
+    ok, e = pcall(testing.module, t.dir .. "/bad.lib.lua")
+    assert.is_false(ok)
+    assert.matches("^/[^\n]*/bad%.lib%.lua:%d+: unexpected symbol", e)
+  end)
 end)
 
 describe("modules in the shipped manifests", function()

@@ -45,7 +45,7 @@ local kit, api = core.kit, core.api
 
 local M = {}
 
-M.resolve = paths.resolve
+M.resolve, M.module = paths.resolve, require("luaop.testing.module").load -- testing.module(path): a NAME.lib.lua
 
 M.START = "2030-01-01T00:00:00Z"
 -- How many times advance() moves to the next due time at most (a reconcile
