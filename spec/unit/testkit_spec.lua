@@ -393,6 +393,18 @@ end)
     assert.not_matches("never run", out)
   end)
 
+  it("fails a file named that is no spec and defines no test (a script given by mistake), saying what to run", function()
+    write(dir, "op.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "op", resource = "v1/ConfigMap", reconcile = function() end }
+]])
+    local code, out = proc.run { luaop_bin, "--test", dir .. "/op.lua" }
+    assert.are.equal(1, code, out)
+    assert.matches("not ok 1 %- [^\n]*op%.lua\n# [^\n]*op%.lua defines no test %(describe, it%): luaop %-%-test runs "
+      .. "specs; a script is tested by a spec that loads it with testing%.env { script = \"op%.lua\" }", out)
+    assert.matches("\n0 passed, 1 failed\n$", out)
+  end)
+
   -- the path of a file beside this spec's temporary directory, as a
   -- pattern
   local function lit(str) return (str:gsub("%p", "%%%0")) end

@@ -267,6 +267,14 @@ function M.run_files(files)
     local chunk, lerr = loadfile(path, "t", env)
     local ok, err = chunk ~= nil, lerr
     if chunk then ok, err = xpcall(chunk, debug.traceback) end
+    -- a file that is no spec and defines no test: a script given by mistake
+    -- (it would pass, testing nothing, or fail on its own require)
+    local script = #tests == 0 and not (path:match("_spec%.lua$") or path:match("_test%.lua$"))
+    if script then
+      ok, err = false, ("%s defines no test (describe, it): luaop --test runs specs; a script is tested by a spec "
+        .. "that loads it with testing.env { script = %q }%s"):format(path, path:match("[^/]*$"),
+        ok and "" or "\n" .. message(err))
+    end
     if not ok then
       n, failed = n + 1, failed + 1
       io.stdout:write(("not ok %d - %s\n# %s\n"):format(n, path, (message(err):gsub("\n", "\n# "))))
