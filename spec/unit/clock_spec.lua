@@ -73,3 +73,29 @@ describe("a script's os clocks, misused", function()
     assert.is_nil(out:find("sandbox.lua", 1, true))
   end)
 end)
+
+describe("luaop --check and a script's os clocks", function()
+  it("warns where a script reads os.clock (luaop's monotonic clock, not the processor's), " ..
+    "says nothing of os.time and os.date, and exits 0", function()
+    local proc = require "support.proc"
+    local dir = proc.tempdir()
+    finally(function() proc.sh("rm -rf " .. proc.quote(dir)) end)
+    local f = assert(io.open(dir .. "/c.lua", "w"))
+    f:write([[
+local luaop = require "luaop"
+local t0 = os.clock()
+return luaop.controller { name = "c", resource = "v1/ConfigMap", reconcile = function()
+  luaop.log:info("x", { d = os.clock() - t0, t = os.time(), at = os.date("!%H:%M") })
+end }
+]])
+    f:close()
+    local ok, out = proc.sh("build/luaop --check " .. proc.quote(dir .. "/c.lua") .. " 2>&1")
+    assert.is_true(ok, out)
+    assert.matches("c%.lua:2: warning: os%.clock is luaop's monotonic clock %(seconds that only go forward, moved by "
+      .. "the kit's clock under %-%-test%), not the processor time plain Lua's os%.clock says: "
+      .. "luaop%.time%.monotonic%(%) says so; 1 other place in this script uses it too", out)
+    assert.is_nil(out:find("os.time", 1, true), out)
+    assert.is_nil(out:find("os.date", 1, true), out)
+    assert.matches("0 findings, 1 warning", out)
+  end)
+end)

@@ -135,6 +135,7 @@ function M.file(path, text, env, module)
   local wrong, kinds_used, event_calls = uses.check(core.check.uses(chunk))
   for _, w in ipairs(wrong) do add(w.line, w.message, w.warning, w.key) end
   for _, e in ipairs(uses.events(text, event_calls)) do add(e.line, e.message) end
+  for _, c in ipairs(uses.clocks(text)) do add(c.line, c.message, true, "os.clock") end
   for _, k in ipairs(kinds_used) do
     local level, msg = kinds.check(env.catalog, k.kind, true)
     if level then add(k.line, ("ctx:%s: %s"):format(k.method, msg), level == "warning", "kind " .. k.kind) end

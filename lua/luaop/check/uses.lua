@@ -248,6 +248,25 @@ function M.events(text, at)
   return out
 end
 
+-- The lines of text that read os.clock, each { line =, message = } (a
+-- warning): luaop's os.clock is its monotonic clock, which the kit moves,
+-- not the processor time plain Lua's says.
+function M.clocks(text)
+  local out = {}
+  if not text:find("clock", 1, true) then return out end
+  local toks = tokens(text)
+  for i, t in ipairs(toks) do
+    local before = toks[i - 1] and toks[i - 1].text
+    if t.kind == "name" and t.text == "os" and toks[i + 1] and toks[i + 1].text == "." and toks[i + 2]
+      and toks[i + 2].text == "clock" and before ~= "." and before ~= ":" then
+      out[#out + 1] = { line = t.line, message = "os.clock is luaop's monotonic clock (seconds that only go forward, "
+        .. "moved by the kit's clock under --test), not the processor time plain Lua's os.clock says: "
+        .. "luaop.time.monotonic() says so" }
+    end
+  end
+  return out
+end
+
 -- For each definition, the lines of its fields: { [def] = { def =
 -- {name -> line}, watches = { [i] = {name -> line} } } } from
 -- core.check.fields (luaop.definition.field_lines: the lines a running
