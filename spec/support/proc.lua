@@ -200,4 +200,13 @@ function proc.http(url, method)
   return tonumber(ok and out or "0") or 0, text
 end
 
+-- The working directory, as the kernel has it (not $PWD, which a
+-- process started with `env -i` and no shell does not have).
+function proc.cwd()
+  local p = assert(io.popen("pwd -P"))
+  local dir = p:read("l")
+  p:close()
+  return dir
+end
+
 return proc

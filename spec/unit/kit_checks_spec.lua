@@ -116,7 +116,7 @@ describe("u", function()
 end)
 ]])
     local bin = require("support.luaop").bin
-    bin = bin:sub(1, 1) == "/" and bin or os.getenv("PWD") .. "/" .. bin
+    bin = bin:sub(1, 1) == "/" and bin or proc.cwd() .. "/" .. bin
     local ok, out = proc.sh(("cd / && %s --test %s"):format(proc.quote(bin), proc.quote(dir .. "/u_spec.lua")))
     assert.is_false(ok, out)
     assert.matches("ok 1 %- u finds op%.lua beside it\n", out)

@@ -408,7 +408,7 @@ return luaop.controller { name = "op", resource = "v1/ConfigMap", reconcile = fu
   -- the path of a file beside this spec's temporary directory, as a
   -- pattern
   local function lit(str) return (str:gsub("%p", "%%%0")) end
-  local bin = luaop_bin:sub(1, 1) == "/" and luaop_bin or os.getenv("PWD") .. "/" .. luaop_bin
+  local bin = luaop_bin:sub(1, 1) == "/" and luaop_bin or proc.cwd() .. "/" .. luaop_bin
 
   it("shows a failing test's reconcile errors and last log lines, what a negated check expected, an API error", function()
     write(dir, "op.lua", [[
@@ -543,7 +543,7 @@ describe("b", function()
   end)
 end)
 ]])
-    local root = os.getenv("PWD")
+    local root = proc.cwd()
     local ok, out = proc.sh(("cd / && LUAOP=%s; \"$LUAOP/build/bin/lua\" \"$(command -v busted)\" "
       .. "--lpath=\"$LUAOP/lua/?.lua;$LUAOP/lua/?/init.lua\" --cpath=\"$LUAOP/build/lua/?.so\" -o TAP %s")
       :format(proc.quote(root), proc.quote(dir .. "/b_spec.lua")))
