@@ -66,6 +66,9 @@ run_memcheck() {
   if [ "$rc" = 0 ] && ! grep -q '^not ok' "$log"; then
     echo "ok 1 - unit specs run clean under $name" | tee "$out/$name.tap"
   else
+    # each failed spec with its message (they may be far from the end),
+    # then the end of the log (a sanitizer's report, the exit)
+    grep -A 12 '^not ok' "$log" | head -n 120
     tail -n 40 "$log"
     echo "not ok 1 - unit specs run clean under $name (exit $rc; $log)" | tee "$out/$name.tap"
     status=1
