@@ -50,6 +50,11 @@ end
 function M.target(form, kind, req, ns, opts)
   local bad = bad_kind(form, kind)
   if bad then return nil, bad end
+  return M.request(form, req, ns, opts)
+end
+
+-- The same for a call whose kind is checked apart (the client's).
+function M.request(form, req, ns, opts)
   local name, rns
   if type(req) == "table" then
     name, rns = req.name, req.namespace

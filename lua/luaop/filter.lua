@@ -48,17 +48,7 @@ function M.problem(v)
   return nil
 end
 
--- Two string maps (labels, annotations) alike; nil is empty.
-local function same_map(a, b)
-  a, b = type(a) == "table" and a or {}, type(b) == "table" and b or {}
-  for k, v in pairs(a) do
-    if b[k] ~= v then return false end
-  end
-  for k in pairs(b) do
-    if a[k] == nil then return false end
-  end
-  return true
-end
+local same_map = require("luaop.object").same_map -- (labels, annotations; nil is empty)
 
 local function md(o) return type(o) == "table" and type(o.metadata) == "table" and o.metadata or {} end
 

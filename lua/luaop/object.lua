@@ -70,4 +70,17 @@ function M.set_controller(obj, owner)
   return obj
 end
 
+-- Whether two flat maps (labels, annotations, a series' labels) hold the
+-- same keys and values; nil (or a non-table) is the empty map.
+function M.same_map(a, b)
+  a, b = type(a) == "table" and a or {}, type(b) == "table" and b or {}
+  for k, v in pairs(a) do
+    if b[k] ~= v then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
 return M

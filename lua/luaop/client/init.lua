@@ -239,7 +239,7 @@ end
 -- name_or_req: a name, or a request {namespace =, name =}; raises at the
 -- line of the method's caller (level 3) when it is neither
 local function name_ns(form, name_or_req, ns)
-  local name, rns = arguments.target(form, "v1/ConfigMap", name_or_req, ns) -- (the kind is checked apart)
+  local name, rns = arguments.request(form, name_or_req, ns)
   if not name then error(rns, 3) end
   return name, rns
 end
@@ -340,10 +340,7 @@ local function write_path(self, obj, with_name, sub, verb)
   if not r then return nil, err end
   if r.namespaced and obj.metadata then obj.metadata.namespace = ns or self.namespace end
   local path = collection(r, self:namespace_of(r, ns))
-  if with_name then
-    if type(name) ~= "string" or name == "" then error("the object needs metadata.name", 3) end
-    path = path .. "/" .. escape(name)
-  end
+  if with_name then path = path .. "/" .. escape(name) end -- (object_ref refused one with no name)
   return path .. (sub and "/" .. sub or "")
 end
 

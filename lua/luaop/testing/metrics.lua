@@ -44,15 +44,7 @@ function M.parse_line(line)
   return name, labels, NUMBERS[value] or tonumber(value)
 end
 
-local function same(a, b)
-  for k, v in pairs(a) do
-    if b[k] ~= v then return false end
-  end
-  for k in pairs(b) do
-    if a[k] == nil then return false end
-  end
-  return true
-end
+local same = require("luaop.object").same_map
 
 -- A sample line's series: its name and labels, as the registry writes
 -- them (the same each time), without the value.
