@@ -67,6 +67,23 @@ describe("the test kit", function()
     assert.are.equal("2026-01-01T03:00:00Z", t.env:time())
   end)
 
+  it("steps its clock to a wait's time, to the microsecond, never a microsecond past it however its due time rounded",
+    function()
+    -- due times are monotonic seconds as doubles: a wait of 10 s may come
+    -- due at 10 s and a nanosecond, or a nanosecond short of 10 s
+    assert.are.equal(10, testing.step(10 - 1e-9, 30))
+    assert.are.equal(10 + 1e-9, testing.step(10 + 1e-9, 30)) -- (not 10.000001)
+    assert.are.equal(2.5, testing.step(2.5, 30))
+    assert.are.equal(1e-7, testing.step(1e-7, 30)) -- never short of due
+    assert.are.equal(0.5, testing.step(0.5 - 1e-9, 0.5)) -- the end, when due rounds past it
+    -- and the wall clock a reconcile reads then is the second itself
+    t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), time = "2026-01-01T00:00:00Z" }
+    t.env:create(cm("a", "requeue-hour"))
+    t.env:advance(3600 * 5)
+    assert.are.same({ "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z",
+      "2026-01-01T03:00:00Z", "2026-01-01T04:00:00Z", "2026-01-01T05:00:00Z" }, reconciled("a"))
+  end)
+
   it("retries a reconcile that raises with backoff on its clock, logging the error with its file and line", function()
     local path = write(t.dir, "kit.lua", SCRIPT)
     t.env = testing.env { script = path }
