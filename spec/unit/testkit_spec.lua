@@ -3,6 +3,7 @@
 -- and the runner for authors without busted. (The operators' own specs,
 -- spec/unit/operators/, use the kit; here, what the kit itself promises.)
 local testing = require "luaop.testing"
+local guard = require "luaop.testing.guard"
 local proc = require "support.proc"
 local kit = require "support.kit"
 local luaop_bin = require("support.luaop").bin
@@ -71,11 +72,11 @@ describe("the test kit", function()
     function()
     -- due times are monotonic seconds as doubles: a wait of 10 s may come
     -- due at 10 s and a nanosecond, or a nanosecond short of 10 s
-    assert.are.equal(10, testing.step(10 - 1e-9, 30))
-    assert.are.equal(10 + 1e-9, testing.step(10 + 1e-9, 30)) -- (not 10.000001)
-    assert.are.equal(2.5, testing.step(2.5, 30))
-    assert.are.equal(1e-7, testing.step(1e-7, 30)) -- never short of due
-    assert.are.equal(0.5, testing.step(0.5 - 1e-9, 0.5)) -- the end, when due rounds past it
+    assert.are.equal(10, guard.step(10 - 1e-9, 30))
+    assert.are.equal(10 + 1e-9, guard.step(10 + 1e-9, 30)) -- (not 10.000001)
+    assert.are.equal(2.5, guard.step(2.5, 30))
+    assert.are.equal(1e-7, guard.step(1e-7, 30)) -- never short of due
+    assert.are.equal(0.5, guard.step(0.5 - 1e-9, 0.5)) -- the end, when due rounds past it
     -- and the wall clock a reconcile reads then is the second itself
     t.env = testing.env { script = write(t.dir, "kit.lua", SCRIPT), time = "2026-01-01T00:00:00Z" }
     t.env:create(cm("a", "requeue-hour"))
@@ -160,7 +161,6 @@ end)
 
 describe("the test kit never hangs", function()
   local t = kit.per_test(before_each, after_each)
-  local guard = require "luaop.testing.guard"
   local core = require "luaop.core"
 
   local function cm(name, what) return kit.cm(name, { ["do"] = what }) end

@@ -324,4 +324,12 @@ function M.subscribe_busted()
   end)
 end
 
+-- One step of env:advance towards a wait due in due seconds, left short of
+-- the end: to the nearest microsecond, never short of due nor past the end
+-- (due times are monotonic seconds as doubles, a nanosecond either side of
+-- a whole microsecond: rounding up put a microsecond on every wait).
+function M.step(due, left)
+  return math.max(due, math.min(left, math.floor(due * 1e6 + 0.5) / 1e6))
+end
+
 return M

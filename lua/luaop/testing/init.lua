@@ -300,7 +300,7 @@ function Env:advance(secs)
       self.advance_counts = nil
       return
     end
-    local step = M.step(due, left)
+    local step = guard.step(due, left)
     kit.advance(step)
     left = math.max(left - step, 0)
     guard.run(self)
@@ -310,17 +310,6 @@ function Env:advance(secs)
   error(("%sstill something due at every step after %d steps, %g s short of the end%s"):format(guard.where(),
     M.MAX_STEPS, left, top and (": %s reconciled %d times on the way (a reconcile that requeues at once, for ever?)")
       :format(guard.named(top), n) or " (a task that sleeps a moment, for ever?)"), 0)
-end
-
--- How far one step of env:advance moves the clock for a wait due in due
--- seconds, left seconds short of the end: to the nearest microsecond, never
--- short of due nor past the end, so the wall clock a reconcile reads at its
--- requeue_after's time is that second, not a nanosecond either side of it.
--- (Due times are the monotonic clock's seconds as doubles, and land a
--- nanosecond or two either side of a whole microsecond: rounding up would
--- put a microsecond on every wait.)
-function M.step(due, left)
-  return math.max(due, math.min(left, math.floor(due * 1e6 + 0.5) / 1e6))
 end
 
 -- The clock: seconds since the epoch, and as Kubernetes writes it.
