@@ -39,7 +39,9 @@ run_suite() {
   shift
   (($#)) || set -- "spec/$suite"
   echo "== $suite: $*${LUAOP_BIN:+ (luaop: $LUAOP_BIN)}"
+  local t0=$SECONDS
   "$lua" "$busted_bin" --output=TAP "$@" | tee "$out/$suite.tap"
+  echo "== $suite took $((SECONDS - t0)) s"
   if [ "${PIPESTATUS[0]}" != 0 ]; then
     status=1
     # busted failed, yet no spec did (it crashed at exit): count that
@@ -61,8 +63,10 @@ run_memcheck() {
   local name=$1 log="$out/$1.log" rc
   local -n paths=$2
   shift 2
+  local t0=$SECONDS
   "$@" "$busted_bin" --output=TAP "${paths[@]}" >"$log" 2>&1
   rc=$?
+  echo "== $name took $((SECONDS - t0)) s"
   if [ "$rc" = 0 ] && ! grep -q '^not ok' "$log"; then
     echo "ok 1 - unit specs run clean under $name" | tee "$out/$name.tap"
   else
