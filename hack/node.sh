@@ -19,7 +19,9 @@
 # Where it lives. The node has a network namespace of its own (luaop-node),
 # joined to the machine by one veth pair, 10.251.0.1 (machine) and
 # 10.251.0.2 (node). Pods get 10.252.0.0/24 on the bridge luaop0 inside it;
-# kube-proxy's rules for Services (10.0.0.0/24) are in it too. Nothing leaves
+# kube-proxy's rules for Services (10.0.0.0/24) are in it too, and the
+# machine routes both ranges to it (so the API server reaches a webhook's
+# Service as in a cluster). Nothing leaves
 # the node but to the API server: Pods reach the API server through the
 # `kubernetes` Service exactly as in a cluster (kube-proxy turns 10.0.0.1:443
 # into the endpoint the API server advertises, 10.251.0.1:PORT), and on the
@@ -314,15 +316,19 @@ cmd_up() {
   [ -d /run/netns ] || record "dir /run/netns"
   awk '$5 == "/run/netns"' /proc/self/mountinfo | grep -q . || record "mount /run/netns"
 
-  # The network: the node's namespace and the veth pair; Pods' range routed
-  # to it; nothing leaves it but to the machine's end.
+  # The network: the node's namespace and the veth pair; Pods' range and
+  # Services' routed to it (the API server, on the machine, calls webhooks
+  # through their Service, whose rules kube-proxy keeps in the node; both
+  # routes go with the link at down); nothing leaves it but to the
+  # machine's end.
   ip netns add "$netns" || die "could not create the network namespace $netns"
   record "netns $netns"
   ip link add "$host_if" type veth peer name "$node_if" netns "$netns" &&
     ip addr add "$host_ip/30" dev "$host_if" && ip link set "$host_if" up &&
     in_node ip addr add "$node_ip/30" dev "$node_if" && in_node ip link set "$node_if" up &&
     in_node ip link set lo up && in_node ip route add default via "$host_ip" &&
-    ip route add "$pod_cidr" via "$node_ip" dev "$host_if" || die "could not set up the veth pair $host_if/$node_if"
+    ip route add "$pod_cidr" via "$node_ip" dev "$host_if" &&
+    ip route add "$service_cidr" via "$node_ip" dev "$host_if" || die "could not set up the veth pair $host_if/$node_if"
   record "link $host_if"
   in_node sysctl -qw net.ipv4.ip_forward=1
   # Out of the node, only to the API server, and answers to what the
