@@ -3,8 +3,14 @@
 // and behaviour as operators/*.lua, written as a kubebuilder user would,
 // with controller-runtime's defaults.
 //
-//	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher[,configmaps]]
+//	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher[,configmaps,at-webhook]]
 //	     [--metrics-bind-address ADDR] [--health-probe-bind-address ADDR] [--namespace NS]
+//	     [--webhook-bind-address HOST:PORT] [--webhook-cert-path DIR] [--enable-http2]
+//
+// "at-webhook" (never run by default) is the validating webhook of
+// operators/webhooks/at-webhooks.lua on controller-runtime's webhook server
+// (bench/webhook.sh); the webhook flags are luaop's, which are kubebuilder
+// v4's scaffold's.
 //
 // It logs "caches synced" once the caches of every operator it runs have
 // synced.
@@ -14,7 +20,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +41,7 @@ import (
 var allOperators = []string{"at", "machine", "secret-copy", "pod-watcher"}
 
 // benchOperators are known to --operators but not run by default.
-var benchOperators = []string{"configmaps"}
+var benchOperators = []string{"configmaps", "at-webhook"}
 
 func main() {
 	var (
@@ -42,6 +50,9 @@ func main() {
 		metricsAddr string
 		probeAddr   string
 		namespace   string
+		webhookAddr string
+		certDir     string
+		http2       bool
 		zapOpts     zap.Options
 		setupLog    = ctrl.Log.WithName("setup")
 		scheme      = runtime.NewScheme()
@@ -54,6 +65,9 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "the metrics endpoint's address (0: off)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", "0", "the health probes' address (0: off)")
 	flag.StringVar(&namespace, "namespace", "", "cache only this namespace (default: all)")
+	flag.StringVar(&webhookAddr, "webhook-bind-address", ":9443", "the webhook server's address (with --operators at-webhook)")
+	flag.StringVar(&certDir, "webhook-cert-path", "", "the directory of tls.crt and tls.key (default: controller-runtime's CertDir)")
+	flag.BoolVar(&http2, "enable-http2", false, "serve webhooks over HTTP/2 too")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -89,6 +103,13 @@ func main() {
 	if namespace != "" {
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
 	}
+	if enabled["at-webhook"] {
+		host, p, err := net.SplitHostPort(webhookAddr)
+		must(err, "--webhook-bind-address")
+		port, err := strconv.Atoi(p)
+		must(err, "--webhook-bind-address")
+		opts.WebhookServer = webhookServer(host, port, certDir, http2)
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
 	must(err, "creating the manager")
 
@@ -117,6 +138,10 @@ func main() {
 	if enabled["configmaps"] {
 		must((&ConfigMapReconciler{}).SetupWithManager(mgr, copts), "setting up configmaps")
 		watched = append(watched, &corev1.ConfigMap{})
+	}
+
+	if enabled["at-webhook"] {
+		must((&AtValidator{}).SetupWebhookWithManager(mgr), "setting up at-webhook")
 	}
 
 	must(mgr.AddHealthzCheck("healthz", healthz.Ping), "adding the health check")
