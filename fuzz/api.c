@@ -203,6 +203,7 @@ static const char *const fz_funcs[] = {
     "luaop.sleep", "luaop.spawn", "luaop.terminal", "luaop.time.format", "luaop.time.format_micro",
     "luaop.time.monotonic",
     "luaop.time.parse", "luaop.time.wall",
+    "luaop.webhook.conversion", "luaop.webhook.mutating", "luaop.webhook.validating",
     "math.abs", "math.acos", "math.asin", "math.atan", "math.atan2", "math.ceil", "math.cos", "math.cosh",
     "math.deg", "math.exp", "math.floor", "math.fmod", "math.frexp", "math.ldexp", "math.log", "math.log10",
     "math.max", "math.min", "math.modf", "math.pow", "math.rad", "math.random", "math.randomseed", "math.sin",

@@ -19,6 +19,8 @@ static const double metrics_reconcile_buckets[] = {
 /* pkg/internal/metrics/workqueue.go: prometheus.ExponentialBuckets(10e-9, 10, 12) */
 static const double metrics_workqueue_buckets[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3,
                                                    1e-2, 1e-1, 1,    10,   100,  1000};
+/* client_golang's prometheus.DefBuckets */
+static const double metrics_default_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 #define METRICS_N(a) ((int)(sizeof a / sizeof a[0]))
 
 static const metrics_family metrics_families[] = {
@@ -54,6 +56,13 @@ static const metrics_family metrics_families[] = {
      {"name", "controller"}, NULL, 0, 0},
     {"workqueue_retries_total", "Total number of retries handled by workqueue", METRICS_COUNTER,
      {"name", "controller"}, NULL, 0, 0},
+    /* pkg/webhook/internal/metrics: labelled by the webhook's path */
+    {"controller_runtime_webhook_latency_seconds", "Histogram of the latency of processing admission requests",
+     METRICS_HISTOGRAM, {"webhook"}, metrics_default_buckets, METRICS_N(metrics_default_buckets), 0},
+    {"controller_runtime_webhook_requests_total", "Total number of admission requests by HTTP status code.",
+     METRICS_COUNTER, {"webhook", "code"}, NULL, 0, 0},
+    {"controller_runtime_webhook_requests_in_flight", "Current number of admission requests being served.",
+     METRICS_GAUGE, {"webhook"}, NULL, 0, 0},
     /* pkg/metrics/client_go_adapter.go */
     {"rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
      METRICS_COUNTER, {"code", "method", "host"}, NULL, 0, 0},

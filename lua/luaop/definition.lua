@@ -340,6 +340,7 @@ local function problem_lines(def, problems, level)
   end
   return out
 end
+M.problem_lines = problem_lines -- (luaop.webhook.definition's too)
 
 -- When set (luaop --check), define hands every definition and its
 -- problems to M.collect(def, problems) and returns it marked, problems and

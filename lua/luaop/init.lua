@@ -24,6 +24,8 @@ local luaop = {
   set_controller = object.set_controller,
   -- a controller definition: return it from the script (or a list of them)
   controller = definition.define,
+  -- webhook definitions, returned beside controllers: .validating, .mutating, .conversion
+  webhook = require("luaop.webhook.definition").face,
   -- what reconcile returns to be called again: after `seconds`, or with backoff
   requeue_after = definition.requeue_after,
   requeue = definition.requeue,

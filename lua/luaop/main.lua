@@ -50,6 +50,7 @@ return function(options, ...)
   definition.MAX_MEMORY = options.max_memory or definition.MAX_MEMORY
   script.MAX_TASKS = options.max_tasks or script.MAX_TASKS
   local manager = manager_mod.new()
+  manager.webhook_start = require("luaop.webhook.server").starter(options) -- (the first webhook starts it)
   if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
   events.set_identity(options.identity)
   local reloader

@@ -81,6 +81,47 @@ return luaop.controller {
       }, "\n") .. "\n", out)
     end)
 
+    it("checks webhook definitions: a misspelt field, a kind not served, a value out of range, each at its line, "
+      .. "and a path two scripts define", function()
+      write("hooks.lua", [[
+local luaop = require "luaop"
+return {
+  luaop.webhook.validating {
+    resource = "v1/ConfigMap",
+    validate = function(req) return true end,
+    timout = 3,
+  },
+  luaop.webhook.mutating {
+    resource = "v1/ConfigMapp",
+    mutate = function(obj) end,
+  },
+  luaop.webhook.mutating {
+    resource = "v1/Secret",
+    mutate = function(obj) end,
+    timeout = 0,
+  },
+  luaop.webhook.conversion { resource = "cnat.programming-kubernetes.info/At", convert = function(o) return o end },
+}
+]])
+      write("other.lua", [[
+local luaop = require "luaop"
+return luaop.webhook.conversion { resource = "cnat.programming-kubernetes.info/At", convert = function(o) return o end }
+]])
+      local code, out = check(dir)
+      assert.are.equal(1, code)
+      assert.are.same({
+        dir .. "/hooks.lua:6: webhook.validating: unknown field timout (did you mean timeout?)",
+        dir .. "/hooks.lua:9: webhook.mutating: resource: kind v1/ConfigMapp is not served by Kubernetes",
+        dir .. "/hooks.lua:15: webhook.mutating: timeout must be seconds, more than 0 and at most 30",
+        dir .. "/other.lua: webhook.conversion of cnat.programming-kubernetes.info/At: the conversion of "
+          .. "cnat.programming-kubernetes.info/At is served by " .. dir .. "/hooks.lua too: a path is one script's",
+      }, (function()
+        local lines = {}
+        for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l:gsub(" v[%d.]+ .*$", ""):gsub("30 %(keep.*$", "30") end
+        return lines
+      end)())
+    end)
+
     it("validates each definition and names the line of the field at fault", function()
       local cases = {
         { "name = \"d\"", "name = \"d\\0x\"", ":4: controller \"d\\0x\": name is 1 to 253 characters, none of them a control character" },

@@ -16,7 +16,7 @@ describe("luaop", function()
     table.sort(names)
     assert.are.same({ "array", "client", "conditions", "controller", "controller_of", "copy", "hash", "is_error", "json",
       "log", "logger", "metrics", "null", "requeue", "requeue_after", "set_controller", "sleep", "spawn", "terminal", "time",
-      "version" }, names)
+      "version", "webhook" }, names)
   end)
 
   it("gives each name from the module that holds it", function()
@@ -29,6 +29,7 @@ describe("luaop", function()
     assert.are.equal(object.set_controller, face.set_controller)
     assert.are.equal(require "luaop.time", face.time)
     assert.are.equal(require "luaop.conditions", face.conditions)
+    assert.are.equal(require("luaop.webhook.definition").face, face.webhook)
     -- (luaop.metrics: the program's own face; each script's is made for it by script/sandbox.lua)
     assert.are.same({ "counter", "gauge", "histogram" }, (function()
       local k = {}

@@ -134,7 +134,7 @@ describe("metrics", function()
         n = n + 1
       end
     end
-    assert.are.equal(17, n)
+    assert.are.equal(20, n)
   end)
 
   it("count a failed reconcile as an error, a panic unless the API said no, and a budget's breach by kind", function()

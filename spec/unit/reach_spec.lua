@@ -339,6 +339,10 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
     each("luaop.conditions", luaop.conditions, { { "set", obj, { type = "Ready", status = "True", reason = "Done" } },
       { "get", obj, "Ready" }, { "is_true", obj, "Ready" }, { "is_false", obj, "Ready" }, { "remove", obj, "Ready" },
       { "set", obj, { type = "bad type" } } }, true)
+    each("luaop.webhook", luaop.webhook, { { "validating", { resource = "v1/Pod", validate = function() end } },
+      { "mutating", { resource = "v1/Pod", mutate = function() end } },
+      { "conversion", { resource = "example.com/At", convert = function(o) return o end } },
+      { "validating", { resource = "Pod" } } }, true)
     local mname = "reach_" .. NAME
     each("luaop.metrics", luaop.metrics, {
       { "counter", { name = mname .. "_total", help = "h", labels = { "k" } } },
@@ -460,6 +464,7 @@ describe("the reachability audit", function()
     methods("luaop", package.loaded.luaop, offered)
     methods("luaop.time", package.loaded.luaop.time, offered)
     methods("luaop.conditions", package.loaded.luaop.conditions, offered)
+    methods("luaop.webhook", package.loaded.luaop.webhook, offered)
     methods("luaop.json", package.loaded.luaop.json, offered)
     methods("luaop.metrics", package.loaded.luaop.metrics, offered)
     for i = 1, 3 do methods("metric", R["luaop.metrics." .. ({ "counter", "gauge", "histogram" })[i] .. "#" .. i .. " 2"],

@@ -180,6 +180,11 @@ luaop.time.parse function
 luaop.time.wall function
 luaop.time<metatable> boolean
 luaop.version string
+luaop.webhook table
+luaop.webhook.conversion function
+luaop.webhook.mutating function
+luaop.webhook.validating function
+luaop.webhook<metatable> boolean
 luaop<metatable> boolean
 ]]
 

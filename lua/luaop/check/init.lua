@@ -31,6 +31,7 @@ local script = require "luaop.script"
 local script_metrics = require "luaop.metrics"
 local sandbox = require "luaop.script.sandbox"
 local modules = require "luaop.script.modules"
+local wdef = require "luaop.webhook.definition"
 
 local M = {}
 
@@ -85,14 +86,18 @@ local function definitions(made, fields, text, catalog, add)
     end
     for _, p in ipairs(m.problems) do add(line_of(p.field, p.watch), p.message) end
     if type(def) == "table" then
+      local hook = wdef.served(def) -- (a webhook's: its kind, unless a conversion's group/Kind)
+      local label = hook and "webhook." .. hook.kind or "controller " .. tostring(def.name)
       local function kind(field, spec, watch)
         local level, msg = kinds.check(catalog, spec)
         if level then
-          add(watch and line_of(nil, watch) or line_of(field), ("controller %s: %s: %s"):format(def.name, field, msg),
+          add(watch and line_of(nil, watch) or line_of(field), ("%s: %s: %s"):format(label, field, msg),
             level == "warning", "kind " .. spec)
         end
       end
-      kind("resource", def.resource)
+      if not (hook and hook.kind == "conversion") and (hook or not wdef.is_webhook(def)) then
+        kind("resource", def.resource)
+      end
       for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do
         kind("owns", type(k) == "table" and k[1] or k) -- ("v1/Pod", or { "v1/Pod", filter = ... })
       end
@@ -213,6 +218,14 @@ function M.run(paths, crds)
       for _, msg in ipairs(out) do found(msg) end
       if defs then script_metrics.settle(path, true) end -- (its metric names: a later script's clash is found)
       for _, d in ipairs(defs or {}) do
+        local w = wdef.served(d)
+        local key = w and (w.kind == "conversion" and "the conversion of " .. w.group .. "/" .. w.resource_kind
+          or w.path)
+        if key and names[key] then
+          found(("%s: webhook.%s of %s: %s is served by %s too: a path is one script's"):format(path, w.kind,
+            d.resource, key, names[key]))
+        end
+        if key then names[key] = path end
         if type(d) == "table" and type(d.name) == "string" then
           if names[d.name] then
             found(("%s: two controllers are named %s (the other in %s)"):format(path, d.name, names[d.name]))

@@ -24,6 +24,7 @@ local events = require "luaop.events"
 local collector = require "luaop.collector"
 local retry = require "luaop.retry"
 local script_metrics = require "luaop.metrics"
+local webhook = require "luaop.webhook"
 local kind_name = definition.kind_name
 
 local M = {}
@@ -155,8 +156,11 @@ end
 -- task that version left, as soon as none of its reconciles is running
 -- (those finish on the old code, as a reload promises).
 function Manager:set(script, defs, owner)
-  local ok, err = self:set_defs(script, defs)
+  local controllers, hooks = webhook.split(defs) -- (the webhooks: luaop.webhook's registry)
+  local ok, err = self:webhooks():check(script, hooks)
+  if ok then ok, err = self:set_defs(script, controllers) end
   if ok then
+    self:webhooks():set(script, hooks)
     local old = self.owners[script]
     self.owners[script] = #defs > 0 and owner or nil
     if old and old ~= owner then self:retire_owner(old) end
@@ -164,6 +168,15 @@ function Manager:set(script, defs, owner)
     script_metrics.settle(script, #defs > 0) -- the version's own metrics show, or go with it
   end
   return ok, err
+end
+
+-- The scripts' webhooks (luaop.webhook), made on first use; its server
+-- started by self.webhook_start (luaop.webhook.server: luaop.main sets it)
+-- when the first one is set.
+function Manager:webhooks()
+  self.registry = self.registry or webhook.new { start = self.webhook_start,
+    account = function(script) return self:account(script) end }
+  return self.registry
 end
 
 -- Reconciles running per owner (worker.lua counts them).
@@ -350,6 +363,7 @@ end
 -- seconds. Returns whether they all did.
 function Manager:stop(timeout)
   self.stopping = true
+  if self.registry then require("luaop.webhook.server").stop(self.registry) end
   for _, e in pairs(self.informers) do e.inf:stop() end
   local all = {}
   for _, c in pairs(self.controllers) do all[#all + 1] = c end

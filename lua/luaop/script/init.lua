@@ -17,6 +17,7 @@ local core = require "luaop.core"
 local definition = require "luaop.definition"
 local sandbox = require "luaop.script.sandbox"
 local modules = require "luaop.script.modules"
+local is_webhook = require("luaop.webhook.definition").is_webhook
 
 local fs = core.fs
 local M = {}
@@ -100,12 +101,13 @@ function M.compile(path, text)
   return chunk, err, used
 end
 
--- The controller definitions a script's results hold: one, or a list.
+-- The definitions a script's results hold (controllers' and webhooks'):
+-- one, or a list.
 function M.definitions(v)
-  if definition.is_definition(v) then return { v } end
+  if definition.is_definition(v) or is_webhook(v) then return { v } end
   if type(v) == "table" and #v > 0 then
     for _, d in ipairs(v) do
-      if not definition.is_definition(d) then return nil end
+      if not definition.is_definition(d) and not is_webhook(d) then return nil end
     end
     return v
   end
@@ -126,7 +128,9 @@ end
 -- table constructor of the chunk sets it (core.check.fields), else the
 -- nearest line of text that sets it.
 local function field_line(err, path, text, chunk)
-  local line, field = err:match("^" .. path:gsub("%p", "%%%0") .. ":(%d+): controller [^:]*: (%l+)")
+  local at = "^" .. path:gsub("%p", "%%%0") .. ":(%d+): "
+  local line, field = err:match(at .. "controller [^:]*: (%l+)")
+  if not line then line, field = err:match(at .. "webhook%.%l+: (%l+)") end -- (luaop.webhook.definition)
   if not line then return err end
   line = tonumber(line)
   local best, n = nil, 0

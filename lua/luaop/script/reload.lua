@@ -89,8 +89,8 @@ function Reloader:scan(first)
       end
       if ok then
         self.failed[path] = nil
-        local names = {}
-        for i, d in ipairs(defs) do names[i] = d.name end
+        local names, served = {}, require("luaop.webhook.definition").served
+        for _, d in ipairs(defs) do names[#names + 1] = d.name or served(d).path end
         self.loaded[path] = { text = text, names = names, used = used }
         if not first then
           self.reloads.success = self.reloads.success + 1

@@ -99,7 +99,7 @@ end
 
 -- The kinds a definition names: its resource, owns and watches.
 local function def_kinds(def)
-  local out = { { "resource", def.resource } }
+  local out = { def.convert == nil and { "resource", def.resource } or nil } -- (a conversion's is group/Kind)
   for _, k in ipairs(type(def.owns) == "table" and def.owns or {}) do
     out[#out + 1] = { "owns", type(k) == "table" and k[1] or k } -- ("v1/Pod", or { "v1/Pod", filter = ... })
   end
@@ -247,8 +247,8 @@ function Env:load(path, text)
   -- never syncs
   for _, def in ipairs(defs) do
     for _, nk in ipairs(def_kinds(def)) do
-      local ok, kerr = pcall(resolve_kind, self.server, nk[2], ("%s: controller %s: %s %q"):format(path,
-        tostring(def.name), nk[1], tostring(nk[2])))
+      local ok, kerr = pcall(resolve_kind, self.server, nk[2], ("%s: %s: %s %q"):format(path,
+        def.name and "controller " .. def.name or "webhook", nk[1], tostring(nk[2])))
       if not ok then
         in_task(function() owner:stop() end)
         error(kerr, 0)
@@ -272,6 +272,7 @@ function Env:load(path, text)
 end
 
 Env.metric = kit_metrics.metric -- env:metric(name [, labels]): a sample of /metrics
+Env.admit, Env.convert = require("luaop.testing.webhooks").admit, require("luaop.testing.webhooks").convert
 -- Run until idle, the clock standing still.
 function Env:run()
   guard.run(self)

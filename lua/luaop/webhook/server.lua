@@ -1,0 +1,86 @@
+-- luaop.webhook.server - the webhook server's serving loop: a task per
+-- server takes each request (core.webhook's server:take(), which parks it
+-- until one arrives) and answers it in a task of its own with what the
+-- registry's handle says (req:reply(status, content_type, body)). The
+-- server (TLS, on a thread of its own: src/lbind_webhook.c) starts when the
+-- first webhook definition loads, as controller-runtime starts its webhook
+-- server only with webhooks registered, from the flags kubebuilder's
+-- scaffold names: --webhook-bind-address (":9443"; "0": off),
+-- --webhook-cert-path, --webhook-cert-name, --webhook-cert-key.
+local core = require "luaop.core"
+local logging = require "luaop.logging"
+local supervisor = require "luaop.supervisor"
+
+local M = {}
+
+-- How long to wait before trying again to start a server that did not
+-- (its certificate not written yet, say: cert-manager's comes later).
+M.RETRY = 5
+
+local log = logging.logger("webhook")
+
+-- Serve server's requests with registry until the server closes.
+function M.serve(server, registry)
+  while true do
+    local req = server:take()
+    if not req then return true end -- closed
+    core.task.spawn(function()
+      local status, ctype, body = registry:handle(req.method, req.path, req.content_type, req.body)
+      req:reply(status, ctype, body)
+    end)
+  end
+end
+
+-- What core.webhook.start takes, from the runtime's options (the flags):
+-- its table, or nil and why the server is off.
+function M.config(options)
+  options = options or {}
+  local address = options.webhook_bind_address or ":9443"
+  if address == "0" then return nil, "--webhook-bind-address is 0" end
+  local dir = options.webhook_cert_path
+  if not dir then return nil, "no --webhook-cert-path" end
+  return { address = address, cert = dir .. "/" .. (options.webhook_cert_name or "tls.crt"),
+    key = dir .. "/" .. (options.webhook_cert_key or "tls.key"), max_body = options.webhook_max_body }
+end
+
+-- A registry's start (luaop.webhook.new's opts.start) for a run with these
+-- options: the server started, tried again every M.RETRY seconds while it
+-- does not start, and served until stopped (registry.server:close()).
+function M.starter(options)
+  return function(registry)
+    local binding = core.webhook
+    if not binding then
+      log:error("webhooks are defined, but this luaop has no webhook server: they are not served", {})
+      return
+    end
+    local cfg, off = M.config(options)
+    if not cfg then
+      log:info("webhooks are defined, but the webhook server is off", { reason = off })
+      return
+    end
+    supervisor.spawn("webhook", { name = cfg.address, done = function() return registry.stopped end }, function()
+      while not registry.server and not registry.stopped do
+        local server, err = binding.start(cfg)
+        if server then
+          registry.server = server
+          log:info("Starting webhook server", { address = cfg.address, cert = cfg.cert, key = cfg.key })
+        else
+          log:error("cannot start the webhook server: trying again", { address = cfg.address, error = tostring(err),
+            retryIn = M.RETRY })
+          core.task.sleep(M.RETRY)
+        end
+      end
+      if registry.stopped then return true end
+      M.serve(registry.server, registry)
+      return registry.stopped or nil
+    end)
+  end
+end
+
+-- Stop serving: the server closes (its take returns nil).
+function M.stop(registry)
+  registry.stopped = true
+  if registry.server then registry.server:close() end
+end
+
+return M
