@@ -279,9 +279,9 @@ describe("luaop.webhook: requests", function()
     assert.is_true(r:set("a.lua", defs))
     assert.is_true(r:set("a.lua", defs))
     assert.are.equal(1, started)
-    assert.are.same({ address = ":9443", cert = "certs/tls.crt", key = "certs/tls.key" },
-      wserver.config { webhook_cert_path = "certs" })
-    assert.is_nil(wserver.config { webhook_bind_address = "0", webhook_cert_path = "certs" })
+    local w = { address = ":9443", cert = "certs/tls.crt", key = "certs/tls.key" }
+    assert.are.same(w, wserver.config { webhook = w })
+    assert.is_nil(wserver.config {}) -- (--webhook-bind-address=0)
   end)
 end)
 

@@ -31,16 +31,14 @@ function M.serve(server, registry)
   end
 end
 
--- What core.webhook.start takes, from the runtime's options (the flags):
--- its table, or nil and why the server is off.
+-- What core.webhook.start takes, from the runtime's options (the flags,
+-- as src/main.c hands them: options.webhook = {address, cert, key}, absent
+-- with --webhook-bind-address=0): its table, or nil and why the server is
+-- off.
 function M.config(options)
-  options = options or {}
-  local address = options.webhook_bind_address or ":9443"
-  if address == "0" then return nil, "--webhook-bind-address is 0" end
-  local dir = options.webhook_cert_path
-  if not dir then return nil, "no --webhook-cert-path" end
-  return { address = address, cert = dir .. "/" .. (options.webhook_cert_name or "tls.crt"),
-    key = dir .. "/" .. (options.webhook_cert_key or "tls.key"), max_body = options.webhook_max_body }
+  local w = type(options) == "table" and options.webhook
+  if type(w) ~= "table" then return nil, "--webhook-bind-address is 0" end
+  return { address = w.address, cert = w.cert, key = w.key }
 end
 
 -- A registry's start (luaop.webhook.new's opts.start) for a run with these
@@ -63,7 +61,8 @@ function M.starter(options)
         local server, err = binding.start(cfg)
         if server then
           registry.server = server
-          log:info("Starting webhook server", { address = cfg.address, cert = cfg.cert, key = cfg.key })
+          log:info("Starting webhook server", { address = cfg.address, port = server:port(), cert = cfg.cert,
+            key = cfg.key })
         else
           log:error("cannot start the webhook server: trying again", { address = cfg.address, error = tostring(err),
             retryIn = M.RETRY })
