@@ -24,7 +24,7 @@ local events = require "luaop.events"
 local collector = require "luaop.collector"
 local retry = require "luaop.retry"
 local script_metrics = require "luaop.metrics"
-local webhook = require "luaop.webhook"
+local is_webhook = require("luaop.webhook.definition").is_webhook
 local kind_name = definition.kind_name
 
 local M = {}
@@ -156,11 +156,14 @@ end
 -- task that version left, as soon as none of its reconciles is running
 -- (those finish on the old code, as a reload promises).
 function Manager:set(script, defs, owner)
-  local controllers, hooks = webhook.split(defs) -- (the webhooks: luaop.webhook's registry)
-  local ok, err = self:webhooks():check(script, hooks)
+  local controllers, hooks = {}, {} -- (the webhooks: luaop.webhook's registry, made for the first)
+  for _, d in ipairs(defs) do table.insert(is_webhook(d) and hooks or controllers, d) end
+  local reg = (#hooks > 0 or self.registry) and self:webhooks()
+  local ok, err = true, nil
+  if reg then ok, err = reg:check(script, hooks) end
   if ok then ok, err = self:set_defs(script, controllers) end
   if ok then
-    self:webhooks():set(script, hooks)
+    if reg then reg:set(script, hooks) end
     local old = self.owners[script]
     self.owners[script] = #defs > 0 and owner or nil
     if old and old ~= owner then self:retire_owner(old) end
@@ -174,7 +177,7 @@ end
 -- started by self.webhook_start (luaop.webhook.server: luaop.main sets it)
 -- when the first one is set.
 function Manager:webhooks()
-  self.registry = self.registry or webhook.new { start = self.webhook_start,
+  self.registry = self.registry or require("luaop.webhook").new { start = self.webhook_start,
     account = function(script) return self:account(script) end }
   return self.registry
 end

@@ -51,15 +51,6 @@ function M.new(opts)
     log = logging.logger("webhook") }, Registry)
 end
 
--- The controllers and the webhooks of a script's definitions.
-function M.split(defs)
-  local controllers, hooks = {}, {}
-  for _, d in ipairs(defs) do
-    if wdef.is_webhook(d) then hooks[#hooks + 1] = d else controllers[#controllers + 1] = d end
-  end
-  return controllers, hooks
-end
-
 local function what(w)
   return ("webhook.%s of %s"):format(w.kind, w.def.resource)
 end
