@@ -4,11 +4,16 @@ CC      ?= cc
 PKGS    := libuv libcurl yaml-0.1
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
-CPPFLAGS += -I$(LIBS)/lua -I$(LIBS)/mhd $(shell pkg-config --cflags $(PKGS))
+CPPFLAGS += -I$(LIBS)/lua -I$(LIBS)/mhd -I$(LIBS)/event $(shell pkg-config --cflags $(PKGS))
 # libmicrohttpd (the metrics and probe server): static in every build, from
 # hack/libs.sh (plain HTTP: Debian's links GnuTLS, a second TLS stack)
 MHD     := build/libs/lib/libmicrohttpd.a
-LDLIBS  += $(shell pkg-config --libs $(PKGS)) $(MHD) -lm -ldl -lpthread
+# libevent (the webhook's HTTPS server, src/tlsserve.c): static in every
+# build, from hack/libs.sh, built against luaop's OpenSSL; the ASan build
+# and the specs' module link it with Debian's libssl3 (the same OpenSSL 3.0
+# API), as their libcurl does
+EVENT   := build/libs/lib/libevent_openssl.a build/libs/lib/libevent_extra.a build/libs/lib/libevent_core.a
+LDLIBS  += $(shell pkg-config --libs $(PKGS)) $(MHD) $(EVENT) -lssl -lcrypto -lm -ldl -lpthread
 # The luaop binary links a lean, static libcurl and OpenSSL (hack/libs.sh
 # builds them once into a cache; build/libs links there), Lua compiled from
 # the source hack/libs.sh fetches (below), and Debian's static nghttp2, zlib,
@@ -16,11 +21,11 @@ LDLIBS  += $(shell pkg-config --libs $(PKGS)) $(MHD) -lm -ldl -lpthread
 # The ASan build and the specs' module use Debian's shared libraries but
 # for Lua, which every build compiles from that same source.
 LIBS    := build/libs
-STATIC  := $(LIBS)/lib/libcurl.a $(LIBS)/lib/libssl.a $(LIBS)/lib/libcrypto.a $(MHD) \
+STATIC  := $(LIBS)/lib/libcurl.a $(EVENT) $(LIBS)/lib/libssl.a $(LIBS)/lib/libcrypto.a $(MHD) \
            -Wl,-Bstatic -lnghttp2 -lz -luv_a -lyaml -Wl,-Bdynamic -lm -ldl -lpthread
 BIN_LDFLAGS := -Wl,--gc-sections -Wl,-z,pack-relative-relocs
 # A Lua C module takes Lua's symbols from the interpreter that loads it.
-MODLIBS := $(shell pkg-config --libs $(PKGS)) $(MHD) -lpthread
+MODLIBS := $(shell pkg-config --libs $(PKGS)) $(MHD) $(EVENT) -lssl -lcrypto -lpthread
 
 # Lua, from $(LIBS)/lua (hack/libs.sh: Lua 5.4.7 and later fixes): its core
 # and libraries in every build; luaop's string library is lstrpat.c (pattern

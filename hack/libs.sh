@@ -14,6 +14,10 @@
 #   libcurl   static, HTTP and HTTPS only, with OpenSSL, nghttp2 and zlib;
 #   libmicrohttpd  static, plain HTTP with epoll: the metrics and health
 #             probe server (src/serve.c);
+#   libevent  static, its core, evhttp and OpenSSL bufferevents built
+#             against the OpenSSL above (Debian's links the system's
+#             libssl3: two OpenSSLs in one binary), no thread support: the
+#             webhook's HTTPS server (src/tlsserve.c);
 #   lua/      Lua's sources, which make compiles into luaop and into the
 #             interpreter the specs run on: Lua 5.4.7 from Debian's next
 #             stable suite (LUA_SUITE: bookworm's 5.4.4 has bugs a script
@@ -29,8 +33,8 @@
 # The source packages come through a private apt configuration in the same
 # cache (apt/: source entries derived from the machine's deb entries, its own
 # lists, refreshed weekly; apt-lua/: the same for LUA_SUITE, Lua only); /etc/apt and the system's lists are left as they
-# are, and neither root nor sudo is needed. A cold build takes about two
-# minutes on two cores.
+# are, and neither root nor sudo is needed. A cold build takes about three
+# minutes on two cores (libevent some 20 s of it).
 set -euo pipefail
 
 out=${1:?usage: hack/libs.sh DIR [STAMP]}
@@ -174,13 +178,14 @@ curl_vs=$(versions curl)
 ssl_vs=$(versions openssl)
 lua_vs=$(lua_versions)
 mhd_vs=$(versions libmicrohttpd)
+event_vs=$(versions libevent)
 [ -n "$lua_vs" ] ||
   die "apt offers no source package of lua5.4 $LUA_VERSION through $apt_lua/sources.list* ($LUA_SUITE, derived from /etc/apt's deb entries); $apt_lua/update.log has apt's output"
-[ -n "$curl_vs" ] && [ -n "$ssl_vs" ] && [ -n "$mhd_vs" ] ||
-  die "apt offers no source package of curl, openssl or libmicrohttpd through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
+[ -n "$curl_vs" ] && [ -n "$ssl_vs" ] && [ -n "$mhd_vs" ] && [ -n "$event_vs" ] ||
+  die "apt offers no source package of curl, openssl, libmicrohttpd or libevent through $apt/sources.list* (derived from /etc/apt's deb entries): they must name Debian's archive (or a mirror of it that serves source packages); $apt/update.log has apt's output"
 
 # The key: the machine, the source versions apt offers, and this script.
-key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; echo "libmicrohttpd $mhd_vs"; cat "$0" "$here"/lua/*.patch) | sha256sum | cut -c1-16)
+key=$( (uname -m; echo "$curl_vs"; echo "$ssl_vs"; echo "lua5.4 $lua_vs"; echo "libmicrohttpd $mhd_vs"; echo "libevent $event_vs"; cat "$0" "$here"/lua/*.patch) | sha256sum | cut -c1-16)
 dir="$cache/libs-$key"
 
 # A build made from an older source than the newest offered (the newest did
@@ -199,7 +204,8 @@ if stale; then
   log "the cached build is of $(paste -sd, "$dir/VERSIONS"); trying the newest sources, openssl $newest_ssl and curl $newest_curl"
 fi
 
-if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ -n "$retry" ]; then
+if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ ! -e "$dir/lib/libevent_openssl.a" ] ||
+  [ -n "$retry" ]; then
   work=$(mktemp -d)
   stage="$dir.tmp.$$"
   trap 'rm -rf "$work" "$stage"' EXIT
@@ -225,7 +231,8 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ -n 
     log "could not download the source of $1 (any of: $(echo $2)): check the network to the package mirror"
     return 1
   }
-  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_vs" "${aptl[@]}" && fetch libmicrohttpd "$mhd_vs"; }; then
+  if ! { fetch openssl "$ssl_vs" && fetch curl "$curl_vs" && fetch lua5.4 "$lua_vs" "${aptl[@]}" && fetch libmicrohttpd "$mhd_vs" &&
+    fetch libevent "$event_vs"; }; then
     [ -n "$retry" ] || exit 1
     # not yet: keep the older build until the lists are read again
     touch "$dir/VERSIONS"
@@ -285,6 +292,24 @@ if [ ! -e "$dir/lib/libcurl.a" ] || [ ! -e "$dir/lib/libmicrohttpd.a" ] || [ -n 
     make -C src/microhttpd install >>"$work/libmicrohttpd.log" 2>&1
     make -C src/include install >>"$work/libmicrohttpd.log" 2>&1
   ) || { tail -n 30 "$work/libmicrohttpd.log" >&2; die "libmicrohttpd did not build (its log's end is above)"; }
+  # libevent: the webhook's HTTPS server (evhttp over OpenSSL bufferevents)
+  # against the OpenSSL above, headers in event/. Debian's patches touch
+  # Makefile.am: the generated files are made newer than their inputs so
+  # that make does not run automake (not a build dependency). No thread
+  # support: each server's event_base is used by its own thread alone.
+  (
+    cd "$work/libevent"
+    find . \( -name '*.am' -o -name configure.ac -o -path './m4/*' \) -exec touch -d @946684800 {} +
+    PKG_CONFIG_PATH="$stage/lib/pkgconfig" ./configure --prefix="$stage" --includedir="$stage/event" \
+      --disable-shared --enable-static --with-pic --disable-samples --disable-libevent-regress \
+      --disable-debug-mode --disable-thread-support --enable-openssl CFLAGS="$flags" >"$work/libevent.log" 2>&1
+    grep -qE "^OPENSSL_INCS = -I$stage/include" Makefile ||
+      { echo "libevent: configured against another OpenSSL than $stage" >>"$work/libevent.log"; false; }
+    make -j"$jobs" >>"$work/libevent.log" 2>&1
+    make install >>"$work/libevent.log" 2>&1
+    rm -f "$stage/bin/event_rpcgen.py"
+    rmdir "$stage/bin" 2>/dev/null || true
+  ) || { tail -n 30 "$work/libevent.log" >&2; die "libevent did not build (its log's end is above)"; }
   # Lua: the later upstream fixes; then its pattern matcher charged per
   # step in lstrpat.c (the line after the label its match() loops back
   # to), lstrlib.c left as it is for the specs' interpreter

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <curl/curl.h>
+#include <event2/event.h>
 #include <lua.h>
 #include <uv.h>
 #include <yaml.h>
@@ -71,6 +72,23 @@ static const char *flags_usage =
     "                           (:8080, 127.0.0.1:8080, [::1]:8080); 0 is off (default 0)\n"
     "      --health-probe-bind-address ADDRESS\n"
     "                           serve /healthz and /readyz on ADDRESS; 0 is off (default 0)\n"
+    "      --webhook-bind-address ADDRESS\n"
+    "                           serve the scripts' admission and conversion webhooks\n"
+    "                           over HTTPS on ADDRESS, once a script defines one;\n"
+    "                           0 is off (default :9443)\n"
+    "      --webhook-cert-path DIR\n"
+    "                           the directory of the webhook's certificate and key\n"
+    "                           (default /tmp/k8s-webhook-server/serving-certs, as\n"
+    "                           controller-runtime's); read again when they change\n"
+    "      --webhook-cert-name NAME  its certificate file (default tls.crt)\n"
+    "      --webhook-cert-key NAME   its key file (default tls.key)\n"
+    "      --enable-http2[=BOOL] HTTP/2 for the webhook server: only false (the\n"
+    "                           default; luaop's server speaks HTTP/1.1)\n"
+    "      --metrics-secure     serve /metrics over HTTPS, to authenticated and\n"
+    "                           authorized clients only\n"
+    "      --metrics-cert-path DIR   the directory of its certificate and key\n"
+    "      --metrics-cert-name NAME  its certificate file (default tls.crt)\n"
+    "      --metrics-cert-key NAME   its key file (default tls.key)\n"
     "      --leader-elect       run only while holding a Lease (others wait warm:\n"
     "                           caches synced, no reconcile)\n"
     "      --leader-election-id NAME\n"
@@ -98,6 +116,7 @@ static void flags_print_version(FILE *out)
     fprintf(out, "  libuv %s\n", uv_version_string());
     fprintf(out, "  libcurl %s (%s)\n", curl->version, curl->ssl_version ? curl->ssl_version : "no TLS");
     fprintf(out, "  libyaml %s\n", yaml_get_version_string());
+    fprintf(out, "  libevent %s (the webhook server)\n", event_get_version());
 }
 
 static int flags_number(const char *flag, const char *s, double *out)
@@ -107,6 +126,20 @@ static int flags_number(const char *flag, const char *s, double *out)
     *out = strtod(s, &end);
     if (*s == '\0' || *end != '\0' || *out < 0) {
         fprintf(stderr, "luaop: %s wants a number >= 0, not %s\n", flag, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* A boolean flag's value (none: true), as Go's flag package takes one. */
+static int flags_bool(const char *flag, const char *s, int *out)
+{
+    if (s == NULL || strcmp(s, "true") == 0 || strcmp(s, "1") == 0)
+        *out = 1;
+    else if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0)
+        *out = 0;
+    else {
+        fprintf(stderr, "luaop: %s is true or false, not %s\n", flag, s);
         return -1;
     }
     return 0;
@@ -139,7 +172,9 @@ int flags_parse(int argc, char **argv, flags *o)
            OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_GRACE, OPT_PROGRAM, OPT_MAX_INSTRUCTIONS, OPT_MAX_MEMORY,
            OPT_MAX_TASKS, OPT_WATCHDOG, OPT_METRICS_ADDR, OPT_PROBE_ADDR, OPT_LE, OPT_LE_ID, OPT_LE_NS, OPT_LE_LEASE,
            OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST, OPT_CRDS,
-           OPT_TEST_TIMEOUT };
+           OPT_TEST_TIMEOUT, OPT_WEBHOOK_ADDR, OPT_WEBHOOK_CERT_PATH, OPT_WEBHOOK_CERT_NAME,
+           OPT_WEBHOOK_CERT_KEY, OPT_HTTP2, OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME,
+           OPT_METRICS_CERT_KEY };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -161,6 +196,15 @@ int flags_parse(int argc, char **argv, flags *o)
         {"max-tasks", required_argument, NULL, OPT_MAX_TASKS},
         {"metrics-bind-address", required_argument, NULL, OPT_METRICS_ADDR},
         {"health-probe-bind-address", required_argument, NULL, OPT_PROBE_ADDR},
+        {"webhook-bind-address", required_argument, NULL, OPT_WEBHOOK_ADDR},
+        {"webhook-cert-path", required_argument, NULL, OPT_WEBHOOK_CERT_PATH},
+        {"webhook-cert-name", required_argument, NULL, OPT_WEBHOOK_CERT_NAME},
+        {"webhook-cert-key", required_argument, NULL, OPT_WEBHOOK_CERT_KEY},
+        {"enable-http2", optional_argument, NULL, OPT_HTTP2},
+        {"metrics-secure", optional_argument, NULL, OPT_METRICS_SECURE},
+        {"metrics-cert-path", required_argument, NULL, OPT_METRICS_CERT_PATH},
+        {"metrics-cert-name", required_argument, NULL, OPT_METRICS_CERT_NAME},
+        {"metrics-cert-key", required_argument, NULL, OPT_METRICS_CERT_KEY},
         {"leader-elect", optional_argument, NULL, OPT_LE},
         {"leader-election-id", required_argument, NULL, OPT_LE_ID},
         {"leader-elect-resource-name", required_argument, NULL, OPT_LE_ID},
@@ -178,7 +222,9 @@ int flags_parse(int argc, char **argv, flags *o)
     int c;
 
     *o = (flags){.qps = 0, .burst = 30, .grace = 30, .log_format = LOG_FORMAT_TEXT, .log_level = LOG_INFO,
-                 .le_lease = 15, .le_renew = 10, .le_retry = 2};
+                 .le_lease = 15, .le_renew = 10, .le_retry = 2, .webhook_addr = ":9443",
+                 .webhook_cert_path = FLAGS_WEBHOOK_CERT_DIR, .webhook_cert_name = "tls.crt",
+                 .webhook_cert_key = "tls.key", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key"};
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hn:v:", longopts, NULL)) != -1) {
         switch (c) {
@@ -289,6 +335,60 @@ int flags_parse(int argc, char **argv, flags *o)
                 return 3;
             }
             *(c == OPT_METRICS_ADDR ? &o->metrics_addr : &o->probe_addr) = off ? NULL : optarg;
+            break;
+        }
+        case OPT_WEBHOOK_ADDR: {
+            char host[256], port[8], err[200];
+            int off;
+            if (serve_parse_address(optarg, &off, host, sizeof host, port, sizeof port, err, sizeof err) != 0) {
+                fprintf(stderr, "luaop: --webhook-bind-address: %s\n", err);
+                return 3;
+            }
+            o->webhook_addr = off ? NULL : optarg;
+            break;
+        }
+        case OPT_WEBHOOK_CERT_PATH:
+        case OPT_WEBHOOK_CERT_NAME:
+        case OPT_WEBHOOK_CERT_KEY:
+        case OPT_METRICS_CERT_PATH:
+        case OPT_METRICS_CERT_NAME:
+        case OPT_METRICS_CERT_KEY: {
+            const char **to = c == OPT_WEBHOOK_CERT_PATH   ? &o->webhook_cert_path
+                              : c == OPT_WEBHOOK_CERT_NAME ? &o->webhook_cert_name
+                              : c == OPT_WEBHOOK_CERT_KEY  ? &o->webhook_cert_key
+                              : c == OPT_METRICS_CERT_PATH ? &o->metrics_cert_path
+                              : c == OPT_METRICS_CERT_NAME ? &o->metrics_cert_name
+                                                           : &o->metrics_cert_key;
+            if (optarg[0] == '\0') {
+                static const char *const names[] = {"--webhook-cert-path", "--webhook-cert-name",
+                                                    "--webhook-cert-key", "--metrics-cert-path",
+                                                    "--metrics-cert-name", "--metrics-cert-key"};
+                int i = c == OPT_WEBHOOK_CERT_PATH   ? 0
+                        : c == OPT_WEBHOOK_CERT_NAME ? 1
+                        : c == OPT_WEBHOOK_CERT_KEY  ? 2
+                        : c == OPT_METRICS_CERT_PATH ? 3
+                        : c == OPT_METRICS_CERT_NAME ? 4
+                                                     : 5;
+                fprintf(stderr, "luaop: %s wants a %s, not an empty string\n", names[i],
+                        i == 0 || i == 3 ? "directory" : "file name");
+                return 3;
+            }
+            *to = optarg;
+            break;
+        }
+        case OPT_HTTP2:
+        case OPT_METRICS_SECURE: {
+            int on;
+            const char *flag = c == OPT_HTTP2 ? "--enable-http2" : "--metrics-secure";
+            if (flags_bool(flag, optarg, &on) != 0)
+                return 3;
+            if (c == OPT_HTTP2 && on) {
+                fprintf(stderr, "luaop: --enable-http2=true: luaop's HTTPS server speaks HTTP/1.1 only (libevent's "
+                                "evhttp has no HTTP/2); leave it false, as kubebuilder's scaffold does\n");
+                return 3;
+            }
+            if (c == OPT_METRICS_SECURE)
+                o->metrics_secure = on;
             break;
         }
         case OPT_LE:

@@ -7,6 +7,8 @@
 #include "log.h"
 
 #define FLAGS_MAX_SCRIPTS 64
+/* controller-runtime's webhook.Options CertDir default */
+#define FLAGS_WEBHOOK_CERT_DIR "/tmp/k8s-webhook-server/serving-certs"
 
 typedef struct flags {
     const char *scripts[FLAGS_MAX_SCRIPTS];
@@ -25,6 +27,11 @@ typedef struct flags {
     unsigned long long max_instructions, max_memory;
     unsigned max_tasks; /* 0: the default */
     const char *metrics_addr, *probe_addr;
+    /* the webhook server (NULL address: off) and its certificate files,
+     * as kubebuilder v4's scaffold names the flags; secure metrics' */
+    const char *webhook_addr, *webhook_cert_path, *webhook_cert_name, *webhook_cert_key;
+    int metrics_secure;
+    const char *metrics_cert_path, *metrics_cert_name, *metrics_cert_key;
     int leader_elect;
     const char *le_id, *le_namespace;
     double le_lease, le_renew, le_retry;

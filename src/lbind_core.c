@@ -32,6 +32,7 @@ static const struct {
     {"check", lbind_check_open, 0},
     {"kit", lbind_kit_open, 1},
     {"yaml", lbind_yaml_open, 0},
+    {"webhook", lbind_webhook_open, 0},
 };
 
 /* core.traceback(msg [, level]): msg and the stack below level, as

@@ -205,6 +205,45 @@ static int main_identity(lua_State *L, const flags *o)
     return 0;
 }
 
+/* DIR/NAME pushed */
+static void main_push_path(lua_State *L, const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+
+    if (name[0] == '/' || n == 0)
+        lua_pushstring(L, name);
+    else
+        lua_pushfstring(L, "%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
+}
+
+/* options.webhook = {address =, cert =, key =} (the webhook server's,
+ * for core.webhook.start; absent when --webhook-bind-address is 0), and
+ * with --metrics-secure options.metrics_secure = {cert =, key =} (the
+ * files; absent without --metrics-cert-path) */
+static void main_tls_options(lua_State *L, const flags *o)
+{
+    if (o->webhook_addr) {
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, o->webhook_addr);
+        lua_setfield(L, -2, "address");
+        main_push_path(L, o->webhook_cert_path, o->webhook_cert_name);
+        lua_setfield(L, -2, "cert");
+        main_push_path(L, o->webhook_cert_path, o->webhook_cert_key);
+        lua_setfield(L, -2, "key");
+        lua_setfield(L, -2, "webhook");
+    }
+    if (o->metrics_secure) {
+        lua_createtable(L, 0, 2);
+        if (o->metrics_cert_path) {
+            main_push_path(L, o->metrics_cert_path, o->metrics_cert_name);
+            lua_setfield(L, -2, "cert");
+            main_push_path(L, o->metrics_cert_path, o->metrics_cert_key);
+            lua_setfield(L, -2, "key");
+        }
+        lua_setfield(L, -2, "metrics_secure");
+    }
+}
+
 /* Start luaop.main(options, program arguments...) as a task: it loads the
  * scripts (text only, each in its own environment) and runs them, as a
  * program or as the controllers they return. 0, or -1 after logging. */
@@ -255,6 +294,7 @@ static int main_start(lua_State *L, const flags *o, main_run *run)
         lua_pushinteger(L, (lua_Integer)o->max_tasks);
         lua_setfield(L, -2, "max_tasks");
     }
+    main_tls_options(L, o);
     for (int i = 0; i < o->script_argc; i++)
         lua_pushstring(L, o->script_argv[i]);
     if (sched_spawn(L, o->script_argc + 1, main_done, run) == NULL) {

@@ -68,9 +68,7 @@ int serve_parse_address(const char *addr, int *off, char *host, size_t hostlen, 
     return 0;
 }
 
-/* A listening socket on addr ("" host: every interface, IPv6 and IPv4 at
- * once where the machine has IPv6). -1 with the reason in err. */
-static int serve_listen(const char *addr, int *bound_port, char *err, size_t errlen)
+int serve_listen(const char *addr, int *bound_port, char *err, size_t errlen)
 {
     char host[256], port[8];
     struct addrinfo hints = {0}, *res = NULL, *ai;

@@ -47,6 +47,12 @@ typedef struct serve_source {
 int serve_parse_address(const char *addr, int *off, char *host, size_t hostlen, char *port, size_t portlen,
                         char *err, size_t errlen);
 
+/* A listening socket on addr (as serve_parse_address takes it, but not
+ * off; "" host: every interface, IPv6 and IPv4 at once where the machine
+ * has IPv6), non-blocking and close-on-exec; *bound_port the port it got.
+ * -1 with the reason in err. tlsserve.c listens with it too. */
+int serve_listen(const char *addr, int *bound_port, char *err, size_t errlen);
+
 /* Start the servers whose addresses are not off (NULL: off). NULL with the
  * reason in err (an address in use, one that does not parse). */
 serve *serve_start(const char *metrics_addr, const char *probe_addr, const serve_source *src, char *err,

@@ -13,6 +13,7 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
       assert.matches("\n  libuv 1%.%d+%.%d+\n", out)
       assert.matches("\n  libcurl %d+%.%d+%.%d+ %(OpenSSL/", out)
       assert.matches("\n  libyaml 0%.%d+%.%d+\n", out)
+      assert.matches("\n  libevent 2%.1%.%d+%-stable %(the webhook server%)\n", out)
     end)
 
     it("prints usage on --help and -h and exits 0", function()
@@ -22,7 +23,9 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         assert.matches("^Usage: luaop %-%-script PATH %[%-%-script PATH%.%.%.%] %[flags%]", out)
         for _, f in ipairs { "--version", "--kubeconfig", "--context", "--namespace", "--qps", "--burst", "--program",
                              "--graceful-shutdown-timeout", "--log-format", "--log-level", "--max-tasks", "--crds",
-                             "--test-timeout" } do
+                             "--test-timeout", "--webhook-bind-address", "--webhook-cert-path", "--webhook-cert-name",
+                             "--webhook-cert-key", "--enable-http2", "--metrics-secure", "--metrics-cert-path",
+                             "--metrics-cert-name", "--metrics-cert-key" } do
           assert.is_truthy(out:find(f, 1, true), f)
         end
       end
@@ -73,6 +76,19 @@ for _, bin in ipairs { "build/luaop", "build/asan/luaop" } do
         code, _, err = proc.run { bin, "--test", "spec/unit/operators", "--test-timeout", bad }
         assert.are.equal(2, code, bad)
         assert.matches("%-%-test%-timeout wants a duration above 0 such as 30s or 2m, not " .. bad:gsub("%p", "%%%0"), err)
+      end
+    end)
+
+    it("takes kubebuilder's webhook and secure metrics flags, and refuses --enable-http2=true: HTTP/1.1 only", function()
+      local code, _, err = proc.run { bin, "--script", "x.lua", "--enable-http2=true" }
+      assert.are.equal(2, code)
+      assert.matches("%-%-enable%-http2=true: luaop's HTTPS server speaks HTTP/1%.1 only", err)
+      for _, bad in ipairs { { "--webhook-bind-address", "9443" }, { "--webhook-bind-address", "x:y" },
+                             { "--enable-http2=maybe" }, { "--metrics-secure=yes" }, { "--webhook-cert-path", "" },
+                             { "--webhook-cert-name", "" }, { "--metrics-cert-key", "" } } do
+        code, _, err = proc.run { bin, "--script", "x.lua", table.unpack(bad) }
+        assert.are.equal(2, code, table.concat(bad, " "))
+        assert.matches(bad[1]:match("^[^=]*"):gsub("%p", "%%%0"), err)
       end
     end)
 

@@ -1,0 +1,924 @@
+/* tlsserve.c - an HTTPS server on libevent's evhttp, on a thread of its
+ * own (see tlsserve.h). */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "tlsserve.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "log.h"
+#include "serve.h"
+
+/* What a request's record is in, under the server's mutex. */
+enum { TLSSERVE_PENDING, TLSSERVE_REPLIED, TLSSERVE_GONE };
+
+typedef struct tlsserve_conn tlsserve_conn;
+
+struct tlsserve_req {
+    tlsserve *s;
+    tlsserve_info info;
+    char *strings, *body;
+    /* the server thread's: valid while its connection waits for the reply */
+    struct evhttp_request *req;
+    tlsserve_conn *conn;
+    struct event *closed; /* EV_CLOSED on its socket while it waits */
+    /* under s->mu */
+    int fd; /* its connection's socket; -1 once gone */
+    int state;
+    int refs;
+    int status;
+    char *reply_type, *reply_body;
+    size_t reply_len;
+    tlsserve_req *next; /* in s->in or s->out */
+};
+
+/* One connection, the server thread's: made with its SSL, freed with it
+ * (ex_data), so it lives as long as anything libevent may still run for
+ * the connection. */
+struct tlsserve_conn {
+    tlsserve *s;
+    SSL *ssl;
+    struct evhttp_connection *evcon; /* once a request came: the close callback is set */
+    struct event *deadline;
+    tlsserve_req *pending;
+    int refused; /* plain HTTP answered */
+    tlsserve_conn *prev, *next;
+};
+
+struct tlsserve {
+    pthread_mutex_t mu;
+    /* under mu */
+    int refs; /* the owner's, one per record */
+    int stopping;
+    tlsserve_req *in_head, *in_tail, *out_head, *out_tail;
+    int pending; /* records the server holds (waiting for a reply) */
+    char serial[96];
+    /* fixed from the start */
+    char *name, *cert, *key;
+    size_t max_body;
+    int timeout, deadline, max_conns, max_pending;
+    void (*notify)(void *);
+    void *notify_arg;
+    int port;
+    int wake_fd;
+    pthread_t thread;
+    int started;
+    /* the server thread's */
+    struct event_base *base;
+    struct evhttp *http;
+    struct evconnlistener *lev;
+    struct event *wake_ev, *reload_ev, *accept_retry;
+    SSL_CTX *ctx;
+    struct stat cert_st, key_st;
+    int conns;
+    int listening; /* accepting (not at the connection limit) */
+    tlsserve_conn *conn_list;
+};
+
+static int tlsserve_conn_idx = -1;
+static pthread_once_t tlsserve_once = PTHREAD_ONCE_INIT;
+
+static void tlsserve_log(const tlsserve *s, int level, const char *msg, const char *key, const char *value)
+{
+    log_field f[2] = {{.key = "server", .kind = LOG_STR, .v.str = {s->name, strlen(s->name)}},
+                      {.key = key, .kind = LOG_STR, .v.str = {value ? value : "", value ? strlen(value) : 0}}};
+
+    log_write(level, "tlsserve", msg, f, key ? 2 : 1);
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+static void tlsserve_unref(tlsserve *s); /* the caller holds s->mu: unlocks */
+
+static void tlsserve_req_free(tlsserve_req *r)
+{
+    free(r->strings);
+    free(r->body);
+    free(r->reply_type);
+    free(r->reply_body);
+    free(r);
+}
+
+/* Drop one count of r (s->mu held: released on return). */
+static void tlsserve_req_unref_locked(tlsserve_req *r)
+{
+    tlsserve *s = r->s;
+
+    if (--r->refs > 0) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    tlsserve_req_free(r);
+    tlsserve_unref(s);
+}
+
+static void tlsserve_req_unref(tlsserve_req *r)
+{
+    pthread_mutex_lock(&r->s->mu);
+    tlsserve_req_unref_locked(r);
+}
+
+static void tlsserve_free(tlsserve *s)
+{
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    pthread_mutex_destroy(&s->mu);
+    free(s->name);
+    free(s->cert);
+    free(s->key);
+    free(s);
+}
+
+static void tlsserve_unref(tlsserve *s)
+{
+    int last = --s->refs == 0;
+
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        tlsserve_free(s);
+}
+
+/* On the server thread: r's connection is going (or answered): it no
+ * longer holds r. */
+static void tlsserve_req_detach(tlsserve_req *r, int gone)
+{
+    tlsserve *s = r->s;
+
+    if (r->closed) {
+        event_free(r->closed);
+        r->closed = NULL;
+    }
+    if (r->conn)
+        r->conn->pending = NULL;
+    r->conn = NULL;
+    r->req = NULL;
+    pthread_mutex_lock(&s->mu);
+    r->fd = -1;
+    if (gone)
+        r->state = TLSSERVE_GONE;
+    s->pending--;
+    tlsserve_req_unref_locked(r);
+}
+
+/* ---- certificates --------------------------------------------------------- */
+
+static void tlsserve_ssl_error(char *err, size_t errlen, const char *what, const char *file)
+{
+    unsigned long e = ERR_get_error();
+    char reason[256] = "";
+
+    if (e)
+        ERR_error_string_n(e, reason, sizeof reason);
+    ERR_clear_error();
+    snprintf(err, errlen, "%s %s%s%s", what, file, e ? ": " : "", reason);
+}
+
+/* ALPN: HTTP/1.1 when the client offers it, nothing otherwise (h2 is
+ * never chosen). */
+static int tlsserve_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                         unsigned inlen, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    for (unsigned i = 0; i < inlen;) {
+        unsigned n = in[i];
+        if (i + 1 + n > inlen)
+            break;
+        if (n == 8 && memcmp(in + i + 1, "http/1.1", 8) == 0) {
+            *out = in + i + 1;
+            *outlen = (unsigned char)n;
+            return SSL_TLSEXT_ERR_OK;
+        }
+        i += 1 + n;
+    }
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+/* A handshake that failed because the client spoke plain HTTP: Go's
+ * answer, written raw, then the rest of what it sent read and dropped, so
+ * that closing the socket sends no reset ahead of the answer. */
+static void tlsserve_info_cb(const SSL *ssl, int where, int ret)
+{
+    static const char answer[] = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+    tlsserve_conn *c;
+    unsigned long e;
+    char drop[4096];
+    int fd;
+
+    if ((where & SSL_CB_ACCEPT_EXIT) != SSL_CB_ACCEPT_EXIT || ret > 0)
+        return;
+    e = ERR_peek_error();
+    if (ERR_GET_LIB(e) != ERR_LIB_SSL ||
+        (ERR_GET_REASON(e) != SSL_R_HTTP_REQUEST && ERR_GET_REASON(e) != SSL_R_HTTPS_PROXY_REQUEST))
+        return;
+    c = SSL_get_ex_data(ssl, tlsserve_conn_idx);
+    fd = SSL_get_fd(ssl);
+    if (c == NULL || c->refused || fd < 0)
+        return;
+    c->refused = 1;
+    if (send(fd, answer, sizeof answer - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        return;
+    for (int i = 0; i < 16 && recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0; i++)
+        ;
+    shutdown(fd, SHUT_WR);
+}
+
+/* A server SSL_CTX with the pair, TLS 1.2 and 1.3 only, and the
+ * certificate's serial; NULL with the reason in err. */
+static SSL_CTX *tlsserve_load(const char *cert, const char *key, char *serial, size_t serial_len, char *err,
+                              size_t errlen)
+{
+    SSL_CTX *ctx;
+    X509 *x;
+    BIGNUM *bn;
+    char *hex;
+
+    ERR_clear_error();
+    ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL) {
+        tlsserve_ssl_error(err, errlen, "cannot make a TLS context for", cert);
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
+    /* TLS 1.2: forward secret AEAD suites only, as Go's defaults */
+    SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20");
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_alpn_select_cb(ctx, tlsserve_alpn, NULL);
+    SSL_CTX_set_info_callback(ctx, tlsserve_info_cb);
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+        tlsserve_ssl_error(err, errlen, "cannot read the certificate", cert);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+        tlsserve_ssl_error(err, errlen, "cannot read the key", key);
+        goto fail;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        ERR_clear_error();
+        snprintf(err, errlen, "the key %s is not the certificate %s's", key, cert);
+        goto fail;
+    }
+    x = SSL_CTX_get0_certificate(ctx);
+    bn = x ? ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL) : NULL;
+    hex = bn ? BN_bn2hex(bn) : NULL;
+    BN_free(bn);
+    if (hex == NULL) {
+        tlsserve_ssl_error(err, errlen, "cannot read the serial number of", cert);
+        goto fail;
+    }
+    for (char *p = hex; *p; p++)
+        if (*p >= 'A' && *p <= 'F')
+            *p = (char)(*p - 'A' + 'a');
+    snprintf(serial, serial_len, "%s", hex);
+    OPENSSL_free(hex);
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+static int tlsserve_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Every second: when the certificate or key file changed, load the pair
+ * again; new connections get it, a pair that does not load is logged and
+ * the old one kept (and tried again at the next change). */
+static void tlsserve_reload(evutil_socket_t fd, short what, void *arg)
+{
+    tlsserve *s = arg;
+    struct stat cst, kst;
+    char serial[sizeof s->serial], err[512];
+    SSL_CTX *ctx;
+
+    (void)fd;
+    (void)what;
+    if (stat(s->cert, &cst) != 0 || stat(s->key, &kst) != 0)
+        return; /* mid-replacement, or gone: the old pair serves */
+    if (tlsserve_same_file(&cst, &s->cert_st) && tlsserve_same_file(&kst, &s->key_st))
+        return;
+    s->cert_st = cst;
+    s->key_st = kst;
+    ctx = tlsserve_load(s->cert, s->key, serial, sizeof serial, err, sizeof err);
+    if (ctx == NULL) {
+        tlsserve_log(s, LOG_ERROR, "the certificate files changed but do not load: serving the old pair", "error",
+                     err);
+        return;
+    }
+    SSL_CTX_free(s->ctx); /* connections in flight hold their own reference */
+    s->ctx = ctx;
+    pthread_mutex_lock(&s->mu);
+    memcpy(s->serial, serial, sizeof serial);
+    pthread_mutex_unlock(&s->mu);
+    tlsserve_log(s, LOG_INFO, "serving a new certificate", "serial", serial);
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+static void tlsserve_accepting(tlsserve *s)
+{
+    int want = s->conns < s->max_conns && s->lev != NULL;
+
+    if (s->lev == NULL || want == s->listening)
+        return;
+    if (want)
+        evconnlistener_enable(s->lev);
+    else
+        evconnlistener_disable(s->lev);
+    s->listening = want;
+}
+
+/* The connection's SSL is freed: so is the connection. */
+static void tlsserve_conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+    tlsserve_conn *c = ptr;
+
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    if (c == NULL)
+        return;
+    if (c->pending)
+        tlsserve_req_detach(c->pending, 1);
+    if (c->deadline)
+        event_free(c->deadline);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->s->conn_list = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->s->conns--;
+    tlsserve_accepting(c->s);
+    free(c);
+}
+
+static void tlsserve_init_once(void)
+{
+    tlsserve_conn_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, tlsserve_conn_free);
+}
+
+/* A connection's deadline: it has not sent a whole request in time (a
+ * handshake, headers or body trickling in). Its socket is shut down, so
+ * that evhttp, reading end of file, frees it in its own time. */
+static void tlsserve_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    tlsserve_conn *c = arg;
+    int sock = SSL_get_fd(c->ssl);
+
+    (void)fd;
+    (void)what;
+    if (sock >= 0 && c->pending == NULL)
+        shutdown(sock, SHUT_RDWR);
+}
+
+static void tlsserve_arm_deadline(tlsserve_conn *c)
+{
+    struct timeval tv = {c->s->deadline, 0};
+
+    if (c->deadline)
+        event_add(c->deadline, &tv);
+}
+
+/* evhttp's accept: a bufferevent doing TLS with the current context. */
+static struct bufferevent *tlsserve_bev(struct event_base *base, void *arg)
+{
+    tlsserve *s = arg;
+    tlsserve_conn *c = calloc(1, sizeof *c);
+    struct bufferevent *bev;
+    SSL *ssl = SSL_new(s->ctx);
+
+    if (c == NULL || ssl == NULL || SSL_set_ex_data(ssl, tlsserve_conn_idx, c) != 1) {
+        /* out of memory: evhttp goes on with a plain bufferevent (it
+         * makes one for NULL), whose request tlsserve_request refuses */
+        free(c);
+        SSL_free(ssl);
+        return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
+    c->s = s;
+    c->ssl = ssl;
+    c->deadline = evtimer_new(base, tlsserve_deadline, c);
+    c->next = s->conn_list;
+    if (c->next)
+        c->next->prev = c;
+    s->conn_list = c;
+    s->conns++;
+    tlsserve_accepting(s);
+    tlsserve_arm_deadline(c);
+    bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                         BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (bev == NULL) {
+        SSL_free(ssl); /* and c with it */
+        return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
+    return bev;
+}
+
+/* evhttp frees the connection (and any request on it): the request
+ * waiting for a reply is gone. */
+static void tlsserve_closed_conn(struct evhttp_connection *evcon, void *arg)
+{
+    tlsserve_conn *c = arg;
+
+    (void)evcon;
+    c->evcon = NULL;
+    if (c->pending)
+        tlsserve_req_detach(c->pending, 1);
+    if (c->deadline)
+        event_del(c->deadline);
+}
+
+/* The client closed while its request waits for the loop: its connection
+ * is freed now (and the request marked gone with it). */
+static void tlsserve_client_closed(evutil_socket_t fd, short what, void *arg)
+{
+    tlsserve_req *r = arg;
+    tlsserve_conn *c = r->conn;
+
+    (void)fd;
+    (void)what;
+    if (c && c->evcon)
+        evhttp_connection_free(c->evcon);
+}
+
+static const char *tlsserve_method(enum evhttp_cmd_type t)
+{
+    switch (t) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    }
+    return "GET";
+}
+
+/* The record of a request read whole: its strings in one allocation. */
+static tlsserve_req *tlsserve_record(tlsserve *s, struct evhttp_request *req, struct evhttp_connection *evcon)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    const char *src[6];
+    char remote[96];
+    char *addr = NULL;
+    ev_uint16_t port = 0;
+    size_t total = 0, len = evbuffer_get_length(in);
+    tlsserve_req *r = calloc(1, sizeof *r);
+
+    if (r == NULL)
+        return NULL;
+    evhttp_connection_get_peer(evcon, &addr, &port);
+    snprintf(remote, sizeof remote, strchr(addr ? addr : "", ':') ? "[%s]:%u" : "%s:%u", addr ? addr : "",
+             (unsigned)port);
+    src[0] = tlsserve_method(evhttp_request_get_command(req));
+    src[1] = uri ? evhttp_uri_get_path(uri) : NULL;
+    src[2] = uri ? evhttp_uri_get_query(uri) : NULL;
+    src[3] = evhttp_find_header(h, "Content-Type");
+    src[4] = evhttp_find_header(h, "Authorization");
+    src[5] = remote;
+    if (src[1] == NULL || src[1][0] == '\0')
+        src[1] = "/";
+    for (int i = 0; i < 6; i++)
+        total += src[i] ? strlen(src[i]) + 1 : 0;
+    r->strings = malloc(total);
+    r->body = malloc(len ? len : 1);
+    if (r->strings == NULL || r->body == NULL || evbuffer_remove(in, r->body, len) != (ev_ssize_t)len) {
+        free(r->strings);
+        free(r->body);
+        free(r);
+        return NULL;
+    }
+    {
+        const char **dst[6] = {&r->info.method,       &r->info.path,          &r->info.query,
+                               &r->info.content_type, &r->info.authorization, &r->info.remote};
+        char *p = r->strings;
+        for (int i = 0; i < 6; i++) {
+            if (src[i] == NULL)
+                continue;
+            size_t n = strlen(src[i]) + 1;
+            memcpy(p, src[i], n);
+            *dst[i] = p;
+            p += n;
+        }
+    }
+    r->info.body = r->body;
+    r->info.body_len = len;
+    r->s = s;
+    return r;
+}
+
+/* A whole request: to the loop. */
+static void tlsserve_request(struct evhttp_request *req, void *arg)
+{
+    tlsserve *s = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    SSL *ssl = bufferevent_openssl_get_ssl(evhttp_connection_get_bufferevent(evcon));
+    tlsserve_conn *c = ssl ? SSL_get_ex_data(ssl, tlsserve_conn_idx) : NULL;
+    tlsserve_req *r;
+    int full;
+
+    if (c == NULL) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    if (c->evcon == NULL) {
+        c->evcon = evcon;
+        evhttp_connection_set_closecb(evcon, tlsserve_closed_conn, c);
+    }
+    event_del(c->deadline);
+    pthread_mutex_lock(&s->mu);
+    full = s->pending >= s->max_pending || s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    r = full ? NULL : tlsserve_record(s, req, evcon);
+    if (r == NULL) {
+        tlsserve_arm_deadline(c);
+        evhttp_send_error(req, HTTP_SERVUNAVAIL, full ? "Too many requests waiting" : "Out of memory");
+        return;
+    }
+    r->req = req;
+    r->conn = c;
+    r->fd = SSL_get_fd(ssl);
+    r->closed = event_new(s->base, r->fd, EV_CLOSED, tlsserve_client_closed, r);
+    if (r->closed)
+        event_add(r->closed, NULL);
+    c->pending = r;
+    pthread_mutex_lock(&s->mu);
+    r->refs = 2; /* the server's, the queue's (then the loop's) */
+    s->refs++;
+    s->pending++;
+    if (s->in_tail)
+        s->in_tail->next = r;
+    else
+        s->in_head = r;
+    s->in_tail = r;
+    pthread_mutex_unlock(&s->mu);
+    if (s->notify)
+        s->notify(s->notify_arg);
+}
+
+/* Replies from the loop (and the order to stop). */
+static void tlsserve_wake(evutil_socket_t fd, short what, void *arg)
+{
+    tlsserve *s = arg;
+    tlsserve_req *r, *next;
+    uint64_t n;
+    int stopping, sent = 0;
+
+    (void)what;
+    if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        return;
+    pthread_mutex_lock(&s->mu);
+    r = s->out_head;
+    s->out_head = s->out_tail = NULL;
+    stopping = s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    for (; r; r = next) {
+        next = r->next;
+        r->next = NULL;
+        if (r->req) {
+            struct evhttp_request *req = r->req;
+            struct evbuffer *body = evbuffer_new();
+            struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+            tlsserve_conn *c = r->conn;
+            /* the server's count: r stays alive on the queue's; the
+             * connection's next request is timed from now */
+            tlsserve_req_detach(r, 0);
+            tlsserve_arm_deadline(c);
+            if (body == NULL || evbuffer_add(body, r->reply_body ? r->reply_body : "", r->reply_len) != 0) {
+                evhttp_send_error(req, HTTP_INTERNAL, NULL);
+            } else {
+                evhttp_add_header(h, "Content-Type", r->reply_type ? r->reply_type : "text/plain; charset=utf-8");
+                evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+                evhttp_send_reply(req, r->status, NULL, body);
+            }
+            sent = 1;
+            if (body)
+                evbuffer_free(body);
+        }
+        tlsserve_req_unref(r); /* the queue's count */
+    }
+    if (stopping) {
+        /* replies given before the server was closed get a moment to be
+         * written; nothing more is accepted or read meanwhile */
+        struct timeval linger = {0, 200000};
+        if (s->lev)
+            evconnlistener_disable(s->lev);
+        if (sent)
+            event_base_loopexit(s->base, &linger);
+        else
+            event_base_loopbreak(s->base);
+    }
+}
+
+/* accept() failed (out of descriptors): pause accepting for a second,
+ * rather than spin on a listening socket that stays readable */
+static void tlsserve_accept_again(evutil_socket_t fd, short what, void *arg)
+{
+    tlsserve *s = arg;
+
+    (void)fd;
+    (void)what;
+    s->listening = 0;
+    tlsserve_accepting(s);
+}
+
+static void tlsserve_accept_error(struct evconnlistener *lev, void *arg)
+{
+    tlsserve *s = arg;
+    struct timeval tv = {1, 0};
+    char e[128];
+
+    snprintf(e, sizeof e, "%s", strerror(errno));
+    evconnlistener_disable(lev);
+    s->listening = 1; /* tlsserve_accept_again enables it */
+    tlsserve_log(s, LOG_ERROR, "cannot accept a connection: trying again in a second", "error", e);
+    event_add(s->accept_retry, &tv);
+}
+
+static void *tlsserve_main(void *arg)
+{
+    tlsserve *s = arg;
+
+    event_base_dispatch(s->base);
+    /* stopping: every connection closed (their requests marked gone),
+     * then the rest */
+    for (tlsserve_conn *c = s->conn_list; c; c = c->next) {
+        if (c->deadline)
+            event_free(c->deadline);
+        c->deadline = NULL;
+    }
+    s->lev = NULL; /* evhttp_free frees it */
+    evhttp_free(s->http);
+    s->http = NULL;
+    event_free(s->wake_ev);
+    event_free(s->reload_ev);
+    event_free(s->accept_retry);
+    event_base_free(s->base);
+    s->base = NULL;
+    SSL_CTX_free(s->ctx);
+    s->ctx = NULL;
+    OPENSSL_thread_stop();
+    return NULL;
+}
+
+/* ---- the loop's side ---------------------------------------------------------- */
+
+tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
+{
+    tlsserve *s = calloc(1, sizeof *s);
+    struct event_config *cfg = NULL;
+    struct timeval second = {1, 0};
+    sigset_t all, old;
+    int fd = -1;
+
+    pthread_once(&tlsserve_once, tlsserve_init_once);
+    if (s == NULL || tlsserve_conn_idx < 0) {
+        free(s);
+        snprintf(err, errlen, "not enough memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->refs = 1;
+    s->wake_fd = -1;
+    s->name = strdup(o->name ? o->name : "https");
+    s->cert = strdup(o->cert ? o->cert : "");
+    s->key = strdup(o->key ? o->key : "");
+    s->max_body = o->max_body ? o->max_body : TLSSERVE_MAX_BODY;
+    s->timeout = o->timeout > 0 ? o->timeout : TLSSERVE_TIMEOUT;
+    s->deadline = o->deadline > 0 ? o->deadline : TLSSERVE_DEADLINE;
+    s->max_conns = o->max_connections > 0 ? o->max_connections : TLSSERVE_MAX_CONNECTIONS;
+    s->max_pending = o->max_pending > 0 ? o->max_pending : TLSSERVE_MAX_PENDING;
+    s->notify = o->notify;
+    s->notify_arg = o->notify_arg;
+    if (s->name == NULL || s->cert == NULL || s->key == NULL) {
+        snprintf(err, errlen, "not enough memory");
+        goto fail;
+    }
+    if (stat(s->cert, &s->cert_st) != 0 || stat(s->key, &s->key_st) != 0) {
+        snprintf(err, errlen, "cannot read the certificate %s or key %s: %s", s->cert, s->key, strerror(errno));
+        goto fail;
+    }
+    s->ctx = tlsserve_load(s->cert, s->key, s->serial, sizeof s->serial, err, errlen);
+    if (s->ctx == NULL)
+        goto fail;
+    fd = serve_listen(o->address ? o->address : "", &s->port, err, errlen);
+    if (fd < 0)
+        goto fail;
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    cfg = event_config_new();
+    if (s->wake_fd < 0 || cfg == NULL || event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) != 0 ||
+        (s->base = event_base_new_with_config(cfg)) == NULL || (s->http = evhttp_new(s->base)) == NULL ||
+        (s->lev = evconnlistener_new(s->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1,
+                                     fd)) == NULL) {
+        snprintf(err, errlen, "cannot start the HTTPS server on %s: not enough memory", o->address);
+        goto fail;
+    }
+    fd = -1; /* the listener's */
+    event_config_free(cfg);
+    cfg = NULL;
+    if (evhttp_bind_listener(s->http, s->lev) == NULL) {
+        snprintf(err, errlen, "cannot start the HTTPS server on %s", o->address);
+        goto fail;
+    }
+    s->listening = 1;
+    evconnlistener_set_error_cb(s->lev, tlsserve_accept_error);
+    evhttp_set_bevcb(s->http, tlsserve_bev, s);
+    evhttp_set_gencb(s->http, tlsserve_request, s);
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->max_body);
+    evhttp_set_max_headers_size(s->http, TLSSERVE_MAX_HEADERS);
+    evhttp_set_timeout(s->http, s->timeout);
+    /* a body over the limit is read and dropped before the 413, so the
+     * client reads the answer rather than a reset */
+    evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+    evhttp_set_default_content_type(s->http, "text/plain; charset=utf-8");
+    s->wake_ev = event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, tlsserve_wake, s);
+    s->reload_ev = event_new(s->base, -1, EV_PERSIST, tlsserve_reload, s);
+    s->accept_retry = evtimer_new(s->base, tlsserve_accept_again, s);
+    if (s->wake_ev == NULL || s->reload_ev == NULL || s->accept_retry == NULL || event_add(s->wake_ev, NULL) != 0 ||
+        event_add(s->reload_ev, &second) != 0) {
+        snprintf(err, errlen, "cannot start the HTTPS server on %s: not enough memory", o->address);
+        goto fail;
+    }
+    /* no signal is taken on the server thread (a write to a closed socket
+     * there is EPIPE, not the process's SIGPIPE) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&s->thread, NULL, tlsserve_main, s) != 0) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        snprintf(err, errlen, "cannot start the HTTPS server's thread");
+        goto fail;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    s->started = 1;
+    return s;
+fail:
+    if (cfg)
+        event_config_free(cfg);
+    if (fd >= 0)
+        close(fd);
+    if (s->wake_ev)
+        event_free(s->wake_ev);
+    if (s->reload_ev)
+        event_free(s->reload_ev);
+    if (s->accept_retry)
+        event_free(s->accept_retry);
+    if (s->http)
+        evhttp_free(s->http); /* and the listener bound to it */
+    else if (s->lev)
+        evconnlistener_free(s->lev);
+    if (s->base)
+        event_base_free(s->base);
+    SSL_CTX_free(s->ctx);
+    tlsserve_free(s);
+    return NULL;
+}
+
+int tlsserve_port(const tlsserve *s)
+{
+    return s->port;
+}
+
+void tlsserve_serial(tlsserve *s, char *buf, size_t len)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(buf, len, "%s", s->serial);
+    pthread_mutex_unlock(&s->mu);
+}
+
+tlsserve_req *tlsserve_next(tlsserve *s)
+{
+    tlsserve_req *r;
+
+    pthread_mutex_lock(&s->mu);
+    r = s->in_head;
+    if (r) {
+        s->in_head = r->next;
+        if (s->in_head == NULL)
+            s->in_tail = NULL;
+        r->next = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+const tlsserve_info *tlsserve_req_info(const tlsserve_req *r)
+{
+    return &r->info;
+}
+
+/* Whether the client of a socket has closed (or reset) it. */
+static int tlsserve_hung_up(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+int tlsserve_reply(tlsserve_req *r, int status, const char *content_type, const char *body, size_t len)
+{
+    tlsserve *s = r->s;
+    char *type = strdup(content_type ? content_type : "text/plain; charset=utf-8");
+    char *copy = malloc(len ? len : 1);
+    uint64_t one = 1;
+    int ok;
+
+    pthread_mutex_lock(&s->mu);
+    /* the socket stays open while the mutex is held: the connection's
+     * close callback takes it before evhttp closes the socket */
+    if (r->state == TLSSERVE_PENDING && (s->stopping || r->fd < 0 || tlsserve_hung_up(r->fd)))
+        r->state = TLSSERVE_GONE;
+    ok = r->state == TLSSERVE_PENDING && type && copy;
+    if (ok) {
+        memcpy(copy, body ? body : "", len);
+        r->state = TLSSERVE_REPLIED;
+        r->status = status;
+        r->reply_type = type;
+        r->reply_body = copy;
+        r->reply_len = len;
+        r->refs++; /* the queue's */
+        if (s->out_tail)
+            s->out_tail->next = r;
+        else
+            s->out_head = r;
+        s->out_tail = r;
+        type = copy = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(type);
+    free(copy);
+    if (ok && write(s->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        return 0;
+    return ok;
+}
+
+void tlsserve_release(tlsserve_req *r)
+{
+    static const char msg[] = "the request was dropped without a reply\n";
+
+    if (r == NULL)
+        return;
+    tlsserve_reply(r, 500, NULL, msg, sizeof msg - 1); /* nothing unless it waits */
+    tlsserve_req_unref(r);
+}
+
+void tlsserve_stop(tlsserve *s)
+{
+    uint64_t one = 1;
+    tlsserve_req *r, *next;
+
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (s->started) {
+        if (write(s->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+            log_write(LOG_ERROR, "tlsserve", "cannot wake the server thread to stop it", NULL, 0);
+        pthread_join(s->thread, NULL);
+    }
+    /* queued for the loop, never taken: the queue's counts */
+    pthread_mutex_lock(&s->mu);
+    r = s->in_head;
+    s->in_head = s->in_tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    for (; r; r = next) {
+        next = r->next;
+        tlsserve_req_unref(r);
+    }
+    pthread_mutex_lock(&s->mu);
+    tlsserve_unref(s);
+}
