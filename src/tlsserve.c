@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -22,12 +21,11 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
 
 #include "log.h"
 #include "serve.h"
+#include "tlsserve_tls.h"
 
 /* What a request's record is in, under the server's mutex. */
 enum { TLSSERVE_PENDING, TLSSERVE_REPLIED, TLSSERVE_GONE };
@@ -61,7 +59,6 @@ struct tlsserve_conn {
     struct evhttp_connection *evcon; /* once a request came: the close callback is set */
     struct event *deadline;
     tlsserve_req *pending;
-    int refused; /* plain HTTP answered */
     tlsserve_conn *prev, *next;
 };
 
@@ -74,7 +71,8 @@ struct tlsserve {
     int pending; /* records the server holds (waiting for a reply) */
     char serial[96];
     /* fixed from the start */
-    char *name, *cert, *key;
+    char *name;
+    tlsserve_files files; /* its strings owned here */
     size_t max_body;
     int timeout, deadline, max_conns, max_pending;
     void (*notify)(void *);
@@ -89,7 +87,6 @@ struct tlsserve {
     struct evconnlistener *lev;
     struct event *wake_ev, *reload_ev, *accept_retry;
     SSL_CTX *ctx;
-    struct stat cert_st, key_st;
     int conns;
     int listening; /* accepting (not at the connection limit) */
     tlsserve_conn *conn_list;
@@ -144,8 +141,8 @@ static void tlsserve_free(tlsserve *s)
         close(s->wake_fd);
     pthread_mutex_destroy(&s->mu);
     free(s->name);
-    free(s->cert);
-    free(s->key);
+    free((char *)s->files.cert);
+    free((char *)s->files.key);
     free(s);
 }
 
@@ -180,151 +177,20 @@ static void tlsserve_req_detach(tlsserve_req *r, int gone)
     tlsserve_req_unref_locked(r);
 }
 
-/* ---- certificates --------------------------------------------------------- */
-
-static void tlsserve_ssl_error(char *err, size_t errlen, const char *what, const char *file)
-{
-    unsigned long e = ERR_get_error();
-    char reason[256] = "";
-
-    if (e)
-        ERR_error_string_n(e, reason, sizeof reason);
-    ERR_clear_error();
-    snprintf(err, errlen, "%s %s%s%s", what, file, e ? ": " : "", reason);
-}
-
-/* ALPN: HTTP/1.1 when the client offers it, nothing otherwise (h2 is
- * never chosen). */
-static int tlsserve_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-                         unsigned inlen, void *arg)
-{
-    (void)ssl;
-    (void)arg;
-    for (unsigned i = 0; i < inlen;) {
-        unsigned n = in[i];
-        if (i + 1 + n > inlen)
-            break;
-        if (n == 8 && memcmp(in + i + 1, "http/1.1", 8) == 0) {
-            *out = in + i + 1;
-            *outlen = (unsigned char)n;
-            return SSL_TLSEXT_ERR_OK;
-        }
-        i += 1 + n;
-    }
-    return SSL_TLSEXT_ERR_NOACK;
-}
-
-/* A handshake that failed because the client spoke plain HTTP: Go's
- * answer, written raw, then the rest of what it sent read and dropped, so
- * that closing the socket sends no reset ahead of the answer. */
-static void tlsserve_info_cb(const SSL *ssl, int where, int ret)
-{
-    static const char answer[] = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
-    tlsserve_conn *c;
-    unsigned long e;
-    char drop[4096];
-    int fd;
-
-    if ((where & SSL_CB_ACCEPT_EXIT) != SSL_CB_ACCEPT_EXIT || ret > 0)
-        return;
-    e = ERR_peek_error();
-    if (ERR_GET_LIB(e) != ERR_LIB_SSL ||
-        (ERR_GET_REASON(e) != SSL_R_HTTP_REQUEST && ERR_GET_REASON(e) != SSL_R_HTTPS_PROXY_REQUEST))
-        return;
-    c = SSL_get_ex_data(ssl, tlsserve_conn_idx);
-    fd = SSL_get_fd(ssl);
-    if (c == NULL || c->refused || fd < 0)
-        return;
-    c->refused = 1;
-    if (send(fd, answer, sizeof answer - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-        return;
-    for (int i = 0; i < 16 && recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0; i++)
-        ;
-    shutdown(fd, SHUT_WR);
-}
-
-/* A server SSL_CTX with the pair, TLS 1.2 and 1.3 only, and the
- * certificate's serial; NULL with the reason in err. */
-static SSL_CTX *tlsserve_load(const char *cert, const char *key, char *serial, size_t serial_len, char *err,
-                              size_t errlen)
-{
-    SSL_CTX *ctx;
-    X509 *x;
-    BIGNUM *bn;
-    char *hex;
-
-    ERR_clear_error();
-    ctx = SSL_CTX_new(TLS_server_method());
-    if (ctx == NULL) {
-        tlsserve_ssl_error(err, errlen, "cannot make a TLS context for", cert);
-        return NULL;
-    }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
-    /* TLS 1.2: forward secret AEAD suites only, as Go's defaults */
-    SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20");
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_alpn_select_cb(ctx, tlsserve_alpn, NULL);
-    SSL_CTX_set_info_callback(ctx, tlsserve_info_cb);
-    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
-        tlsserve_ssl_error(err, errlen, "cannot read the certificate", cert);
-        goto fail;
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
-        tlsserve_ssl_error(err, errlen, "cannot read the key", key);
-        goto fail;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        ERR_clear_error();
-        snprintf(err, errlen, "the key %s is not the certificate %s's", key, cert);
-        goto fail;
-    }
-    x = SSL_CTX_get0_certificate(ctx);
-    bn = x ? ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL) : NULL;
-    hex = bn ? BN_bn2hex(bn) : NULL;
-    BN_free(bn);
-    if (hex == NULL) {
-        tlsserve_ssl_error(err, errlen, "cannot read the serial number of", cert);
-        goto fail;
-    }
-    for (char *p = hex; *p; p++)
-        if (*p >= 'A' && *p <= 'F')
-            *p = (char)(*p - 'A' + 'a');
-    snprintf(serial, serial_len, "%s", hex);
-    OPENSSL_free(hex);
-    return ctx;
-fail:
-    SSL_CTX_free(ctx);
-    return NULL;
-}
-
-static int tlsserve_same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
 /* Every second: when the certificate or key file changed, load the pair
  * again; new connections get it, a pair that does not load is logged and
  * the old one kept (and tried again at the next change). */
 static void tlsserve_reload(evutil_socket_t fd, short what, void *arg)
 {
     tlsserve *s = arg;
-    struct stat cst, kst;
     char serial[sizeof s->serial], err[512];
     SSL_CTX *ctx;
 
     (void)fd;
     (void)what;
-    if (stat(s->cert, &cst) != 0 || stat(s->key, &kst) != 0)
-        return; /* mid-replacement, or gone: the old pair serves */
-    if (tlsserve_same_file(&cst, &s->cert_st) && tlsserve_same_file(&kst, &s->key_st))
+    if (!tlsserve_tls_changed(&s->files))
         return;
-    s->cert_st = cst;
-    s->key_st = kst;
-    ctx = tlsserve_load(s->cert, s->key, serial, sizeof serial, err, sizeof err);
+    ctx = tlsserve_tls_load(s->files.cert, s->files.key, serial, sizeof serial, err, sizeof err);
     if (ctx == NULL) {
         tlsserve_log(s, LOG_ERROR, "the certificate files changed but do not load: serving the old pair", "error",
                      err);
@@ -630,12 +496,13 @@ static void tlsserve_wake(evutil_socket_t fd, short what, void *arg)
         tlsserve_req_unref(r); /* the queue's count */
     }
     if (stopping) {
-        /* replies given before the server was closed get a moment to be
-         * written; nothing more is accepted or read meanwhile */
+        /* replies given before the server was closed (now or before, on a
+         * connection still open) get a moment to be written; nothing more
+         * is accepted meanwhile */
         struct timeval linger = {0, 200000};
         if (s->lev)
             evconnlistener_disable(s->lev);
-        if (sent)
+        if (sent || s->conn_list)
             event_base_loopexit(s->base, &linger);
         else
             event_base_loopbreak(s->base);
@@ -713,8 +580,8 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     s->refs = 1;
     s->wake_fd = -1;
     s->name = strdup(o->name ? o->name : "https");
-    s->cert = strdup(o->cert ? o->cert : "");
-    s->key = strdup(o->key ? o->key : "");
+    s->files.cert = strdup(o->cert ? o->cert : "");
+    s->files.key = strdup(o->key ? o->key : "");
     s->max_body = o->max_body ? o->max_body : TLSSERVE_MAX_BODY;
     s->timeout = o->timeout > 0 ? o->timeout : TLSSERVE_TIMEOUT;
     s->deadline = o->deadline > 0 ? o->deadline : TLSSERVE_DEADLINE;
@@ -722,15 +589,12 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     s->max_pending = o->max_pending > 0 ? o->max_pending : TLSSERVE_MAX_PENDING;
     s->notify = o->notify;
     s->notify_arg = o->notify_arg;
-    if (s->name == NULL || s->cert == NULL || s->key == NULL) {
+    if (s->name == NULL || s->files.cert == NULL || s->files.key == NULL) {
         snprintf(err, errlen, "not enough memory");
         goto fail;
     }
-    if (stat(s->cert, &s->cert_st) != 0 || stat(s->key, &s->key_st) != 0) {
-        snprintf(err, errlen, "cannot read the certificate %s or key %s: %s", s->cert, s->key, strerror(errno));
-        goto fail;
-    }
-    s->ctx = tlsserve_load(s->cert, s->key, s->serial, sizeof s->serial, err, errlen);
+    tlsserve_tls_changed(&s->files); /* (their state as loaded now) */
+    s->ctx = tlsserve_tls_load(s->files.cert, s->files.key, s->serial, sizeof s->serial, err, errlen);
     if (s->ctx == NULL)
         goto fail;
     fd = serve_listen(o->address ? o->address : "", &s->port, err, errlen);
