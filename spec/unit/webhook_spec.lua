@@ -270,6 +270,22 @@ describe("luaop.webhook: requests", function()
     assert.is_true(ended)
   end)
 
+  it("closes the webhook server at shutdown after the controllers' drain, not before", function()
+    env:load("slow.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "slow", resource = "v1/ConfigMap",
+  reconcile = function() luaop.sleep(5) end }]])
+    env:create(cm("x", {}))
+    local closed_at
+    reg.server = { close = function() closed_at = closed_at or env:now() end }
+    local t0 = env:now()
+    core.task.spawn(function() env.manager:stop(30) end)
+    env:run()
+    assert.is_nil(closed_at) -- the reconcile still runs
+    env:advance(5)
+    assert.are.equal(t0 + 5, closed_at)
+  end)
+
   it("starts the server once, when the first webhook is set, from the flags' address and certificate files", function()
     local started = 0
     local r = webhook.new { start = function() started = started + 1 end }

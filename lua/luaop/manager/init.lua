@@ -366,7 +366,6 @@ end
 -- seconds. Returns whether they all did.
 function Manager:stop(timeout)
   self.stopping = true
-  if self.registry then require("luaop.webhook.server").stop(self.registry) end
   for _, e in pairs(self.informers) do e.inf:stop() end
   local all = {}
   for _, c in pairs(self.controllers) do all[#all + 1] = c end
@@ -389,6 +388,9 @@ function Manager:stop(timeout)
     end
     self.idle:wait(left)
   end
+  -- the webhook server last, as controller-runtime stops its webhook
+  -- servers after the controllers: admission goes on during the drain
+  if self.registry then require("luaop.webhook.server").stop(self.registry) end
   script_metrics.clear() -- the scripts' own metrics go, after the drain (a scrape during it still has them)
   return drained
 end
