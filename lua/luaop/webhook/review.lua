@@ -7,7 +7,8 @@
 --   validate(req, res)      -> nothing or true: allowed; false, message: denied
 --   mutate(obj, req, res)   -> nothing or true: allowed with obj as it left it
 --                              changed in place; a table: the object to admit;
---                              false, message: denied
+--                              false, message: denied (not called for a
+--                              request without an object, a DELETE: allowed)
 --   convert(obj, version)   -> the object in that version
 -- req is the review's request as decoded (uid, kind, resource, operation,
 -- object, oldObject, userInfo, dryRun, ...); obj a copy of its object;
@@ -111,6 +112,8 @@ function M.admit(w, req)
     end
   else
     local before = req.object ~= json.null and req.object or nil
+    -- (a DELETE: nothing to mutate; controller-runtime's defaulter skips it too)
+    if not before then return { allowed = true } end
     local obj = object.copy(before)
     local r, message = w.handler(obj, req, res)
     out = denial(r, message, "mutate")
@@ -121,7 +124,7 @@ function M.admit(w, req)
           .. "a message (denied)"):format(shown(r)), 0)
       end
       out = { allowed = true }
-      local ops = before and obj and patch.diff(before, obj) or {}
+      local ops = patch.diff(before, obj)
       if #ops > 0 then
         out.patchType = "JSONPatch"
         out.patch = base64.encode(json.encode(ops))
