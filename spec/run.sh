@@ -55,18 +55,100 @@ run_suite() {
   fi
 }
 
+# The unit spec files that run alone in each pass: what they assert is
+# timing that holds while luaop has the machine's CPU (a steady controller
+# keeps ticking through attacks that burn it), which specs running beside
+# them would take.
+solo=(
+  spec/unit/ccalls_spec.lua
+  spec/unit/containment_spec.lua
+)
+
+# run_pool NAME JOBS CMD FILES: each spec file of the array named FILES run
+# by a busted of its own (CMD, the array named so: a Lua and what it runs
+# under), JOBS at a time. The unit specs wait far more than they compute
+# (children, timeouts, the clock): one after another they took 6.5 minutes
+# of 1 minute's CPU. The slowest start first, by the times of the last run
+# (build/spec-times/NAME; a first run goes by file size), those of `solo`
+# after the rest, one at a time. Each file's TAP
+# and stderr go to build/test/NAME.d/; then, in the files' order, every
+# file's lines numbered on in one TAP file, build/test/NAME.tap, a file
+# that died or ended without its plan counted as a failure. 0 when every
+# file ran to its end and passed.
+run_pool() {
+  local suite=$1 jobs=$2 dir="$out/$1.d" times="build/spec-times/$1" t0=$SECONDS f i=0 n=0 rc bad=0 line
+  local -n cmd=$3 files=$4
+  local -A secs=()
+  rm -rf "$dir" && mkdir -p "$dir" build/spec-times
+  [ -f "$times" ] && while read -r t f; do secs[$f]=$t; done <"$times"
+  local order
+  order=$(for f in "${files[@]}"; do
+    printf '%s %s\n' "${secs[$f]:-$(( $(stat -c %s "$f") / 1000 ))}" "$f"
+  done | sort -rn | awk '{ print $2 }')
+  # the files of `solo` last, each alone (none running beside it)
+  local alone=""
+  for f in "${solo[@]}"; do
+    [ -f "$f" ] || { echo "spec/run.sh: solo names $f, which is gone" >&2; return 1; }
+    printf '%s\n' $order | grep -qx -- "$f" && alone+=" $f"
+  done
+  order=$(printf '%s\n' $order | grep -vxF -f <(printf '%s\n' "${solo[@]}"))
+  for f in $order SOLO $alone; do
+    if [ "$f" = SOLO ]; then jobs=1; wait; continue; fi
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    local id=${f//\//_}
+    (
+      s=$SECONDS
+      "${cmd[@]}" "$busted_bin" --output=TAP "$f" >"$dir/$id.tap" 2>"$dir/$id.err"
+      echo $? >"$dir/$id.rc"
+      echo "$((SECONDS - s)) $f" >"$dir/$id.time"
+    ) &
+  done
+  wait
+  : >"$out/$suite.tap"
+  for f in "${files[@]}"; do
+    local id=${f//\//_}
+    rc=$(cat "$dir/$id.rc" 2>/dev/null || echo 1)
+    while IFS= read -r line; do
+      case $line in
+        "ok "*|"not ok "*)
+          i=$((i + 1))
+          line=$(printf '%s' "$line" | sed -E "s/^(not )?ok [0-9]+ /\1ok $i /")
+          ;;
+        1..*) continue ;;
+      esac
+      printf '%s\n' "$line"
+    done <"$dir/$id.tap" >>"$out/$suite.tap"
+    if ! tail -n 1 "$dir/$id.tap" | grep -q '^1\.\.[0-9]'; then
+      i=$((i + 1)) bad=1
+      echo "not ok $i - $f did not run to its end (exit $rc): $(tail -n 3 "$dir/$id.err" | tr '\n' ' ')" >>"$out/$suite.tap"
+    elif [ "$rc" != 0 ] && ! grep -q '^not ok' "$dir/$id.tap"; then
+      i=$((i + 1)) bad=1
+      echo "not ok $i - $f: busted exited with $rc after its specs: $(tail -n 3 "$dir/$id.err" | tr '\n' ' ')" >>"$out/$suite.tap"
+    fi
+    grep -q '^not ok' "$dir/$id.tap" && bad=1
+    n=$((n + 1))
+  done
+  echo "1..$i" >>"$out/$suite.tap"
+  cat "$dir"/*.time 2>/dev/null | sort -rn >"$times.tmp" && mv "$times.tmp" "$times"
+  echo "== $suite: $n spec files, $jobs at a time, took $((SECONDS - t0)) s (the slowest: $(head -n 3 "$times" | awk '{ printf "%s%s %s s", (NR > 1 ? ", " : ""), $2, $1 }'))"
+  return "$bad"
+}
+
 # The unit specs again with the core built with AddressSanitizer and UBSan,
 # then under valgrind: one TAP line each, ok when the run is clean.
-# run_memcheck NAME SPECS CMD...: the spec paths of the array named SPECS,
-# run by CMD (a Lua, and what it runs under).
+# run_memcheck NAME JOBS SPECS CMD...: the spec paths of the array named
+# SPECS, each run by CMD (a Lua, and what it runs under), JOBS at a time.
 run_memcheck() {
-  local name=$1 log="$out/$1.log" rc
-  local -n paths=$2
-  shift 2
-  local t0=$SECONDS
-  "$@" "$busted_bin" --output=TAP "${paths[@]}" >"$log" 2>&1
-  rc=$?
-  echo "== $name took $((SECONDS - t0)) s"
+  local name=$1 jobs=$2 log="$out/$1.log" rc=0
+  local specs=$3
+  shift 3
+  local -a under=("$@")
+  # (each file in a busted of its own: run_pool; the TAP of all of them
+  # is the log, the tally counts the pass's one line)
+  run_pool "$name-specs" "$jobs" under "$specs" >/dev/null || rc=1
+  mv "$out/$name-specs.tap" "$log"
+  cat "$out/$name-specs.d"/*.err >>"$log" 2>/dev/null
+  echo "== $name: $(head -n 3 "build/spec-times/$name-specs" | awk '{ printf "%s%s %s s", (NR > 1 ? ", " : ""), $2, $1 }') the slowest"
   if [ "$rc" = 0 ] && ! grep -q '^not ok' "$log"; then
     echo "ok 1 - unit specs run clean under $name" | tee "$out/$name.tap"
   else
@@ -217,21 +299,27 @@ run_mutants_check() {
 if [ "$mode" = unit ] || [ "$mode" = all ]; then
   run_luacheck
   run_mutants_check
-  run_suite unit
+  # (busted takes spec/unit's files in this order too)
+  unit_files=()
+  while IFS= read -r f; do unit_files+=("$f"); done < <(find spec/unit -name '*_spec.lua' | LC_ALL=C sort)
+  plain_lua=("$lua")
+  echo "== unit: spec/unit"
+  run_pool unit "${SPEC_JOBS:-4}" plain_lua unit_files || status=1
+  cat "$out/unit.tap"
   run_fuzz
   # the spec runner itself is not checked for leaks (Lua's own exit); the
   # luaop processes it starts are (proc.lua sets their options)
   # (Lua itself under ASan too: build/asan/bin/lua)
   if list_but asan_unit asan_skip; then
     echo "== spec/unit under asan: ${#asan_unit[@]} spec files (not the ${#asan_skip[@]} of asan_skip)"
-    run_memcheck asan asan_unit env ASAN_OPTIONS=detect_leaks=0 \
+    run_memcheck asan "${SPEC_JOBS_ASAN:-3}" asan_unit env ASAN_OPTIONS=detect_leaks=0 \
       LUAOP_SPEC_CPATH=./build/asan/lua/?.so LUAOP_BIN=build/asan/luaop build/asan/bin/lua
   else
     fail_step "unit specs run clean under asan (spec/run.sh's asan_skip names a file that is gone)" asan
   fi
   if valgrind_specs; then
     echo "== spec/unit under valgrind: ${#valgrind_unit[@]} spec files (not the ${#valgrind_skip[@]} of valgrind_skip)"
-    run_memcheck valgrind valgrind_unit valgrind --quiet --error-exitcode=99 --leak-check=full \
+    run_memcheck valgrind "${SPEC_JOBS_VALGRIND:-2}" valgrind_unit valgrind --quiet --error-exitcode=99 --leak-check=full \
       --errors-for-leak-kinds=definite "$lua"
   else
     fail_step "unit specs run clean under valgrind (spec/run.sh's valgrind_skip names a file that is gone)" valgrind
