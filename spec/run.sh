@@ -190,7 +190,8 @@ run_luacheck() {
 # specs' own process (the core module); the luaop processes they start are
 # not under it (valgrind follows no children here), so it leaves out the
 # unit spec files below.
-asan_e2e=(spec/e2e/client_spec.lua spec/e2e/auth_spec.lua spec/e2e/controller_spec.lua spec/e2e/reload_spec.lua)
+asan_e2e=(spec/e2e/client_spec.lua spec/e2e/auth_spec.lua spec/e2e/controller_spec.lua spec/e2e/reload_spec.lua
+  spec/e2e/webhooks_spec.lua)
 
 # The unit spec files the valgrind pass leaves out: their work is done by
 # the programs they start, luaop mostly, and valgrind follows none of them,
