@@ -320,7 +320,9 @@ if [ "$mode" = unit ] || [ "$mode" = all ]; then
   fi
   if valgrind_specs; then
     echo "== spec/unit under valgrind: ${#valgrind_unit[@]} spec files (not the ${#valgrind_skip[@]} of valgrind_skip)"
-    run_memcheck valgrind "${SPEC_JOBS_VALGRIND:-2}" valgrind_unit valgrind --quiet --error-exitcode=99 --leak-check=full \
+    # (the kit's wall deadline per test, 30 s, is for hangs; valgrind runs
+    # the kit 20 to 50 times slower, so its tests get 300 s)
+    run_memcheck valgrind "${SPEC_JOBS_VALGRIND:-2}" valgrind_unit env LUAOP_TEST_TIMEOUT=300s valgrind --quiet --error-exitcode=99 --leak-check=full \
       --errors-for-leak-kinds=definite "$lua"
   else
     fail_step "unit specs run clean under valgrind (spec/run.sh's valgrind_skip names a file that is gone)" valgrind
