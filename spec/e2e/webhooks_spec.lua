@@ -204,6 +204,50 @@ describe("webhooks on the API server", function()
     assert.matches("denied: x", out, 1, true)
   end)
 
+  -- The serial of the certificate a TLS client is served at 127.0.0.1:port,
+  -- and of the one in a file, as openssl prints them (hex).
+  local function served_serial()
+    local ok, out = proc.sh(("openssl s_client -connect 127.0.0.1:%d -servername 127.0.0.1 </dev/null 2>/dev/null"
+      .. " | openssl x509 -noout -serial"):format(port))
+    return ok and out:match("serial=(%x+)")
+  end
+  local function file_serial(path)
+    local ok, out = proc.sh("openssl x509 -noout -serial -in " .. proc.quote(path))
+    return assert(ok and out:match("serial=(%x+)"), out)
+  end
+
+  it("serves a certificate rotated on disk as the kubelet rotates a Secret's, and no request fails meanwhile", function()
+    local old = file_serial(certs .. "/pair/tls.crt")
+    assert.are.equal(old, served_serial())
+    -- admission requests flowing through the API server the whole time:
+    -- server-side dry-run creates of a valid At, one after another, until
+    -- the stop file appears; each prints ok or its error
+    local dir = proc.tempdir()
+    proc.write(dir, "at.json", at("flow", soon(), "echo flow"))
+    local loop = ([[while [ ! -e %s/stop ]; do
+      if %s --kubeconfig %s create --dry-run=server -f %s/at.json >/dev/null 2>%s/err; then echo ok;
+      else echo "failed: $(cat %s/err)"; fi; done]]):format(dir, proc.quote(os.getenv("KUBECTL")),
+      proc.quote(os.getenv("KUBECONFIG")), dir, dir, dir)
+    local _, stop = proc.background("sh -c " .. proc.quote(loop), dir .. "/log", 120)
+    local function answered()
+      local n = 0
+      for _ in (proc.read(dir .. "/log") or ""):gmatch("ok\n") do n = n + 1 end
+      return n
+    end
+    kube.wait_for("requests flowing", 30, function() return answered() >= 5 end)
+    assert(proc.sh(("hack/certs.sh --rotate %s >/dev/null"):format(proc.quote(certs .. "/pair"))))
+    local new = file_serial(certs .. "/pair/tls.crt")
+    assert.are_not.equal(old, new)
+    kube.wait_for("the new certificate served", 30, function() return served_serial() == new end)
+    local at_rotation = answered()
+    kube.wait_for("requests after the rotation", 30, function() return answered() >= at_rotation + 5 end)
+    proc.write(dir, "stop", "")
+    stop()
+    local log = proc.read(dir .. "/log")
+    os.execute("rm -rf " .. proc.quote(dir))
+    assert.is_nil(log:find("failed", 1, true), log)
+  end)
+
   it("keeps the old handlers serving after a broken reload, and serves the new ones after a good one", function()
     local before = #run.stderr()
     vol:update(scripts("local luaop = require 'luaop'\nreturn luaop.webhook.validating { resource = 3 }\n"))
