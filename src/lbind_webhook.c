@@ -2,6 +2,7 @@
  * HTTPS server lua/luaop/webhook/ serves admission and conversion on.
  *
  *   server, err = webhook.start{address = ":9443", cert = FILE, key = FILE,
+ *                               (neither: a self-signed certificate, made once)
  *                               max_body = BYTES, timeout = S, deadline = S}
  *       (max_body default 8 MiB; timeout: seconds a connection may do
  *       nothing, default 10; deadline: seconds for a whole request from
@@ -12,6 +13,10 @@
  *   server:port() -> n           server:serial() -> hex (the certificate
  *                                served now; it changes when the files do)
  *   server:close()               stops the server; every take() returns nil
+ *   (start's render = "metrics": a server whose requests may be answered
+ *   with the runtime's metrics, rendered on the server's thread under the
+ *   registry's lock, never on the loop: req:render() -> as reply's; the
+ *   secure /metrics, luaop.metrics_secure)
  *   req.method, req.path (without the query), req.query, req.content_type,
  *   req.authorization (the header, or nil), req.remote ("addr:port"),
  *   req.body (a string)
@@ -30,6 +35,8 @@
 #include <lauxlib.h>
 #include <uv.h>
 
+#include "dbuf.h"
+#include "metrics.h"
 #include "runtime.h"
 #include "scheduler.h"
 #include "tlsserve.h"
@@ -120,6 +127,12 @@ static void lbind_wh_serve(uv_async_t *async)
     lbind_wh_unpin(w);
 }
 
+/* On the server thread: the registry's text (serve.c's /metrics does the same). */
+static int lbind_wh_render_metrics(void *arg, dbuf *out)
+{
+    return metrics_write(arg, metrics_now(), out);
+}
+
 static int lbind_wh_opt_int(lua_State *L, const char *key, lua_Integer min, lua_Integer max, lua_Integer def)
 {
     lua_Integer v = def;
@@ -146,9 +159,11 @@ static int lbind_wh_start(lua_State *L)
     lbind_rawfield(L, 1, "address");
     o.address = luaL_optstring(L, -1, ":9443");
     lbind_rawfield(L, 1, "cert");
-    o.cert = luaL_checkstring(L, -1);
+    o.cert = luaL_optstring(L, -1, NULL);
     lbind_rawfield(L, 1, "key");
-    o.key = luaL_checkstring(L, -1);
+    o.key = luaL_optstring(L, -1, NULL);
+    if ((o.cert == NULL) != (o.key == NULL))
+        return luaL_error(L, "webhook.start: a cert and a key, or neither (a self-signed certificate)");
     lbind_rawfield(L, 1, "name");
     o.name = luaL_optstring(L, -1, "webhook");
     if (lbind_rawfield(L, 1, "max_body") != LUA_TNIL) {
@@ -159,6 +174,14 @@ static int lbind_wh_start(lua_State *L)
     }
     lua_pop(L, 1);
     o.max_body = (size_t)max_body;
+    if (lbind_rawfield(L, 1, "render") != LUA_TNIL) {
+        const char *what = lua_tostring(L, -1);
+        if (what == NULL || strcmp(what, "metrics") != 0)
+            return luaL_error(L, "webhook.start: render is \"metrics\" or nil");
+        o.render = lbind_wh_render_metrics;
+        o.render_arg = rt->metrics;
+    }
+    lua_pop(L, 1);
     o.timeout = lbind_wh_opt_int(L, "timeout", 1, 3600, TLSSERVE_TIMEOUT);
     o.deadline = lbind_wh_opt_int(L, "deadline", 1, 3600, TLSSERVE_DEADLINE);
     w = lua_newuserdatauv(L, sizeof *w, 0);
@@ -298,12 +321,26 @@ static int lbind_wh_reply(lua_State *L)
     return 1;
 }
 
+/* req:render() -> true | false: 200 with the runtime's metrics text */
+static int lbind_wh_render(lua_State *L)
+{
+    lbind_wh_req *u = luaL_checkudata(L, 1, LBIND_WH_REQ_MT);
+
+    lua_pushboolean(L, u->r != NULL &&
+                           tlsserve_reply_rendered(u->r, 200, "text/plain; version=0.0.4; charset=utf-8"));
+    return 1;
+}
+
 static int lbind_wh_req_index(lua_State *L)
 {
     const char *key = lua_tostring(L, 2);
 
     if (key && strcmp(key, "reply") == 0) {
         lua_pushcfunction(L, lbind_wh_reply);
+        return 1;
+    }
+    if (key && strcmp(key, "render") == 0) {
+        lua_pushcfunction(L, lbind_wh_render);
         return 1;
     }
     lua_getiuservalue(L, 1, 1);

@@ -218,8 +218,9 @@ static void main_push_path(lua_State *L, const char *dir, const char *name)
 
 /* options.webhook = {address =, cert =, key =} (the webhook server's,
  * for core.webhook.start; absent when --webhook-bind-address is 0), and
- * with --metrics-secure options.metrics_secure = {cert =, key =} (the
- * files; absent without --metrics-cert-path) */
+ * with --metrics-secure and a --metrics-bind-address, options.metrics_secure
+ * = {address =, cert =, key =} (the files absent without
+ * --metrics-cert-path: a self-signed certificate) */
 static void main_tls_options(lua_State *L, const flags *o)
 {
     if (o->webhook_addr) {
@@ -232,8 +233,10 @@ static void main_tls_options(lua_State *L, const flags *o)
         lua_setfield(L, -2, "key");
         lua_setfield(L, -2, "webhook");
     }
-    if (o->metrics_secure) {
-        lua_createtable(L, 0, 2);
+    if (o->metrics_secure && o->metrics_addr) {
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, o->metrics_addr);
+        lua_setfield(L, -2, "address");
         if (o->metrics_cert_path) {
             main_push_path(L, o->metrics_cert_path, o->metrics_cert_name);
             lua_setfield(L, -2, "cert");
@@ -341,17 +344,19 @@ static int main_precheck(lua_State *L, const flags *o, runtime *rt)
 static int main_serve(const flags *o, runtime *rt, serve **srv)
 {
     serve_source src = {.metrics = rt->metrics, .sched = rt->sched, .ready = &rt->ready, .failing = &rt->failing};
+    /* --metrics-secure: /metrics is served over HTTPS by luaop.metrics_secure */
+    const char *metrics_addr = o->metrics_secure ? NULL : o->metrics_addr;
     char err[300];
 
-    if (o->metrics_addr == NULL && o->probe_addr == NULL)
+    if (metrics_addr == NULL && o->probe_addr == NULL)
         return 0;
-    *srv = serve_start(o->metrics_addr, o->probe_addr, &src, err, sizeof err);
+    *srv = serve_start(metrics_addr, o->probe_addr, &src, err, sizeof err);
     if (*srv == NULL) {
         log_field f = {"error", LOG_STR, .v.str = {err, strlen(err)}};
         log_sink_write(&rt->log, LOG_ERROR, "setup", "cannot start the metrics and probe servers", &f, 1);
         return -1;
     }
-    if (o->metrics_addr) {
+    if (metrics_addr) {
         log_field f[] = {{"bindAddress", LOG_STR, .v.str = {o->metrics_addr, strlen(o->metrics_addr)}},
                          {"port", LOG_INT, .v.i = serve_metrics_port(*srv)},
                          {"secure", LOG_BOOL, .v.b = 0}};

@@ -1,10 +1,8 @@
 /* tlsserve.c - an HTTPS server on libevent's evhttp, on a thread of its
  * own (see tlsserve.h). */
-#define _GNU_SOURCE /* POLLRDHUP */
-#include "tlsserve.h"
+#include "tlsserve_private.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,74 +21,11 @@
 #include <event2/listener.h>
 #include <openssl/ssl.h>
 
+#include "dbuf.h"
 #include "log.h"
 #include "serve.h"
 #include "tlsserve_tls.h"
 
-/* What a request's record is in, under the server's mutex. */
-enum { TLSSERVE_PENDING, TLSSERVE_REPLIED, TLSSERVE_GONE };
-
-typedef struct tlsserve_conn tlsserve_conn;
-
-struct tlsserve_req {
-    tlsserve *s;
-    tlsserve_info info;
-    char *strings, *body;
-    /* the server thread's: valid while its connection waits for the reply */
-    struct evhttp_request *req;
-    tlsserve_conn *conn;
-    struct event *closed; /* EV_CLOSED on its socket while it waits */
-    /* under s->mu */
-    int fd; /* its connection's socket; -1 once gone */
-    int state;
-    int refs;
-    int status;
-    char *reply_type, *reply_body;
-    size_t reply_len;
-    tlsserve_req *next; /* in s->in or s->out */
-};
-
-/* One connection, the server thread's: made with its SSL, freed with it
- * (ex_data), so it lives as long as anything libevent may still run for
- * the connection. */
-struct tlsserve_conn {
-    tlsserve *s;
-    SSL *ssl;
-    struct evhttp_connection *evcon; /* once a request came: the close callback is set */
-    struct event *deadline;
-    tlsserve_req *pending;
-    tlsserve_conn *prev, *next;
-};
-
-struct tlsserve {
-    pthread_mutex_t mu;
-    /* under mu */
-    int refs; /* the owner's, one per record */
-    int stopping;
-    tlsserve_req *in_head, *in_tail, *out_head, *out_tail;
-    int pending; /* records the server holds (waiting for a reply) */
-    char serial[96];
-    /* fixed from the start */
-    char *name;
-    tlsserve_files files; /* its strings owned here */
-    size_t max_body;
-    int timeout, deadline, max_conns, max_pending;
-    void (*notify)(void *);
-    void *notify_arg;
-    int port;
-    int wake_fd;
-    pthread_t thread;
-    int started;
-    /* the server thread's */
-    struct event_base *base;
-    struct evhttp *http;
-    struct evconnlistener *lev;
-    struct event *wake_ev, *reload_ev, *accept_retry;
-    SSL_CTX *ctx;
-    int conns;
-    int listening; /* accepting (not at the connection limit) */
-    tlsserve_conn *conn_list;
-};
 
 static int tlsserve_conn_idx = -1;
 static pthread_once_t tlsserve_once = PTHREAD_ONCE_INIT;
@@ -103,57 +38,6 @@ static void tlsserve_log(const tlsserve *s, int level, const char *msg, const ch
     log_write(level, "tlsserve", msg, f, key ? 2 : 1);
 }
 
-/* ---- records ---------------------------------------------------------------- */
-
-static void tlsserve_unref(tlsserve *s); /* the caller holds s->mu: unlocks */
-
-static void tlsserve_req_free(tlsserve_req *r)
-{
-    free(r->strings);
-    free(r->body);
-    free(r->reply_type);
-    free(r->reply_body);
-    free(r);
-}
-
-/* Drop one count of r (s->mu held: released on return). */
-static void tlsserve_req_unref_locked(tlsserve_req *r)
-{
-    tlsserve *s = r->s;
-
-    if (--r->refs > 0) {
-        pthread_mutex_unlock(&s->mu);
-        return;
-    }
-    tlsserve_req_free(r);
-    tlsserve_unref(s);
-}
-
-static void tlsserve_req_unref(tlsserve_req *r)
-{
-    pthread_mutex_lock(&r->s->mu);
-    tlsserve_req_unref_locked(r);
-}
-
-static void tlsserve_free(tlsserve *s)
-{
-    if (s->wake_fd >= 0)
-        close(s->wake_fd);
-    pthread_mutex_destroy(&s->mu);
-    free(s->name);
-    free((char *)s->files.cert);
-    free((char *)s->files.key);
-    free(s);
-}
-
-static void tlsserve_unref(tlsserve *s)
-{
-    int last = --s->refs == 0;
-
-    pthread_mutex_unlock(&s->mu);
-    if (last)
-        tlsserve_free(s);
-}
 
 /* On the server thread: r's connection is going (or answered): it no
  * longer holds r. */
@@ -482,13 +366,23 @@ static void tlsserve_wake(evutil_socket_t fd, short what, void *arg)
              * connection's next request is timed from now */
             tlsserve_req_detach(r, 0);
             tlsserve_arm_deadline(c);
-            if (body == NULL || evbuffer_add(body, r->reply_body ? r->reply_body : "", r->reply_len) != 0) {
+            dbuf made = {0};
+            const char *data = r->reply_body ? r->reply_body : "";
+            size_t len = r->reply_len;
+            int bad = body == NULL;
+            if (!bad && r->render) { /* the body made here, now */
+                bad = s->render(s->render_arg, &made) != 0;
+                data = made.data ? made.data : "";
+                len = made.len;
+            }
+            if (bad || evbuffer_add(body, data, len) != 0) {
                 evhttp_send_error(req, HTTP_INTERNAL, NULL);
             } else {
                 evhttp_add_header(h, "Content-Type", r->reply_type ? r->reply_type : "text/plain; charset=utf-8");
                 evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
                 evhttp_send_reply(req, r->status, NULL, body);
             }
+            dbuf_free(&made);
             sent = 1;
             if (body)
                 evbuffer_free(body);
@@ -580,8 +474,11 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     s->refs = 1;
     s->wake_fd = -1;
     s->name = strdup(o->name ? o->name : "https");
-    s->files.cert = strdup(o->cert ? o->cert : "");
-    s->files.key = strdup(o->key ? o->key : "");
+    /* no files: a self-signed certificate, made once */
+    if (o->cert && o->cert[0] && o->key && o->key[0]) {
+        s->files.cert = strdup(o->cert);
+        s->files.key = strdup(o->key);
+    }
     s->max_body = o->max_body ? o->max_body : TLSSERVE_MAX_BODY;
     s->timeout = o->timeout > 0 ? o->timeout : TLSSERVE_TIMEOUT;
     s->deadline = o->deadline > 0 ? o->deadline : TLSSERVE_DEADLINE;
@@ -589,12 +486,18 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     s->max_pending = o->max_pending > 0 ? o->max_pending : TLSSERVE_MAX_PENDING;
     s->notify = o->notify;
     s->notify_arg = o->notify_arg;
-    if (s->name == NULL || s->files.cert == NULL || s->files.key == NULL) {
+    s->render = o->render;
+    s->render_arg = o->render_arg;
+    if (s->name == NULL || (o->cert && o->cert[0] && o->key && o->key[0] && (!s->files.cert || !s->files.key))) {
         snprintf(err, errlen, "not enough memory");
         goto fail;
     }
-    tlsserve_tls_changed(&s->files); /* (their state as loaded now) */
-    s->ctx = tlsserve_tls_load(s->files.cert, s->files.key, s->serial, sizeof s->serial, err, errlen);
+    if (s->files.cert) {
+        tlsserve_tls_changed(&s->files); /* (their state as loaded now) */
+        s->ctx = tlsserve_tls_load(s->files.cert, s->files.key, s->serial, sizeof s->serial, err, errlen);
+    } else {
+        s->ctx = tlsserve_tls_self_signed("localhost", s->serial, sizeof s->serial, err, errlen);
+    }
     if (s->ctx == NULL)
         goto fail;
     fd = serve_listen(o->address ? o->address : "", &s->port, err, errlen);
@@ -633,7 +536,7 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     s->reload_ev = event_new(s->base, -1, EV_PERSIST, tlsserve_reload, s);
     s->accept_retry = evtimer_new(s->base, tlsserve_accept_again, s);
     if (s->wake_ev == NULL || s->reload_ev == NULL || s->accept_retry == NULL || event_add(s->wake_ev, NULL) != 0 ||
-        event_add(s->reload_ev, &second) != 0) {
+        (s->files.cert && event_add(s->reload_ev, &second) != 0)) {
         snprintf(err, errlen, "cannot start the HTTPS server on %s: not enough memory", o->address);
         goto fail;
     }
@@ -671,118 +574,3 @@ fail:
     return NULL;
 }
 
-int tlsserve_port(const tlsserve *s)
-{
-    return s->port;
-}
-
-void tlsserve_serial(tlsserve *s, char *buf, size_t len)
-{
-    pthread_mutex_lock(&s->mu);
-    snprintf(buf, len, "%s", s->serial);
-    pthread_mutex_unlock(&s->mu);
-}
-
-tlsserve_req *tlsserve_next(tlsserve *s)
-{
-    tlsserve_req *r;
-
-    pthread_mutex_lock(&s->mu);
-    r = s->in_head;
-    if (r) {
-        s->in_head = r->next;
-        if (s->in_head == NULL)
-            s->in_tail = NULL;
-        r->next = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return r;
-}
-
-const tlsserve_info *tlsserve_req_info(const tlsserve_req *r)
-{
-    return &r->info;
-}
-
-/* Whether the client of a socket has closed (or reset) it. */
-static int tlsserve_hung_up(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
-
-int tlsserve_reply(tlsserve_req *r, int status, const char *content_type, const char *body, size_t len)
-{
-    tlsserve *s = r->s;
-    char *type = strdup(content_type ? content_type : "text/plain; charset=utf-8");
-    char *copy = malloc(len ? len : 1);
-    uint64_t one = 1;
-    int ok;
-
-    pthread_mutex_lock(&s->mu);
-    /* the socket stays open while the mutex is held: the connection's
-     * close callback takes it before evhttp closes the socket */
-    if (r->state == TLSSERVE_PENDING && (s->stopping || r->fd < 0 || tlsserve_hung_up(r->fd)))
-        r->state = TLSSERVE_GONE;
-    ok = r->state == TLSSERVE_PENDING && type && copy;
-    if (ok) {
-        memcpy(copy, body ? body : "", len);
-        r->state = TLSSERVE_REPLIED;
-        r->status = status;
-        r->reply_type = type;
-        r->reply_body = copy;
-        r->reply_len = len;
-        r->refs++; /* the queue's */
-        if (s->out_tail)
-            s->out_tail->next = r;
-        else
-            s->out_head = r;
-        s->out_tail = r;
-        type = copy = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    free(type);
-    free(copy);
-    if (ok && write(s->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        return 0;
-    return ok;
-}
-
-void tlsserve_release(tlsserve_req *r)
-{
-    static const char msg[] = "the request was dropped without a reply\n";
-
-    if (r == NULL)
-        return;
-    tlsserve_reply(r, 500, NULL, msg, sizeof msg - 1); /* nothing unless it waits */
-    tlsserve_req_unref(r);
-}
-
-void tlsserve_stop(tlsserve *s)
-{
-    uint64_t one = 1;
-    tlsserve_req *r, *next;
-
-    if (s == NULL)
-        return;
-    pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
-    pthread_mutex_unlock(&s->mu);
-    if (s->started) {
-        if (write(s->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-            log_write(LOG_ERROR, "tlsserve", "cannot wake the server thread to stop it", NULL, 0);
-        pthread_join(s->thread, NULL);
-    }
-    /* queued for the loop, never taken: the queue's counts */
-    pthread_mutex_lock(&s->mu);
-    r = s->in_head;
-    s->in_head = s->in_tail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    for (; r; r = next) {
-        next = r->next;
-        tlsserve_req_unref(r);
-    }
-    pthread_mutex_lock(&s->mu);
-    tlsserve_unref(s);
-}

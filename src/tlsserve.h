@@ -51,13 +51,17 @@
 #define TLSSERVE_MAX_CONNECTIONS 256
 #define TLSSERVE_MAX_PENDING 256     /* requests queued for or held by the loop, unanswered */
 
+struct dbuf;
 typedef struct tlsserve tlsserve;
 typedef struct tlsserve_req tlsserve_req;
 
 typedef struct tlsserve_opts {
     const char *name;    /* in log lines: "webhook" */
     const char *address; /* ":9443", "127.0.0.1:0", "[::1]:9443" */
-    const char *cert, *key; /* PEM files: the certificate (chain) and its key */
+    const char *cert, *key; /* PEM files: the certificate (chain) and its key;
+                             * NULL: a self-signed one for localhost, made
+                             * at the start (secure metrics without files,
+                             * as controller-runtime's) */
     size_t max_body;     /* 0: TLSSERVE_MAX_BODY */
     int timeout, deadline; /* seconds; 0: the defaults above */
     int max_connections, max_pending; /* 0: the defaults above */
@@ -65,6 +69,11 @@ typedef struct tlsserve_opts {
      * wake-up); must be thread-safe */
     void (*notify)(void *arg);
     void *notify_arg;
+    /* the body of a reply given with tlsserve_reply_rendered, made on the
+     * server thread (secure metrics: the registry's text, under its own
+     * lock, never on the loop); 0, or -1 for a 500. NULL: none */
+    int (*render)(void *arg, struct dbuf *out);
+    void *render_arg;
 } tlsserve_opts;
 
 /* A request as the loop reads it (strings NUL-terminated, NULL when the
@@ -93,6 +102,9 @@ const tlsserve_info *tlsserve_req_info(const tlsserve_req *r);
 /* Answer r: 1 when handed to its connection, 0 when its client has gone
  * (or the server stopped, or r was answered before). */
 int tlsserve_reply(tlsserve_req *r, int status, const char *content_type, const char *body, size_t len);
+
+/* The same, with opts.render's body (0 when the server has no render). */
+int tlsserve_reply_rendered(tlsserve_req *r, int status, const char *content_type);
 
 /* Let go of r (the loop's hold); one never answered is answered 500. */
 void tlsserve_release(tlsserve_req *r);

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 
 #include <openssl/err.h>
+#include <openssl/ec.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 static void tlsserve_tls_error(char *err, size_t errlen, const char *what, const char *file)
 {
@@ -68,18 +70,15 @@ static void tlsserve_tls_info(const SSL *ssl, int where, int ret)
 
 /* A server SSL_CTX with the pair, TLS 1.2 and 1.3 only, and the
  * certificate's serial; NULL with the reason in err. */
-SSL_CTX *tlsserve_tls_load(const char *cert, const char *key, char *serial, size_t serial_len, char *err,
-                              size_t errlen)
+/* A server context without its pair yet: TLS 1.2 and 1.3 only. */
+static SSL_CTX *tlsserve_tls_new(const char *what, char *err, size_t errlen)
 {
     SSL_CTX *ctx;
-    X509 *x;
-    BIGNUM *bn;
-    char *hex;
 
     ERR_clear_error();
     ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL) {
-        tlsserve_tls_error(err, errlen, "cannot make a TLS context for", cert);
+        tlsserve_tls_error(err, errlen, "cannot make a TLS context for", what);
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -90,6 +89,37 @@ SSL_CTX *tlsserve_tls_load(const char *cert, const char *key, char *serial, size
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_alpn_select_cb(ctx, tlsserve_tls_alpn, NULL);
     SSL_CTX_set_info_callback(ctx, tlsserve_tls_info);
+    return ctx;
+}
+
+/* The serial of ctx's certificate into serial: 0, or -1 with err. */
+static int tlsserve_tls_serial(SSL_CTX *ctx, const char *what, char *serial, size_t serial_len, char *err,
+                               size_t errlen)
+{
+    X509 *x = SSL_CTX_get0_certificate(ctx);
+    BIGNUM *bn = x ? ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL) : NULL;
+    char *hex = bn ? BN_bn2hex(bn) : NULL;
+
+    BN_free(bn);
+    if (hex == NULL) {
+        tlsserve_tls_error(err, errlen, "cannot read the serial number of", what);
+        return -1;
+    }
+    for (char *p = hex; *p; p++)
+        if (*p >= 'A' && *p <= 'F')
+            *p = (char)(*p - 'A' + 'a');
+    snprintf(serial, serial_len, "%s", hex);
+    OPENSSL_free(hex);
+    return 0;
+}
+
+SSL_CTX *tlsserve_tls_load(const char *cert, const char *key, char *serial, size_t serial_len, char *err,
+                           size_t errlen)
+{
+    SSL_CTX *ctx = tlsserve_tls_new(cert, err, errlen);
+
+    if (ctx == NULL)
+        return NULL;
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
         tlsserve_tls_error(err, errlen, "cannot read the certificate", cert);
         goto fail;
@@ -107,23 +137,54 @@ mismatch:
         snprintf(err, errlen, "the key %s is not the certificate %s's", key, cert);
         goto fail;
     }
-    x = SSL_CTX_get0_certificate(ctx);
-    bn = x ? ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL) : NULL;
-    hex = bn ? BN_bn2hex(bn) : NULL;
-    BN_free(bn);
-    if (hex == NULL) {
-        tlsserve_tls_error(err, errlen, "cannot read the serial number of", cert);
+    if (tlsserve_tls_serial(ctx, cert, serial, serial_len, err, errlen) != 0)
         goto fail;
-    }
-    for (char *p = hex; *p; p++)
-        if (*p >= 'A' && *p <= 'F')
-            *p = (char)(*p - 'A' + 'a');
-    snprintf(serial, serial_len, "%s", hex);
-    OPENSSL_free(hex);
     return ctx;
 fail:
     SSL_CTX_free(ctx);
     return NULL;
+}
+
+SSL_CTX *tlsserve_tls_self_signed(const char *host, char *serial, size_t serial_len, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = tlsserve_tls_new("a self-signed certificate", err, errlen);
+    EVP_PKEY *pkey = NULL;
+    X509 *x = NULL;
+    X509_NAME *name;
+    X509_EXTENSION *san = NULL;
+    BIGNUM *bn = BN_new();
+    char alt[300];
+    int ok = 0;
+
+    if (ctx == NULL) {
+        BN_free(bn);
+        return NULL;
+    }
+    snprintf(alt, sizeof alt, "DNS:%s", host);
+    pkey = EVP_EC_gen("P-256");
+    x = X509_new();
+    name = x ? X509_get_subject_name(x) : NULL;
+    if (pkey && x && name && bn && BN_rand(bn, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) == 1 &&
+        BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) && X509_set_version(x, 2) == 1 &&
+        X509_gmtime_adj(X509_getm_notBefore(x), -3600) && X509_gmtime_adj(X509_getm_notAfter(x), 365L * 24 * 3600) &&
+        X509_set_pubkey(x, pkey) == 1 &&
+        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)host, -1, -1, 0) == 1 &&
+        X509_set_issuer_name(x, name) == 1 &&
+        (san = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, alt)) != NULL && X509_add_ext(x, san, -1) == 1 &&
+        X509_sign(x, pkey, EVP_sha256()) > 0 && SSL_CTX_use_certificate(ctx, x) == 1 &&
+        SSL_CTX_use_PrivateKey(ctx, pkey) == 1)
+        ok = tlsserve_tls_serial(ctx, "a self-signed certificate", serial, serial_len, err, errlen) == 0;
+    else
+        tlsserve_tls_error(err, errlen, "cannot make a self-signed certificate for", host);
+    X509_EXTENSION_free(san);
+    X509_free(x);
+    EVP_PKEY_free(pkey);
+    BN_free(bn);
+    if (!ok) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
 }
 
 static int tlsserve_tls_same(const struct stat *a, const struct stat *b)

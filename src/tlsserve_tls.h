@@ -29,6 +29,11 @@ typedef struct tlsserve_files {
 SSL_CTX *tlsserve_tls_load(const char *cert, const char *key, char *serial, size_t serial_len, char *err,
                            size_t errlen);
 
+/* The same with a certificate made here, signed by its own new key (P-256,
+ * a random serial, a year, CN and DNS name host): what controller-runtime's
+ * secure metrics server serves when given no files. */
+SSL_CTX *tlsserve_tls_self_signed(const char *host, char *serial, size_t serial_len, char *err, size_t errlen);
+
 /* 1 when either file changed (inode, device, size, modification or change
  * time) since the last call, which is then remembered; 0 when not, or when
  * one cannot be read now (mid-replacement). */

@@ -40,8 +40,10 @@ local function run_program(path, ...)
 end
 
 -- options: scripts (the --script paths) or program,
--- graceful_shutdown_timeout (seconds), and leader (leader election:
--- namespace, name, identity, lease_duration, renew_deadline, retry_period).
+-- graceful_shutdown_timeout (seconds), leader (leader election:
+-- namespace, name, identity, lease_duration, renew_deadline, retry_period),
+-- webhook (luaop.webhook.server's) and metrics_secure ({address, cert,
+-- key}: luaop.metrics_secure), as src/main.c makes them from the flags.
 return function(options, ...)
   -- (luaop.check and luaop.leader are loaded only for a run that asks for
   -- them: every other run keeps their code and tables off its idle heap)
@@ -52,6 +54,10 @@ return function(options, ...)
   local manager = manager_mod.new()
   manager.webhook_start = require("luaop.webhook.server").starter(options) -- (the first webhook starts it)
   if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
+  -- --metrics-secure: /metrics over HTTPS, stopped after the drain (controller-runtime stops
+  -- its metrics server last)
+  local metrics_server = options.metrics_secure
+    and require("luaop.metrics_secure").start(options.metrics_secure, manager.client)
   events.set_identity(options.identity)
   local reloader
   if options.program then
@@ -72,5 +78,6 @@ return function(options, ...)
   end
   local drained, status = manager:run_until_shutdown(options.graceful_shutdown_timeout)
   if reloader then reloader:stop() end
+  if metrics_server then metrics_server.stop() end
   if not drained then return status or 1 end
 end

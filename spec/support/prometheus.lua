@@ -7,8 +7,9 @@ local proc = require "support.proc"
 local M = {}
 
 -- targets: a YAML flow list of static_configs entries, e.g.
--- '{targets: ["127.0.0.1:8080"]}'
-function M.start(targets)
+-- '{targets: ["127.0.0.1:8080"]}'; job: more of the job's YAML, each line
+-- indented two spaces (scheme, tls_config, authorization), or nil
+function M.start(targets, job)
   local dir = proc.tempdir()
   local f = assert(io.open(dir .. "/prometheus.yml", "w"))
   f:write(([[
@@ -16,7 +17,7 @@ global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
 - job_name: luaop
   static_configs: [%s]
-]]):format(targets))
+%s]]):format(targets, job or ""))
   f:close()
   local port = proc.free_port()
   local _, stop = proc.background(("prometheus --config.file=%s --storage.tsdb.path=%s --web.listen-address=127.0.0.1:%d")
