@@ -224,6 +224,7 @@ valgrind_skip=(
   spec/unit/luabugs_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/metrics_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/metrics_owners_spec.lua # drives luaop children only; runs plain and under ASan
+  spec/unit/metrics_secure_spec.lua # drives luaop children only; runs plain and under ASan
   spec/unit/owners_spec.lua         # drives luaop children only; runs plain and under ASan
   spec/unit/requeue_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/sandbox_spec.lua        # drives luaop children only; runs plain and under ASan
@@ -231,6 +232,7 @@ valgrind_skip=(
   spec/unit/supervisor_spec.lua     # drives luaop children only; runs plain and under ASan
   spec/unit/task_spec.lua           # drives luaop children only; runs plain and under ASan
   spec/unit/taskthread_spec.lua     # drives luaop children only; runs plain and under ASan
+  spec/unit/tlsserve_spec.lua       # drives luaop children only; runs plain and under ASan
   spec/unit/watchdog_spec.lua       # drives luaop children only; runs plain and under ASan
 )
 
