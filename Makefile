@@ -9,11 +9,14 @@ CPPFLAGS += -I$(LIBS)/lua -I$(LIBS)/mhd -I$(LIBS)/event $(shell pkg-config --cfl
 # hack/libs.sh (plain HTTP: Debian's links GnuTLS, a second TLS stack)
 MHD     := build/libs/lib/libmicrohttpd.a
 # libevent (the webhook's HTTPS server, src/tlsserve.c): static in every
-# build, from hack/libs.sh, built against luaop's OpenSSL; the ASan build
-# and the specs' module link it with Debian's libssl3 (the same OpenSSL 3.0
-# API), as their libcurl does
+# build, from hack/libs.sh, built against luaop's OpenSSL. The ASan build,
+# the fuzz harnesses and the specs' module link it with Debian's libssl3,
+# the one their libcurl loads (the same OpenSSL 3.0 ABI), by its soname:
+# with luaop's OpenSSL headers (TLSSERVE_OBJS below), so no libssl-dev is
+# needed.
 EVENT   := build/libs/lib/libevent_openssl.a build/libs/lib/libevent_extra.a build/libs/lib/libevent_core.a
-LDLIBS  += $(shell pkg-config --libs $(PKGS)) $(MHD) $(EVENT) -lssl -lcrypto -lm -ldl -lpthread
+SSL_SO  := -l:libssl.so.3 -l:libcrypto.so.3
+LDLIBS  += $(shell pkg-config --libs $(PKGS)) $(MHD) $(EVENT) $(SSL_SO) -lm -ldl -lpthread
 # The luaop binary links a lean, static libcurl and OpenSSL (hack/libs.sh
 # builds them once into a cache; build/libs links there), Lua compiled from
 # the source hack/libs.sh fetches (below), and Debian's static nghttp2, zlib,
@@ -25,7 +28,7 @@ STATIC  := $(LIBS)/lib/libcurl.a $(EVENT) $(LIBS)/lib/libssl.a $(LIBS)/lib/libcr
            -Wl,-Bstatic -lnghttp2 -lz -luv_a -lyaml -Wl,-Bdynamic -lm -ldl -lpthread
 BIN_LDFLAGS := -Wl,--gc-sections -Wl,-z,pack-relative-relocs
 # A Lua C module takes Lua's symbols from the interpreter that loads it.
-MODLIBS := $(shell pkg-config --libs $(PKGS)) $(MHD) $(EVENT) -lssl -lcrypto -lpthread
+MODLIBS := $(shell pkg-config --libs $(PKGS)) $(MHD) $(EVENT) $(SSL_SO) -lpthread
 
 # Lua, from $(LIBS)/lua (hack/libs.sh: Lua 5.4.7 and later fixes): its core
 # and libraries in every build; luaop's string library is lstrpat.c (pattern
@@ -56,6 +59,10 @@ ASAN_OBJS := $(SRCS:src/%.c=build/asan/obj/%.o) build/asan/obj/luaembed.o $(LUAO
              $(CHARGED:%=build/asan/obj/lua/%-charged.o) build/asan/obj/lua/lstrpat.o
 PIC_OBJS := $(filter-out build/pic/main.o build/pic/gcstep.o,$(SRCS:src/%.c=build/pic/%.o))
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# The files that include OpenSSL's headers take luaop's own (hack/libs.sh's
+# stage) in every build, as build/obj's do for all files.
+TLSSERVE_OBJS := $(foreach d,build/asan/obj build/pic build/fuzz/obj,$(patsubst src/%.c,$(d)/%.o,$(wildcard src/tlsserve*.c)))
+$(TLSSERVE_OBJS): CPPFLAGS := -I$(LIBS)/include $(CPPFLAGS)
 # `make V=1` shows the commands.
 ifeq ($(V),1)
 Q :=
