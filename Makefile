@@ -199,6 +199,11 @@ build/ctest/metrics_test: CTEST_LIBS = -lm -lpthread
 # two runtimes in one process: the whole core (no main), Lua, the libraries
 build/ctest/runtime_test: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS))
 build/ctest/runtime_test: CTEST_LIBS = $(LDLIBS)
+# the HTTPS server and its clients (OpenSSL's headers luaop's own, as the
+# server's files take them)
+build/ctest/tlsserve_test: $(filter-out build/asan/obj/main.o,$(ASAN_OBJS))
+build/ctest/tlsserve_test: CTEST_LIBS = $(LDLIBS)
+build/ctest/tlsserve_test: CPPFLAGS := -I$(LIBS)/include $(CPPFLAGS)
 # the scheduler alone, with Lua, and a thread that reads the watchdog's view
 build/ctest/sched_test: build/asan/obj/scheduler.o build/asan/obj/scheduler_budget.o build/asan/obj/scheduler_meter.o build/asan/obj/counters.o build/asan/obj/charge.o $(ASAN_LUA_OBJS) build/asan/obj/lua/lstrpat.o
 build/ctest/sched_test: CTEST_LIBS = -lm -ldl -lpthread
