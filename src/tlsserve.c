@@ -309,7 +309,8 @@ static void tlsserve_request(struct evhttp_request *req, void *arg)
     }
     event_del(c->deadline);
     pthread_mutex_lock(&s->mu);
-    full = s->pending >= s->max_pending || s->stopping;
+    full = s->pending >= s->max_pending || s->stopping ||
+           s->held + evbuffer_get_length(evhttp_request_get_input_buffer(req)) > s->max_held;
     pthread_mutex_unlock(&s->mu);
     r = full ? NULL : tlsserve_record(s, req, evcon);
     if (r == NULL) {
@@ -328,6 +329,7 @@ static void tlsserve_request(struct evhttp_request *req, void *arg)
     r->refs = 2; /* the server's, the queue's (then the loop's) */
     s->refs++;
     s->pending++;
+    s->held += r->info.body_len;
     if (s->in_tail)
         s->in_tail->next = r;
     else
@@ -484,6 +486,7 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     s->deadline = o->deadline > 0 ? o->deadline : TLSSERVE_DEADLINE;
     s->max_conns = o->max_connections > 0 ? o->max_connections : TLSSERVE_MAX_CONNECTIONS;
     s->max_pending = o->max_pending > 0 ? o->max_pending : TLSSERVE_MAX_PENDING;
+    s->max_held = o->max_held > 0 ? o->max_held : TLSSERVE_MAX_HELD;
     s->notify = o->notify;
     s->notify_arg = o->notify_arg;
     s->render = o->render;

@@ -38,7 +38,8 @@
  * connection's inactivity (timeout), a whole request from connection or
  * last reply to its end (deadline: a client trickling bytes), connections
  * at once (accepting stops at the limit, the rest wait in the backlog),
- * requests waiting for the loop (over it: 503). */
+ * requests waiting for the loop and the bytes of their bodies (over
+ * either: 503). */
 #ifndef LUAOP_TLSSERVE_H
 #define LUAOP_TLSSERVE_H
 
@@ -50,6 +51,7 @@
 #define TLSSERVE_DEADLINE 30         /* seconds from a connection (or its last reply) to a whole request */
 #define TLSSERVE_MAX_CONNECTIONS 256
 #define TLSSERVE_MAX_PENDING 256     /* requests queued for or held by the loop, unanswered */
+#define TLSSERVE_MAX_HELD (64u << 20) /* bytes of their bodies (and of answered ones the loop still holds) */
 
 struct dbuf;
 typedef struct tlsserve tlsserve;
@@ -65,6 +67,7 @@ typedef struct tlsserve_opts {
     size_t max_body;     /* 0: TLSSERVE_MAX_BODY */
     int timeout, deadline; /* seconds; 0: the defaults above */
     int max_connections, max_pending; /* 0: the defaults above */
+    size_t max_held; /* 0: TLSSERVE_MAX_HELD */
     /* called on the server thread after a request is queued (the loop's
      * wake-up); must be thread-safe */
     void (*notify)(void *arg);

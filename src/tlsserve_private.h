@@ -60,12 +60,14 @@ struct tlsserve {
     int stopping;
     tlsserve_req *in_head, *in_tail, *out_head, *out_tail;
     int pending; /* records the server holds (waiting for a reply) */
+    size_t held; /* bytes of the bodies of every record not yet freed */
     char serial[96];
     /* fixed from the start */
     char *name;
     tlsserve_files files; /* its strings owned here */
     size_t max_body;
     int timeout, deadline, max_conns, max_pending;
+    size_t max_held;
     void (*notify)(void *);
     void *notify_arg;
     int (*render)(void *, dbuf *);

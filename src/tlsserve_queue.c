@@ -31,6 +31,7 @@ void tlsserve_req_unref_locked(tlsserve_req *r)
         pthread_mutex_unlock(&s->mu);
         return;
     }
+    s->held -= r->info.body_len;
     tlsserve_req_free(r);
     tlsserve_unref(s);
 }

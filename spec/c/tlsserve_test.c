@@ -47,9 +47,10 @@ static int connect_to(int port)
     return fd;
 }
 
-/* GET path over TLS (no verification: the certificate is self-signed):
- * the status, and the body in body; -1 when no answer came. */
-static int get(int port, const char *path, char *body, size_t bodylen)
+/* GET path over TLS (a POST of post bytes when not 0; no verification:
+ * the certificate is self-signed): the status, and the body in body; -1
+ * when no answer came. */
+static int request(int port, const char *path, size_t post, char *body, size_t bodylen)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     SSL *ssl = ctx ? SSL_new(ctx) : NULL;
@@ -59,9 +60,15 @@ static int get(int port, const char *path, char *body, size_t bodylen)
 
     if (ssl == NULL || fd < 0 || !SSL_set_fd(ssl, fd) || SSL_connect(ssl) != 1)
         goto out;
-    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", path);
+    snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
+             post ? "POST" : "GET", path, post);
     if (SSL_write(ssl, req, (int)strlen(req)) <= 0)
         goto out;
+    for (size_t sent = 0; sent < post; sent += sizeof buf / 2) {
+        memset(buf, 'x', sizeof buf / 2);
+        if (SSL_write(ssl, buf, (int)(post - sent < sizeof buf / 2 ? post - sent : sizeof buf / 2)) <= 0)
+            goto out;
+    }
     while (got < sizeof buf - 1 && (n = SSL_read(ssl, buf + got, (int)(sizeof buf - 1 - got))) > 0)
         got += (size_t)n;
     buf[got] = '\0';
@@ -82,6 +89,7 @@ out:
 typedef struct client {
     pthread_t t;
     int port, status;
+    size_t post;
     char path[32], body[64];
 } client;
 
@@ -89,7 +97,7 @@ static void *client_run(void *arg)
 {
     client *c = arg;
 
-    c->status = get(c->port, c->path, c->body, sizeof c->body);
+    c->status = request(c->port, c->path, c->post, c->body, sizeof c->body);
     return NULL;
 }
 
@@ -196,6 +204,30 @@ int main(void)
         tlsserve_release(held[i]);
     }
     TAP_OK(ok, "the held requests stay readable after the stop, their replies refused, then released");
+
+    /* at most max_held bytes of bodies held: over it, 503 until released */
+    o.max_held = 1000;
+    s = tlsserve_start(&o, err, sizeof err);
+    port = s ? tlsserve_port(s) : 0;
+    cs[0] = (client){.port = port, .post = 600, .path = "/a"};
+    pthread_create(&cs[0].t, NULL, client_run, &cs[0]);
+    held[0] = next(s);
+    cs[1] = (client){.port = port, .post = 600, .path = "/b"};
+    client_run(&cs[1]);
+    ok = held[0] != NULL && tlsserve_req_info(held[0])->body_len == 600 && cs[1].status == 503;
+    tlsserve_reply(held[0], 200, NULL, "a", 1);
+    tlsserve_release(held[0]);
+    pthread_join(cs[0].t, NULL);
+    cs[1] = (client){.port = port, .post = 600, .path = "/c"};
+    pthread_create(&cs[1].t, NULL, client_run, &cs[1]);
+    held[1] = next(s);
+    tlsserve_reply(held[1], 200, NULL, "c", 1);
+    tlsserve_release(held[1]);
+    pthread_join(cs[1].t, NULL);
+    TAP_OK(ok && cs[0].status == 200 && cs[1].status == 200,
+           "bodies held past max_held bytes are refused 503, and served again once released");
+    tlsserve_stop(s);
+    o.max_held = 0;
 
     /* plain HTTP: Go's raw 400 */
     s = tlsserve_start(&o, err, sizeof err);
