@@ -4,7 +4,10 @@
 #
 #   build    what `make` needs: a C toolchain, Lua 5.4, libyaml, libuv,
 #            libcurl, nghttp2, zlib, and dpkg-dev and perl for the lean static
-#            libcurl and OpenSSL that hack/libs.sh builds from source packages
+#            libcurl and OpenSSL (and libmicrohttpd and libevent, built
+#            against it) that hack/libs.sh builds from source packages; no
+#            libssl-dev: the builds that link Debian's libssl3 take luaop's
+#            own OpenSSL headers (Makefile)
 #   test     what `make test` adds: busted, luacheck (lua-check, over the
 #            tree's Lua), valgrind, clang and libclang-rt (the fuzz
 #            harnesses), python3 (the fake API server), openssl (test
