@@ -336,6 +336,64 @@ describe("the kit's env:admit and env:convert", function()
   end)
 end)
 
+describe("luaop.webhook: what a handler leaves behind", function()
+  -- Handlers that leave values whose JSON text is far larger than their
+  -- tables (one string shared by many slots), that JSON cannot hold, or
+  -- that meddle with the request and the responder.
+  local ODD = [[
+local luaop = require "luaop"
+local function shared(n) -- about n * 16 KiB of JSON text in a few KiB of tables
+  local s, t = ("x"):rep(16384), {}
+  for i = 1, n do t[i] = s end
+  return t
+end
+return {
+  luaop.webhook.validating {
+    resource = "v1/ConfigMap", memory = "4Mi",
+    validate = function(req, res)
+      local data = req.object.data or {}
+      res:warn("kept")
+      if data.warnings then res.warnings = shared(1000) end
+      if data.uid then req.uid = { req } end
+    end,
+  },
+  luaop.webhook.conversion {
+    resource = "example.com/Thing", memory = "4Mi",
+    convert = function(obj, version)
+      local mode = obj.spec.mode
+      if mode == "shared" then obj.spec.big = shared(1000) end
+      if mode == "nan" then obj.spec.n = 0 / 0 end
+      return obj
+    end,
+  },
+}
+]]
+  local env
+  before_each(function()
+    env = testing.env {}
+    env:load("odd.lua", ODD)
+  end)
+  after_each(function() env:stop() end)
+
+  local function thing(mode)
+    return { apiVersion = "example.com/v1", kind = "Thing", metadata = { name = "t" }, spec = { mode = mode } }
+  end
+
+  it("encodes the whole answer under the handler's budgets: a conversion whose text would pass its memory is a "
+    .. "Failure, res.warnings and req.uid set by a handler answer nothing but res:warn's and the request's uid", function()
+    local obj, err = env:convert(thing("shared"), "v2")
+    assert(obj == nil, "converted, its text passing the handler's memory budget") -- (not printed: 16 MB)
+    assert.matches("memory budget", err, 1, true)
+    obj, err = env:convert(thing("nan"), "v2")
+    assert.is_nil(obj)
+    assert.matches("NaN", err, 1, true)
+    obj = assert(env:convert(thing("plain"), "v2"))
+    assert.are.equal("example.com/v2", obj.apiVersion)
+    local r = env:admit(cm("x", { warnings = "1", uid = "1" }), "/validate--v1-configmap")
+    assert.are.same({ 200, true, { "kept" } }, { r.status, r.allowed, r.warnings })
+  end)
+end)
+
 describe("luaop.webhook.patch", function()
   it("escapes ~ and / in member names, replaces a changed array whole and tells an empty array from an empty object", function()
     assert.are.equal("a~1b~0~01", patch.escape("a/b~~1"))

@@ -203,33 +203,33 @@ function Registry:serve(e, method, path, ctype, body)
   local conversion = path == M.CONVERT
   local rv, why = (conversion and review.conversion or review.admission)(t)
   if not rv then return text(400, ("%s: %s"):format(path, why)) end
+  -- (taken before the handler sees the request it is in)
+  local head = { apiVersion = rv.apiVersion, kind = rv.kind, uid = rv.request.uid }
   local w, ok, res, kind, trace
   if conversion then
     local first = rv.request.objects[1]
     local c = first and self.conversions[review.group_of(first.apiVersion) .. "/" .. first.kind]
     w = c and c.w or { timeout = wdef.DEFAULT_TIMEOUT, instructions = 1000000, memory = 1024 * 1024 }
     local convs = self.conversions
-    ok, res, kind, trace = run(w, path, review.convert, function(group, k)
+    ok, res, kind, trace = run(w, path, review.answer, head, review.convert, function(group, k)
       local x = convs[group .. "/" .. k]
       return x and x.w
     end, rv.request)
     if not ok then
-      self.log:error("conversion failed", { webhook = path, uid = rv.request.uid, reason = kind,
-        error = trace or res })
-      res = { convertedObjects = json.array {}, result = { status = "Failure", message = res:match("^[^\n]*") } }
+      self.log:error("conversion failed", { webhook = path, uid = head.uid, reason = kind, error = trace or res })
+      return 200, JSON, json.encode { apiVersion = head.apiVersion, kind = head.kind, response = { uid = head.uid,
+        convertedObjects = json.array {}, result = { status = "Failure", message = res:match("^[^\n]*") } } }
     end
   else
     w = e.w
-    local req = rv.request
-    ok, res, kind, trace = run(w, path, review.admit, w, req)
+    ok, res, kind, trace = run(w, path, review.answer, head, review.admit, w, rv.request)
     if not ok then
       self.log:error("webhook handler failed: answered 500, the webhook's failurePolicy decides", {
-        webhook = path, uid = req.uid, reason = kind, error = trace or res })
+        webhook = path, uid = head.uid, reason = kind, error = trace or res })
       return text(500, ("%s: %s"):format(path, res:match("^[^\n]*")))
     end
   end
-  res.uid = rv.request.uid
-  return 200, JSON, json.encode { apiVersion = rv.apiVersion, kind = rv.kind, response = res }
+  return 200, JSON, res -- (encoded in the handler's task: review.answer)
 end
 
 -- Answer one request: status, content type, body.

@@ -75,14 +75,17 @@ end
 
 -- ---- the handlers, called in their task ----------------------------------------------------
 
+-- res, and the list of its warnings: kept apart from res, so that a
+-- handler setting res.warnings (or anything else of res) answers nothing
+-- but what res:warn took.
 local function responder()
-  local res = { warnings = nil }
+  local res, warnings = {}, nil
   function res.warn(_, text)
     if type(text) ~= "string" then error("res:warn(text) takes a string, got " .. shown(text), 2) end
-    res.warnings = res.warnings or json.array {}
-    res.warnings[#res.warnings + 1] = text
+    warnings = warnings or json.array {}
+    warnings[#warnings + 1] = text
   end
-  return res
+  return res, function() return warnings end
 end
 
 local function denial(allowed, message, who)
@@ -98,7 +101,7 @@ end
 -- The response to an admission request (as validate or mutate made it),
 -- without its uid.
 function M.admit(w, req)
-  local res = responder()
+  local res, warnings = responder()
   local out
   if w.kind == "validating" then
     local allowed, message = w.handler(req, res)
@@ -131,7 +134,7 @@ function M.admit(w, req)
       end
     end
   end
-  out.warnings = res.warnings
+  out.warnings = warnings()
   return out
 end
 
@@ -174,6 +177,18 @@ function M.convert(find, req)
     converted[#converted + 1] = out
   end
   return { convertedObjects = converted, result = { status = "Success" } }
+end
+
+-- The whole answer to a review, encoded: head's apiVersion and kind, the
+-- response fn(...) makes (M.admit, M.convert) with head's uid. Called in
+-- the handler's task, so that what the handler returned (an object whose
+-- text is far larger than its tables, a DAG of shared ones) is encoded
+-- under its budgets, and a value JSON cannot hold raises there (the
+-- handler's error) rather than on the server's task.
+function M.answer(head, fn, ...)
+  local res = fn(...)
+  res.uid = head.uid
+  return json.encode { apiVersion = head.apiVersion, kind = head.kind, response = res }
 end
 
 return M
