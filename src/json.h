@@ -46,7 +46,9 @@ int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, c
 
 /* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
  * a value JSON cannot hold writes a message naming where it is to `err` and
- * returns 0. Raises only on memory errors: keep `b` where a __gc frees it. */
+ * returns 0. Raises on memory errors, and when the running task's budget is
+ * spent or the watchdog interrupted it (each value is charged as it is
+ * written, charge.h): keep `b` where a __gc frees it. */
 int json_encode(lua_State *L, int idx, dbuf *b, char *err, size_t errlen);
 
 /* The same, writing "[redacted]" for the value of every object member whose

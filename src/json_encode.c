@@ -12,6 +12,8 @@
 
 #include <lauxlib.h>
 
+#include "charge.h"
+
 /* ---- encoding ---------------------------------------------------------- */
 
 typedef struct json_enc {
@@ -242,6 +244,7 @@ static int json_enc_open(json_enc *e, int idx, json_frame *f)
      * while lua_next walks. */
     if (len > (INT_MAX - 2) / 2)
         return json_enc_fail(e, "a table with too many keys");
+    charge_add(L, 2 * CHARGE_ACCESS * (unsigned long)len); /* the copy and the sort */
     lua_createtable(L, (int)(2 * len), 0);
     int anchor = lua_gettop(L);
     json_key *keys = lua_newuserdatauv(L, (size_t)len * sizeof *keys + 1, 0);
@@ -282,6 +285,11 @@ static int json_enc_value(json_enc *e, int idx)
     lua_pushnil(L);        /* base + 1: where the frames go once small[] is full */
     lua_pushvalue(L, idx); /* the value to write next is always on top */
 write:
+    /* each value is charged as it is written (the running task's budget;
+     * nothing outside one), so that a table whose text is far larger than
+     * itself (a DAG of shared tables) breaks the budget, or is taken by the
+     * watchdog's interrupt, while it is written rather than after */
+    charge_add(L, CHARGE_ACCESS);
     r = json_enc_scalar(e, lua_gettop(L));
     if (r == 0)
         goto fail;

@@ -187,6 +187,25 @@ describe("C bindings", function()
     assert.is_true(grew < 100, ("the process's peak rose by %d MiB"):format(grew))
   end)
 
+  it("charge cjson.encode's values as they are written, so a DAG of shared tables breaks the instruction budget "
+    .. "before its text grows far", function()
+    -- 2^22 leaves (about 12 MiB of text) in 23 tables: with 10^6
+    -- instructions and 12 MiB, charged per value it fails on instructions
+    -- at a few hundred kB of text; charged only for the text at the end, the
+    -- text would grow until the memory budget broke (or the encode ran for
+    -- as long as it liked, outside the watchdog's reach)
+    local out = luaop.ok([[
+      local core = require "luaop.core"
+      local dag = { 0 }
+      for _ = 1, 22 do dag = { dag, dag } end
+      local ok, e = core.task.spawn_limited({ memory = 12 << 20, instructions = 1000000 }, function()
+        return #require("cjson").encode(dag)
+      end):wait()
+      print("failed", not ok, tostring(e):match("(%a+) budget"))
+    ]], { offline = true, deadline = 120 })
+    assert.matches("failed\ttrue\tinstruction", out)
+  end)
+
   it("are each in docs/security.md's table of bindings, and the table names no file that is gone", function()
     local files, named = lua_files(), table_files()
     local missing, gone = {}, {}
