@@ -286,6 +286,38 @@ return luaop.controller { name = "slow", resource = "v1/ConfigMap",
     assert.are.equal(t0 + 5, closed_at)
   end)
 
+  it("lets the requests it is answering finish at shutdown, within the grace left, before the server closes", function()
+    local replied, closed_at = {}, nil
+    local queue, wake = {}, core.task.cond()
+    local server = { close = function(self)
+      closed_at = closed_at or env:now()
+      self.closed = true
+      wake:signal()
+    end }
+    function server.take()
+      while #queue == 0 and not server.closed do wake:wait() end
+      return table.remove(queue, 1)
+    end
+    local function request(data)
+      local req = { method = "POST", path = "/validate--v1-configmap", content_type = "application/json",
+        body = review(cm("x", data)) }
+      function req.reply(_, status) replied[#replied + 1] = { status, env:now() } return true end
+      queue[#queue + 1] = req
+      wake:signal()
+    end
+    reg.server = server
+    core.task.spawn(function() wserver.serve(server, reg) end)
+    local t0 = env:now()
+    core.task.spawn(function() request { sleep = "1.5" } end)
+    env:run()
+    core.task.spawn(function() env.manager:stop(30) end)
+    env:run()
+    assert.is_nil(closed_at) -- the request still runs
+    env:advance(1.5)
+    assert.are.same({ { 200, t0 + 1.5 } }, replied)
+    assert.are.equal(t0 + 1.5, closed_at)
+  end)
+
   it("starts the server once, when the first webhook is set, from the flags' address and certificate files", function()
     local started = 0
     local r = webhook.new { start = function() started = started + 1 end }

@@ -389,8 +389,11 @@ function Manager:stop(timeout)
     self.idle:wait(left)
   end
   -- the webhook server last, as controller-runtime stops its webhook
-  -- servers after the controllers: admission goes on during the drain
-  if self.registry then require("luaop.webhook.server").stop(self.registry) end
+  -- servers after the controllers: admission goes on during the drain, and
+  -- the requests it is answering finish within the grace left
+  if self.registry then
+    require("luaop.webhook.server").stop(self.registry, math.max(0, deadline - time.monotonic()))
+  end
   script_metrics.clear() -- the scripts' own metrics go, after the drain (a scrape during it still has them)
   return drained
 end
