@@ -389,12 +389,17 @@ return {
       if data.uid then req.uid = { req } end
     end,
   },
+  luaop.webhook.mutating {
+    resource = "v1/ConfigMap",
+    mutate = function(obj) if obj.data and obj.data.list then return { 1, 2 } end end,
+  },
   luaop.webhook.conversion {
     resource = "example.com/Thing", memory = "4Mi",
     convert = function(obj, version)
       local mode = obj.spec.mode
       if mode == "shared" then obj.spec.big = shared(1000) end
       if mode == "nan" then obj.spec.n = 0 / 0 end
+      if mode == "list" then return { obj } end
       return obj
     end,
   },
@@ -423,6 +428,16 @@ return {
     assert.are.equal("example.com/v2", obj.apiVersion)
     local r = env:admit(cm("x", { warnings = "1", uid = "1" }), "/validate--v1-configmap")
     assert.are.same({ 200, true, { "kept" } }, { r.status, r.allowed, r.warnings })
+  end)
+
+  it("refuses a list returned as the object to admit or the converted object: the handler's error (500, Failure), "
+    .. "never a patch that replaces the object with a list", function()
+    local r = env:admit(cm("x", { list = "1" }), "/mutate--v1-configmap")
+    assert.are.same({ 500, nil }, { r.status, r.patch })
+    assert.matches('mutate returned a table', r.error, 1, true)
+    local obj, err = env:convert(thing("list"), "v2")
+    assert.is_nil(obj)
+    assert.matches("convert returned a table", err, 1, true)
   end)
 end)
 

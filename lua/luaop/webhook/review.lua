@@ -88,6 +88,12 @@ local function responder()
   return res, function() return warnings end
 end
 
+-- Whether a handler's returned v is a JSON object (not a list, marked or
+-- with a first element: as the API server, and a patch from it, needs).
+local function is_object(v)
+  return type(v) == "table" and not json.is_array(v) and rawget(v, 1) == nil
+end
+
 local function denial(allowed, message, who)
   if allowed == false then
     if message ~= nil and type(message) ~= "string" then
@@ -121,7 +127,7 @@ function M.admit(w, req)
     local r, message = w.handler(obj, req, res)
     out = denial(r, message, "mutate")
     if not out then
-      if type(r) == "table" then obj = r
+      if is_object(r) then obj = r
       elseif r ~= nil and r ~= true then
         error(("mutate returned %s: return nothing or true (obj as changed), the object to admit, or false and "
           .. "a message (denied)"):format(shown(r)), 0)
@@ -158,7 +164,7 @@ function M.convert(find, req)
       out = o -- (nothing to convert)
     else
       out = w.handler(object.copy(o), version)
-      if type(out) ~= "table" or json.is_array(out) then
+      if not is_object(out) then
         error(("convert returned %s for %s %s: return the object in %s"):format(shown(out), o.kind,
           type(o.metadata) == "table" and tostring(o.metadata.name) or "?", version), 0)
       end
