@@ -26,8 +26,10 @@
 #   100/s        RATE (default 100)
 #   max          the highest rate this machine's API server sustains, found
 #                first by stepping up through STEPS (default "150 200 250 300
-#                400 500 600 800 1000 1200 1600"), STEP_SECONDS (default 10)
-#                each, with each implementation: the last target reached
+#                400 500 600 800 1000 1200 1600"), STEP_SECONDS each
+#                (default SECONDS: a shorter step passes rates a run of
+#                SECONDS then falls behind at), with each implementation:
+#                the last target reached
 #                (answers a second at least 95% of it, no error, the 99th
 #                percentile request sent at most 50 ms behind its time);
 #                the lower of the two is used for both (MAX sets it and
@@ -56,7 +58,7 @@ rate=${RATE:-100}
 secs=${SECONDS_PER_RUN:-30}
 every=${EVERY:-10}
 steps=${STEPS:-"150 200 250 300 400 500 600 800 1000 1200 1600"}
-step_secs=${STEP_SECONDS:-10}
+step_secs=${STEP_SECONDS:-$secs}
 settle=${SETTLE:-5}
 impls=${IMPLS:-"luaop peer"}
 script=${SCRIPT:-operators/webhooks/at-webhooks.lua}
