@@ -243,6 +243,7 @@ for r in $(seq 1 "$rounds"); do
       run "$impl" "$target" "$target" "$secs"
       errors=$(get "$tmp/load" errors)
       [ "$errors" = 0 ] || echo "bench: $impl at $target/s: $errors unexpected answers ($(sed -n 's/^first_error //p' "$tmp/load"))" >&2
+      sustained "$target" || echo "bench: $impl at $target/s fell behind: $(get "$tmp/load" rate) answers a second, the 99th percentile request sent $(get "$tmp/load" late_p99_ms) ms late" >&2
       n=$(count "$tmp/h0" "$tmp/h1")
       [ "${n:-0}" -gt 0 ] || { echo "bench: the API server counted no call of validate-at.$impl.bench" >&2; exit 1; }
       for kv in "rate_achieved $(get "$tmp/load" rate)" "api_p50_ms $(quantile 0.50 "$tmp/h0" "$tmp/h1")" \
