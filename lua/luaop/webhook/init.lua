@@ -188,7 +188,8 @@ end
 M.run = run
 
 local function media_type(ctype)
-  return type(ctype) == "string" and ctype:match("^%s*([^;%s]+)"):lower() or nil
+  local m = type(ctype) == "string" and ctype:match("^%s*([^;%s]+)")
+  return m and m:lower() or nil
 end
 
 -- One request to a known path: status, content type, body.
