@@ -3,6 +3,8 @@
 #include "tlsserve_private.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -506,6 +508,13 @@ tlsserve *tlsserve_start(const tlsserve_opts *o, char *err, size_t errlen)
     fd = serve_listen(o->address ? o->address : "", &s->port, err, errlen);
     if (fd < 0)
         goto fail;
+    /* No Nagle: a reply leaves in two TLS records (headers, body), and the
+     * second would wait for the client's delayed ACK, 40 ms a request (Go's
+     * servers set it too). Accepted sockets inherit it from the listener. */
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int)) != 0) {
+        snprintf(err, errlen, "cannot start the HTTPS server on %s: TCP_NODELAY: %s", o->address, strerror(errno));
+        goto fail;
+    }
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     cfg = event_config_new();
     if (s->wake_fd < 0 || cfg == NULL || event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) != 0 ||
