@@ -86,15 +86,15 @@ run_pool() {
     printf '%s %s\n' "${secs[$f]:-$(( $(stat -c %s "$f") / 1000 ))}" "$f"
   done | sort -rn | awk '{ print $2 }')
   # the files of `solo` last, each alone (none running beside it)
-  local alone=""
+  local alone="" at_once=$jobs
   for f in "${solo[@]}"; do
     [ -f "$f" ] || { echo "spec/run.sh: solo names $f, which is gone" >&2; return 1; }
     printf '%s\n' $order | grep -qx -- "$f" && alone+=" $f"
   done
   order=$(printf '%s\n' $order | grep -vxF -f <(printf '%s\n' "${solo[@]}"))
   for f in $order SOLO $alone; do
-    if [ "$f" = SOLO ]; then jobs=1; wait; continue; fi
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    if [ "$f" = SOLO ]; then at_once=1; wait; continue; fi
+    while [ "$(jobs -rp | wc -l)" -ge "$at_once" ]; do wait -n; done
     local id=${f//\//_}
     (
       s=$SECONDS
