@@ -318,7 +318,10 @@ return luaop.controller { name = "slow", resource = "v1/ConfigMap",
     core.task.spawn(function() env.manager:stop(30) end)
     env:run()
     assert.is_nil(closed_at) -- the request still runs
-    env:advance(1.5)
+    env:advance(1)
+    core.task.spawn(function() request { sleep = "1" } end) -- (come since: not waited for)
+    env:run()
+    env:advance(0.5)
     assert.are.same({ { 200, t0 + 1.5 } }, replied)
     assert.are.equal(t0 + 1.5, closed_at)
   end)

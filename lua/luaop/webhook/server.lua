@@ -20,21 +20,22 @@ M.RETRY = 5
 local log = logging.logger("webhook")
 
 -- Serve server's requests with registry until the server closes. The
--- requests being answered are counted (registry.in_flight; registry.idle
--- signalled when none is), so that M.stop lets them finish.
+-- requests being answered are kept (registry.running; registry.finished
+-- signalled as each ends), so that M.stop lets them finish.
 function M.serve(server, registry)
-  registry.in_flight = registry.in_flight or 0
-  registry.idle = registry.idle or core.task.cond()
+  registry.running = registry.running or {}
+  registry.finished = registry.finished or core.task.cond()
   while true do
     local req = server:take()
     if not req then return true end -- closed
-    registry.in_flight = registry.in_flight + 1
+    local token = {}
+    registry.running[token] = true
     core.task.spawn(function()
       local ok, status, ctype, body = pcall(registry.handle, registry, req.method, req.path, req.content_type,
         req.body)
       if ok then req:reply(status, ctype, body) end -- (not: answered 500 when collected)
-      registry.in_flight = registry.in_flight - 1
-      if registry.in_flight == 0 then registry.idle:signal() end
+      registry.running[token] = nil
+      registry.finished:signal()
     end)
   end
 end
@@ -84,18 +85,23 @@ function M.starter(options)
   end
 end
 
--- Stop serving: the requests being answered finish (for at most `wait`
--- seconds: the manager's grace left after its drain; none when nil), as
--- controller-runtime's webhook server shuts down gracefully, then the
--- server closes (its take returns nil; a request not answered by then gets
--- no answer, and its failurePolicy decides).
+-- Stop serving: the requests being answered now finish (for at most
+-- `wait` seconds: the manager's grace left after its drain; none when nil),
+-- as controller-runtime's webhook server shuts down gracefully, then the
+-- server closes (its take returns nil; a request not answered by then, or
+-- come since, gets no answer, and its failurePolicy decides: a steady
+-- stream of new ones does not hold the shutdown).
 function M.stop(registry, wait)
   registry.stopped = true
   local deadline = core.task.now() + (wait or 0)
-  while (registry.in_flight or 0) > 0 and registry.idle do
-    local left = deadline - core.task.now()
-    if left <= 0 then break end
-    registry.idle:wait(left)
+  local running = {}
+  for token in pairs(registry.running or {}) do running[#running + 1] = token end
+  for _, token in ipairs(running) do
+    while registry.running[token] do
+      local left = deadline - core.task.now()
+      if left <= 0 then break end
+      registry.finished:wait(left)
+    end
   end
   if registry.server then registry.server:close() end
 end
