@@ -408,6 +408,7 @@ return {
       if mode == "shared" then obj.spec.big = shared(1000) end
       if mode == "nan" then obj.spec.n = 0 / 0 end
       if mode == "list" then return { obj } end
+      if mode == "kind" then obj.kind = "Other" end
       return obj
     end,
   },
@@ -446,6 +447,12 @@ return {
     local obj, err = env:convert(thing("list"), "v2")
     assert.is_nil(obj)
     assert.matches("convert returned a table", err, 1, true)
+  end)
+
+  it("refuses a conversion that changes the object's kind, as the API server would, with the script's names", function()
+    local obj, err = env:convert(thing("kind"), "v2")
+    assert.is_nil(obj)
+    assert.matches('convert changed the kind of Thing t to the string "Other"', err, 1, true)
   end)
 end)
 

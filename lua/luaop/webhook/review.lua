@@ -171,6 +171,10 @@ function M.convert(find, req)
       out.apiVersion = desired
       out.kind = out.kind or o.kind
       -- (the API server refuses a conversion that changed these)
+      if out.kind ~= o.kind then
+        error(("convert changed the kind of %s %s to %s: a conversion keeps an object's kind"):format(o.kind,
+          type(o.metadata) == "table" and tostring(o.metadata.name) or "?", shown(out.kind)), 0)
+      end
       local a = type(o.metadata) == "table" and o.metadata or {}
       local b = type(out.metadata) == "table" and out.metadata or {}
       for _, f in ipairs { "name", "namespace", "uid" } do
