@@ -29,6 +29,12 @@ deploy() {
   hack/image.sh luaop:latest >"$tmp/image.log" 2>&1 || { tail -n 20 "$tmp/image.log" >&2; exit 1; }
   hack/node.sh import luaop:latest
   kc apply -k spec/incluster/overlay >/dev/null
+  # /metrics is HTTPS for metrics-readers only (the manifests'
+  # --metrics-secure): a ServiceAccount of the bench's, bound to the role
+  kc -n default create serviceaccount luaop-bench-scraper >/dev/null 2>&1 || true
+  kc create clusterrolebinding luaop-bench-scraper --clusterrole luaop-metrics-reader \
+    --serviceaccount default:luaop-bench-scraper >/dev/null 2>&1 || true
+  printf 'Authorization: Bearer %s\n' "$(kc -n default create token luaop-bench-scraper --duration 2h)" >"$tmp/auth"
   WAIT_SECONDS=180 wait_until "two Ready luaop Pods" two_ready
 }
 two_ready() {
@@ -124,7 +130,7 @@ rounds() {
     "$(printf '%s\n' "${times[@]}" | sort -n | tail -n 1)" "$(($(lists) - lists0))"
 }
 reloads() {
-  curl -sS -m 5 "http://$1:8080/metrics" | awk '/^luaop_script_reloads_total\{.*at\.lua",result="success"\}/ { s += $2 } END { print s + 0 }'
+  curl -sS -m 5 -k -H @"$tmp/auth" "https://$1:8443/metrics" | awk '/^luaop_script_reloads_total\{.*at\.lua",result="success"\}/ { s += $2 } END { print s + 0 }'
 }
 reloaded() { [ "$(reloads "$1")" -gt "$2" ]; }
 # (the audit policy records only luaop's LISTs and watches): LISTs once

@@ -52,10 +52,18 @@ local function wait_ready(timeout)
   end)
 end
 
+-- Who scrapes: a ServiceAccount bound to the manifests' luaop-metrics-reader
+-- ClusterRole (the manifests serve /metrics over HTTPS to authorized
+-- callers only, as kubebuilder v4's); its token's file, and a header file
+-- for curl, made in the describe's setup.
+local scraper = { ns = "default", name = "luaop-e2e-metrics-scraper" }
+
 -- A Pod's /metrics, read from the machine (the Pods' range is routed to
--- the node), as text.
+-- the node) with the scraper's token, as text. (The certificate is the one
+-- luaop makes for itself, as controller-runtime does: not verified here,
+-- as kubebuilder's ServiceMonitor does not without cert-manager.)
 local function scrape(pod)
-  return must(("curl -sS --fail -m 5 http://%s:8080/metrics"):format(pod.status.podIP))
+  return must(("curl -sS --fail -m 5 -k -H @%s https://%s:8443/metrics"):format(q(scraper.header), pod.status.podIP))
 end
 
 local function metric(text, name, labels)
@@ -164,6 +172,13 @@ describe("luaop as a Pod on a real node", function()
     kube.must { "wait", "--for=condition=Established", "--timeout=60s", "-f", "manifests/crds/at.yaml",
       "-f", "manifests/crds/machine.yaml", "-f", "manifests/crds/switch.yaml" }
     kube.must { "apply", "-k", "spec/incluster/overlay" }
+    kube.kubectl { "create", "serviceaccount", scraper.name, "-n", scraper.ns }
+    kube.kubectl { "create", "clusterrolebinding", scraper.name, "--clusterrole", "luaop-metrics-reader",
+      "--serviceaccount", scraper.ns .. ":" .. scraper.name }
+    local token = kube.must { "create", "token", scraper.name, "-n", scraper.ns, "--duration", "2h" }:match("%S+")
+    scraper.dir = proc.tempdir()
+    scraper.token = proc.write(scraper.dir, "token", token)
+    scraper.header = proc.write(scraper.dir, "header", "Authorization: Bearer " .. token .. "\n")
   end)
 
   teardown(function()
@@ -172,6 +187,9 @@ describe("luaop as a Pod on a real node", function()
     kube.kubectl { "delete", "at", "--all", "-n", "default", "--timeout=60s" }
     kube.kubectl { "delete", "-k", "manifests/samples", "--ignore-not-found", "--timeout=60s" }
     kube.kubectl { "delete", "-k", "spec/incluster/overlay", "--wait=false", "--ignore-not-found" }
+    kube.kubectl { "delete", "clusterrolebinding", scraper.name, "--ignore-not-found" }
+    kube.kubectl { "delete", "serviceaccount", scraper.name, "-n", scraper.ns, "--ignore-not-found" }
+    if scraper.dir then os.execute("rm -rf " .. q(scraper.dir)) end
   end)
 
   it("runs on a Ready real node beside kwok's, with a containerd runtime, tainted, and left alone by kwok", function()
@@ -388,7 +406,7 @@ describe("luaop as a Pod on a real node", function()
     end
   end)
 
-  it("is scraped by a real Prometheus at the Pods' addresses", function()
+  it("is scraped by a real Prometheus at the Pods' addresses, over HTTPS with a metrics-reader's token", function()
     local ps = wait_ready(120)
     -- Debian's Prometheus has no Kubernetes service discovery built in: the
     -- targets are the Pods' addresses and container ports as the API server
@@ -401,7 +419,11 @@ describe("luaop as a Pod on a real node", function()
       end
       targets[#targets + 1] = ('{targets: ["%s:%d"], labels: {pod: %s}}'):format(p.status.podIP, port, p.metadata.name)
     end
-    local prom = prometheus.start(table.concat(targets, ", "))
+    -- over HTTPS with the scraper's token, as a ServiceMonitor of
+    -- kubebuilder's (insecureSkipVerify without cert-manager) scrapes
+    local prom = prometheus.start(table.concat(targets, ", "),
+      ("  scheme: https\n  tls_config: {insecure_skip_verify: true}\n  authorization: {credentials_file: %s}\n")
+        :format(scraper.token))
     finally(prom.stop)
     local base = prom.base .. "/api/v1/query?query="
     kube.wait_for("Prometheus to scrape both Pods", 60, function()
@@ -419,6 +441,9 @@ describe("luaop as a Pod on a real node", function()
     assert.is_true(ok, scraped)
     assert.is_nil(scraped:find('"health":"down"', 1, true), scraped)
     assert.is_nil(scraped:find('"lastError":"[^"]', 1), scraped)
+    -- and no one else: no token 401, as kubebuilder's
+    local _, code = sh(("curl -s -k -m 5 -o /dev/null -w '%%{http_code}' https://%s:8443/metrics"):format(ps[1].status.podIP))
+    assert.are.equal("401", code)
   end)
 
   it("refuses to start a node beside a kubelet of someone else's, naming it", function()
