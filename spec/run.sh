@@ -385,6 +385,11 @@ if [ "$mode" = e2e ] || [ "$mode" = all ] || [ "$mode" = image ] || [ "$mode" = 
   if [ ! -f "$out/e2e.tap" ]; then
     eval "$(hack/cluster.sh env)"
     export KUBECONFIG KUBECTL K8S_BIN KWOK_BIN
+    # kubectl's discovery cache of this run's own (by default it is the
+    # user's, kept for hours across control planes on the same port: a
+    # kind a spec's CRD served in an earlier run can still be named there)
+    export KUBECACHEDIR="$root/$out/kubectl-cache"
+    rm -rf "$KUBECACHEDIR"
     if [ "$mode" = e2e ] || [ "$mode" = all ]; then
       run_suite e2e
       LUAOP_BIN=build/asan/luaop run_suite e2e-asan "${asan_e2e[@]}"

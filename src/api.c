@@ -256,6 +256,38 @@ static int api_is_election(const api *a, const api_call *c)
            strncmp(c->path, a->lease_path, n) == 0;
 }
 
+/* Whether a request is a POST of a review: TokenReview, SubjectAccessReview
+ * and the rest of authentication.k8s.io's and authorization.k8s.io's
+ * create-only kinds, which the API server answers and keeps nothing of, so
+ * that no state changes (a standby answers its secure /metrics' callers
+ * with them: luaop.reviews). The path decides, its query aside; a
+ * namespace only for localsubjectaccessreviews. */
+static int api_is_review(const api_call *c)
+{
+    static const char *const reviews[] = {
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+    };
+    static const char ns_prefix[] = "/apis/authorization.k8s.io/v1/namespaces/";
+    static const char local[] = "/localsubjectaccessreviews";
+    size_t n = strcspn(c->path, "?"), i;
+    const char *name;
+
+    if (strcmp(c->method, "POST") != 0)
+        return 0;
+    for (i = 0; i < sizeof reviews / sizeof reviews[0]; i++)
+        if (n == strlen(reviews[i]) && strncmp(c->path, reviews[i], n) == 0)
+            return 1;
+    if (n <= sizeof ns_prefix - 1 + sizeof local - 1 || strncmp(c->path, ns_prefix, sizeof ns_prefix - 1) != 0)
+        return 0;
+    name = c->path + sizeof ns_prefix - 1; /* NS/localsubjectaccessreviews: one segment, then the kind */
+    return strncmp(c->path + n - (sizeof local - 1), local, sizeof local - 1) == 0 &&
+           memchr(name, '/', (size_t)(c->path + n - (sizeof local - 1) - name)) == NULL;
+}
+
 /* http's may_send: checked the moment before a request leaves. */
 static int api_may_send(void *ud)
 {
@@ -264,7 +296,7 @@ static int api_may_send(void *ud)
 
     if (!a->fenced || strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0)
         return 1;
-    if (api_is_election(a, c))
+    if (api_is_election(a, c) || api_is_review(c))
         return 1;
     return uv_hrtime() < a->write_until;
 }

@@ -57,7 +57,9 @@ unsigned api_exec_runs(const api *a);
  * the moment before it is sent (http_spec.may_send). The one exception is
  * by request, not by path: a request made with api_spec.lease set that is
  * a PUT of the lease at lease_path or a POST to its collection (the
- * election's create, renew and release). Any other write, to the Lease
+ * election's create, renew and release). Reviews leave too (a POST of a
+ * TokenReview, a SubjectAccessReview and the like: the API server keeps
+ * nothing of them). Any other write, to the Lease
  * too, waits for the lease like every write. A write held back fails
  * with a transport error saying so. 0, or -1 when out of memory. */
 int api_fence(api *a, const char *lease_path);

@@ -106,4 +106,51 @@ return luaop.controller {
     assert.matches('"scrapeUrl":"https://', targets)
     run.stop()
   end)
+
+  it("are served by a standby too: its reviews leave while the leader election's fence holds its writes back",
+    function()
+    -- a replica that does not lead (the Lease is another's for an hour)
+    -- answers its scrapes as the leader does: a TokenReview and a
+    -- SubjectAccessReview change nothing, so the fence lets them out
+    local ns = kube.new_namespace("e2e-msec-standby")
+    finally(function() kube.delete_namespace(ns) end)
+    local role = io.open("manifests/rbac/metrics_reader_role.yaml"):read("a")
+      :gsub("name: luaop%-metrics%-reader", "name: " .. ns .. "-metrics-reader")
+    kube.apply(role)
+    finally(function()
+      kube.kubectl { "delete", "clusterrole", ns .. "-metrics-reader", "--ignore-not-found" }
+      kube.kubectl { "delete", "clusterrolebinding", ns .. "-metrics-reader", "--ignore-not-found" }
+    end)
+    kube.must { "create", "serviceaccount", "reader", "-n", ns }
+    kube.must { "create", "clusterrolebinding", ns .. "-metrics-reader", "--clusterrole", ns .. "-metrics-reader",
+      "--serviceaccount", ns .. ":reader" }
+    local reader = kube.must { "create", "token", "reader", "-n", ns }:match("%S+")
+    kube.apply(([[{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+      "metadata": {"name": "standby", "namespace": "%s"},
+      "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 3600,
+        "acquireTime": "%s", "renewTime": "%s"}}]]):format(ns, os.date("!%Y-%m-%dT%H:%M:%S.000000Z"),
+      os.date("!%Y-%m-%dT%H:%M:%S.000000Z")))
+    local v = volume.new { ["idle.lua"] = ([[
+local luaop = require "luaop"
+return luaop.controller { name = "idle", resource = "v1/ConfigMap", namespace = %q, reconcile = function() end }
+]]):format(ns) }
+    finally(function() v:remove() end)
+    local run = luaop.start({ v.dir }, { flags = { "--metrics-bind-address", "127.0.0.1:0", "--metrics-secure",
+      "--leader-elect", "--leader-election-id", "standby", "--leader-election-namespace", ns } })
+    finally(run.cleanup)
+    local port = tonumber(kube.wait_for("the secure metrics port", 20, function()
+      return run.stderr():match('Serving metrics server\t{[^}]*"port": (%d+), "secure": true')
+    end))
+    kube.wait_for("the standby trying for the lease", 20, function()
+      return run.stderr():find("attempting to acquire leader lease", 1, true)
+    end)
+    local body = os.tmpname()
+    finally(function() os.remove(body) end)
+    local _, code = proc.sh(("curl -sS -k -H %s -o %s -w '%%{http_code}' https://127.0.0.1:%d/metrics"):format(
+      q("Authorization: Bearer " .. reader), q(body), port))
+    assert.are.equal("200", code, proc.read(body) .. "\n" .. run.stderr())
+    assert.matches('leader_election_master_status{name="standby"} 0', proc.read(body), 1, true)
+    assert.is_nil(run.stderr():find("successfully acquired lease", 1, true))
+    run.stop()
+  end)
 end)

@@ -17,6 +17,23 @@ local token = ("%d%04d"):format(os.time() % 100000000, math.random(0, 9999))
 local GROUP = "w" .. token .. ".e2e.luaop.dev"
 local MGROUP = "m" .. token .. ".e2e.luaop.dev"
 local LABEL = "luaop.dev/e2e-webhooks"
+-- (the copies' kinds are renamed too: kubectl resolves "at" and "machine"
+-- by kind in every group, and its discovery cache would keep naming these
+-- copies for later specs after they are gone)
+local AT, MACHINE = "HookAt", "HookMachine"
+
+-- The shipped scripts, moved to this run's groups and kinds.
+local function at_script(text)
+  return (text:gsub("cnat%.programming%-kubernetes%.info", GROUP):gsub('/At"', "/" .. AT .. '"'))
+end
+local function machine_script(text)
+  return (text:gsub("useless%.container%.training", MGROUP):gsub('/Machine"', "/" .. MACHINE .. '"'))
+end
+
+-- A CRD's names for kind
+local function names(kind)
+  return { kind = kind, listKind = kind .. "List", plural = kind:lower() .. "s", singular = kind:lower() }
+end
 
 local function read(path)
   local f = assert(io.open(path))
@@ -49,10 +66,8 @@ describe("webhooks on the API server", function()
 
   local function scripts(at_text)
     return {
-      ["at-webhooks.lua"] = at_text or read("operators/webhooks/at-webhooks.lua"):gsub("cnat%.programming%-kubernetes%.info",
-        GROUP),
-      ["machine-webhooks.lua"] = (read("operators/webhooks/machine-webhooks.lua"):gsub("useless%.container%.training",
-        MGROUP)),
+      ["at-webhooks.lua"] = at_text or at_script(read("operators/webhooks/at-webhooks.lua")),
+      ["machine-webhooks.lua"] = machine_script(read("operators/webhooks/machine-webhooks.lua")),
       ["faulty.lua"] = FAULTY,
     }
   end
@@ -62,8 +77,8 @@ describe("webhooks on the API server", function()
   -- the At CRD under GROUP, with v1alpha2 {runAt, command} beside the stored v1alpha1, converted by /convert
   local function at_crd()
     local crd = yaml("manifests/crds/at.yaml")
-    crd.metadata.name = "ats." .. GROUP
-    crd.spec.group = GROUP
+    crd.metadata.name = "hookats." .. GROUP
+    crd.spec.group, crd.spec.names = GROUP, names(AT)
     local v2 = json.decode(json.encode(crd.spec.versions[1]))
     v2.name, v2.storage = "v1alpha2", false
     local spec = v2.schema.openAPIV3Schema.properties.spec
@@ -80,8 +95,8 @@ describe("webhooks on the API server", function()
 
   local function machine_crd()
     local crd = yaml("manifests/crds/machine.yaml")
-    crd.metadata.name = "machines." .. MGROUP
-    crd.spec.group = MGROUP
+    crd.metadata.name = "hookmachines." .. MGROUP
+    crd.spec.group, crd.spec.names = MGROUP, names(MACHINE)
     return crd
   end
 
@@ -111,7 +126,7 @@ describe("webhooks on the API server", function()
     for _, c in ipairs(hooks.crds) do kube.apply(json.encode(c)) end
     hooks.validating = { apiVersion = "admissionregistration.k8s.io/v1", kind = "ValidatingWebhookConfiguration",
       metadata = { name = "e2e-validating-" .. token }, webhooks = {
-        hook("/validate-" .. GROUP:gsub("%.", "-") .. "-v1alpha1-at", GROUP, "ats", { "CREATE", "UPDATE" }),
+        hook("/validate-" .. GROUP:gsub("%.", "-") .. "-v1alpha1-hookat", GROUP, "hookats", { "CREATE", "UPDATE" }),
         hook("/validate--v1-configmap", "", "configmaps", { "CREATE" }, "Fail",
           { matchLabels = { policy = "fail" } }),
         hook("/validate--v1-configmap", "", "configmaps", { "CREATE" }, "Ignore",
@@ -120,12 +135,12 @@ describe("webhooks on the API server", function()
     hooks.validating.webhooks[3].name = "ignore-" .. hooks.validating.webhooks[3].name
     hooks.mutating = { apiVersion = "admissionregistration.k8s.io/v1", kind = "MutatingWebhookConfiguration",
       metadata = { name = "e2e-mutating-" .. token }, webhooks = {
-        hook("/mutate-" .. MGROUP:gsub("%.", "-") .. "-v1alpha1-machine", MGROUP, "machines", { "CREATE" }) } }
+        hook("/mutate-" .. MGROUP:gsub("%.", "-") .. "-v1alpha1-hookmachine", MGROUP, "hookmachines", { "CREATE" }) } }
     kube.apply(json.encode(hooks.validating))
     kube.apply(json.encode(hooks.mutating))
     -- the CRDs served (and their conversion reaching luaop) before any spec writes
     kube.wait_for("the At CRD served in both versions", 60, function()
-      return kube.kubectl { "get", "ats.v1alpha2." .. GROUP, "-n", ns }
+      return kube.kubectl { "get", "hookats.v1alpha2." .. GROUP, "-n", ns }
     end)
   end)
 
@@ -143,7 +158,7 @@ describe("webhooks on the API server", function()
   end)
 
   local function at(name, schedule, command, version)
-    return json.encode { apiVersion = GROUP .. "/" .. (version or "v1alpha1"), kind = "At",
+    return json.encode { apiVersion = GROUP .. "/" .. (version or "v1alpha1"), kind = AT,
       metadata = { name = name, namespace = ns, labels = { team = "e2e" }, annotations = { note = "kept" } },
       spec = version == "v1alpha2" and { runAt = schedule, command = command } or { schedule = schedule, command = command } }
   end
@@ -161,28 +176,28 @@ describe("webhooks on the API server", function()
   end)
 
   it("defaults a Machine's switches through the mutating webhook's JSON patch", function()
-    kube.must({ "create", "-f", "-" }, json.encode { apiVersion = MGROUP .. "/v1alpha1", kind = "Machine",
+    kube.must({ "create", "-f", "-" }, json.encode { apiVersion = MGROUP .. "/v1alpha1", kind = MACHINE,
       metadata = { name = "m", namespace = ns } })
-    assert.are.equal(1, kube.get("machines." .. MGROUP, "m", ns).spec.switches)
+    assert.are.equal(1, kube.get("hookmachines." .. MGROUP, "m", ns).spec.switches)
   end)
 
   it("serves both versions of At: stored in v1alpha1, read and written in v1alpha2, a round trip lossless", function()
     kube.must({ "create", "-f", "-" }, at("one", soon(2), "echo one"))
-    local v1 = kube.get("ats.v1alpha1." .. GROUP, "one", ns)
-    local v2 = kube.get("ats.v1alpha2." .. GROUP, "one", ns)
+    local v1 = kube.get("hookats.v1alpha1." .. GROUP, "one", ns)
+    local v2 = kube.get("hookats.v1alpha2." .. GROUP, "one", ns)
     assert.are.equal(GROUP .. "/v1alpha2", v2.apiVersion)
     assert.are.same({ runAt = v1.spec.schedule, command = "echo one" }, v2.spec)
     -- written in v1alpha2 (a change to the command), read back in v1alpha1
     v2.spec.command = "echo two"
     kube.must({ "replace", "-f", "-" }, json.encode(v2))
-    local back = kube.get("ats.v1alpha1." .. GROUP, "one", ns)
+    local back = kube.get("hookats.v1alpha1." .. GROUP, "one", ns)
     assert.are.same({ schedule = v1.spec.schedule, command = "echo two" }, back.spec)
     assert.are.same(v1.metadata.labels, back.metadata.labels)
     assert.are.same(v1.metadata.annotations, back.metadata.annotations)
     -- created in v1alpha2, read in v1alpha1
     local when = soon(3)
     kube.must({ "create", "-f", "-" }, at("two", when, "sleep 1", "v1alpha2"))
-    assert.are.same({ schedule = when, command = "sleep 1" }, kube.get("ats.v1alpha1." .. GROUP, "two", ns).spec)
+    assert.are.same({ schedule = when, command = "sleep 1" }, kube.get("hookats.v1alpha1." .. GROUP, "two", ns).spec)
   end)
 
   local function cm(name, policy, data)
@@ -258,8 +273,8 @@ describe("webhooks on the API server", function()
     assert.is_false(ok)
     assert.matches('"rm" is not an allowed command', out, 1, true)
     before = #run.stderr()
-    vol:update(scripts((read("operators/webhooks/at-webhooks.lua"):gsub("cnat%.programming%-kubernetes%.info", GROUP)
-      :gsub("date = true,", "date = true, rm = true,"))))
+    vol:update(scripts(at_script(read("operators/webhooks/at-webhooks.lua"))
+      :gsub("date = true,", "date = true, rm = true,")))
     kube.wait_for("the reload logged", 30, function()
       return run.stderr():sub(before):find("script reloaded", 1, true)
     end)
