@@ -64,9 +64,14 @@ describe("luaop's webhooks in a cluster", function()
   it("is called by the API server through its Service on the real node's Pods: an invalid At refused with the "
     .. "script's message, a Machine defaulted, At in both versions", function()
     kube.wait_for("two Ready luaop Pods serving webhooks", 180, function()
-      local eps = kube.get("endpoints", "luaop-webhook-service", ns)
       local n = 0
-      for _, s in ipairs(eps and eps.subsets or {}) do n = n + #(s.addresses or {}) end
+      for _, slice in ipairs(kube.list("endpointslices.discovery.k8s.io", ns, "-l",
+        "kubernetes.io/service-name=luaop-webhook-service")) do
+        -- (endpoints and conditions may be JSON nulls)
+        for _, e in ipairs(type(slice.endpoints) == "table" and slice.endpoints or {}) do
+          if type(e.conditions) == "table" and e.conditions.ready == true then n = n + 1 end
+        end
+      end
       return n == 2
     end)
     -- refused by at-webhooks.lua, in the Pod, with its message
