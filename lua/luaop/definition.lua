@@ -342,6 +342,27 @@ local function problem_lines(def, problems, level)
 end
 M.problem_lines = problem_lines -- (luaop.webhook.definition's too)
 
+-- Raise the first problem that is not an unknown field (at its line, with
+-- the unknown fields beside a missing one: a misspelt reconcile is the
+-- likely cause of a missing one), else log each unknown field, ignored, as
+-- `what` ("controller", "webhook") with fields beside. at: problem -> line.
+function M.report(def, problems, at, what, fields)
+  for _, p in ipairs(problems) do
+    if not p.unknown then
+      local text = { (at[p] and at[p] .. ": " or "") .. p.message }
+      for _, q in ipairs(type(def) == "table" and p.field and def[p.field] == nil and problems or {}) do
+        if q.unknown then text[#text + 1] = (at[q] and at[q] .. ": " or "") .. q.message end
+      end
+      error(table.concat(text, "; "), 0)
+    end
+  end
+  for _, p in ipairs(problems) do
+    local f = { problem = p.message, script = at[p] }
+    for k, v in pairs(fields or {}) do f[k] = v end
+    core.log.write("error", what, ("a %s definition has a field luaop does not know: ignored"):format(what), f)
+  end
+end
+
 -- When set (luaop --check), define hands every definition and its
 -- problems to M.collect(def, problems) and returns it marked, problems and
 -- all, so that the script's top level runs on and each of its definitions
@@ -359,21 +380,7 @@ function M.define(def)
   -- (a field of a newer luaop, a typo) keeps the new version serving
   -- (each at the line of its field, as luaop --check says it)
   local at = #problems > 0 and type(def) == "table" and problem_lines(def, problems, 2) or {}
-  for _, p in ipairs(problems) do
-    if not p.unknown then
-      -- a field missing, with the unknown fields beside it: a misspelt
-      -- reconcile is the likely cause of a missing one
-      local text = { (at[p] and at[p] .. ": " or "") .. p.message }
-      for _, q in ipairs(type(def) == "table" and p.field and def[p.field] == nil and problems or {}) do
-        if q.unknown then text[#text + 1] = (at[q] and at[q] .. ": " or "") .. q.message end
-      end
-      error(table.concat(text, "; "), 0)
-    end
-  end
-  for _, p in ipairs(problems) do
-    core.log.write("error", "controller", "a controller definition has a field luaop does not know: ignored", {
-      controller = def.name, problem = p.message, script = at[p] })
-  end
+  M.report(def, problems, at, "controller", type(def) == "table" and { controller = def.name } or nil)
   budgets[def] = {
     instructions = capped(def, "instructions", def.instructions or M.DEFAULT_INSTRUCTIONS, M.MAX_INSTRUCTIONS,
       "--max-instructions"),

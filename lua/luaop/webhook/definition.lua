@@ -150,19 +150,7 @@ function M.define(kind, def, level)
       at[p] = ("%s:%d"):format(source:sub(2), line)
     end
   end
-  for _, p in ipairs(problems) do
-    if not p.unknown then
-      local text = { (at[p] and at[p] .. ": " or "") .. p.message }
-      for _, q in ipairs(type(def) == "table" and p.field and def[p.field] == nil and problems or {}) do
-        if q.unknown then text[#text + 1] = (at[q] and at[q] .. ": " or "") .. q.message end
-      end
-      error(table.concat(text, "; "), 0)
-    end
-  end
-  for _, p in ipairs(problems) do
-    core.log.write("error", "webhook", "a webhook definition has a field luaop does not know: ignored", {
-      problem = p.message, script = at[p] })
-  end
+  definition.report(def, problems, at, "webhook")
   setmetatable(def, Webhook)
   served[def] = settle(kind, def)
   return def

@@ -28,27 +28,7 @@ local claim_spec, resource_list, template = podspec.claim_spec, podspec.resource
 local M = {}
 
 local obj_at, each, default = podspec.obj_at, podspec.each, podspec.default
-
--- ---- base64, for a Secret's stringData ------------------------------------------------------
-
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-local function base64(s)
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = s:byte(i, i + 2)
-    local n = (a << 16) | ((b or 0) << 8) | (c or 0)
-    local chunk = {}
-    for j = 1, 4 do
-      local x = (n >> (6 * (4 - j))) & 63
-      chunk[j] = B64:sub(x + 1, x + 1)
-    end
-    if not b then chunk[3] = "=" end
-    if not c then chunk[4] = "=" end
-    out[#out + 1] = table.concat(chunk)
-  end
-  return table.concat(out)
-end
+local base64 = require("luaop.base64").encode -- (a Secret's stringData)
 
 -- ---- the kinds ------------------------------------------------------------------------
 
