@@ -10,6 +10,7 @@
 #include "auth.h"
 #include "log.h"
 #include "metrics.h"
+#include "shard.h"
 #include "str.h"
 
 struct api {
@@ -22,6 +23,10 @@ struct api {
     int fenced;
     uint64_t write_until; /* uv_hrtime */
     char *lease_path;     /* /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME */
+    /* sharding (api_shard_fence): a write made for a key (api_spec.shard)
+     * leaves only while the key's hash is in held */
+    int sharded;
+    shard_set held;
     http_client *http;
     auth *auth;
     char *server; /* without a trailing slash */
@@ -41,6 +46,9 @@ struct api_call {
     size_t body_len;
     long timeout_ms;
     int lease; /* api_spec.lease: the election's own request */
+    int keyed; /* api_spec.keyed: made for a key whose hash is shard */
+    uint64_t shard;
+    const char *refusal; /* why api_may_send held it back */
     int refreshed;
     uint64_t started; /* uv_hrtime */
     http_done_cb done;
@@ -237,6 +245,14 @@ void api_fence_until(api *a, uint64_t until)
     a->write_until = until;
 }
 
+int api_shard_fence(api *a, const shard_range *r, size_t n)
+{
+    if (shard_set_assign(&a->held, r, n) != 0)
+        return -1;
+    a->sharded = 1;
+    return 0;
+}
+
 /* Whether call c is one of the election's own writes: made as one
  * (api_spec.lease, which only the holder of api.fence's key can set), and
  * a PUT of the lease (its query aside) or a POST to its collection. The
@@ -298,7 +314,18 @@ static int api_may_send(void *ud)
         return 1;
     if (api_is_election(a, c) || api_is_review(c))
         return 1;
-    return uv_hrtime() < a->write_until;
+    if (uv_hrtime() >= a->write_until) {
+        c->refusal = a->sharded ? "not sent: this replica's shard ring lease has lapsed (fenced), so no write leaves it"
+                                : "not sent: this process does not hold the leader election lease (fenced), so no "
+                                  "write leaves it";
+        return 0;
+    }
+    if (a->sharded && c->keyed && !shard_set_contains(&a->held, c->shard)) {
+        c->refusal = "not sent: this replica does not hold the shard of the reconcile's key (fenced), so no write "
+                     "for that key leaves it";
+        return 0;
+    }
+    return 1;
 }
 
 static void api_done(const http_response *r, void *ud)
@@ -310,8 +337,7 @@ static void api_done(const http_response *r, void *ud)
     if (r->refused) {
         fenced = *r;
         fenced.status = 0;
-        fenced.error = "not sent: this process does not hold the leader election lease (fenced), so no write "
-                       "leaves it";
+        fenced.error = c->refusal ? c->refusal : "not sent (fenced)";
         r = &fenced;
     }
     api_count(c->a, c->method, r->status);
@@ -447,6 +473,8 @@ api_call *api_request(api *a, const api_spec *s, http_done_cb done, void *ud)
     c->timeout_ms = s->timeout_ms;
     c->on_data = s->on_data;
     c->lease = s->lease != 0;
+    c->keyed = s->keyed != 0;
+    c->shard = s->shard;
     if (s->body) {
         c->body = str_ndup(s->body, s->body_len);
         c->body_len = s->body_len;
@@ -492,6 +520,7 @@ void api_free(api *a)
     auth_free(a->auth);
     free(a->server);
     free(a->lease_path);
+    shard_set_clear(&a->held);
     free(a->namespace);
     free(a->username);
     str_free_secret(&a->password);

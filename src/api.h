@@ -11,6 +11,7 @@
 #include "http.h"
 #include "kubeconfig.h"
 #include "log.h"
+#include "shard.h"
 
 typedef struct api api;
 typedef struct api_call api_call;
@@ -29,6 +30,12 @@ typedef struct api_spec {
      * release): set only by lbind_api.c for the holder of the key
      * api.fence handed out, never from a request's fields. */
     int lease;
+    /* Made for a key of a sharded controller (a reconcile's task, or a
+     * task it spawned), whose hash is shard: set only by lbind_api.c from
+     * the running task's mark (sched_mark), never from a request's
+     * fields. */
+    int keyed;
+    uint64_t shard;
 } api_spec;
 
 /* NULL and a message in err on failure. Its lines (and its credential
@@ -64,6 +71,15 @@ unsigned api_exec_runs(const api *a);
  * with a transport error saying so. 0, or -1 when out of memory. */
 int api_fence(api *a, const char *lease_path);
 void api_fence_until(api *a, uint64_t until);
+
+/* Sharding (docs/sharding.md), on top of api_fence (whose lease is then
+ * the replica's own Lease in the ring, and whose api_fence_until is its
+ * membership): a write made for a key (api_spec.keyed) leaves only while
+ * the key's hash is in one of the n ranges at r, the ranges this replica
+ * holds; other writes (not made for a key: Events, a script's own tasks)
+ * need only the membership. Replaces the ranges held before. 0, or -1
+ * when out of memory or too many ranges (the old ones kept). */
+int api_shard_fence(api *a, const shard_range *r, size_t n);
 
 /* Count every response in m's rest_client_requests_total (m outlives a). */
 struct metrics;

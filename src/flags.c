@@ -99,6 +99,13 @@ static const char *flags_usage =
     "      --leader-elect-lease-duration DURATION   (default 15s)\n"
     "      --leader-elect-renew-deadline DURATION   (default 10s)\n"
     "      --leader-elect-retry-period DURATION     (default 2s)\n"
+    "      --shard-ring NAME    share the work with the other replicas of ring\n"
+    "                           NAME, each reconciling the keys of its part of\n"
+    "                           the hash space (a Lease each; the durations\n"
+    "                           above; not with --leader-elect)\n"
+    "      --shard-namespace NAME\n"
+    "                           the ring's Leases' namespace (default: as\n"
+    "                           --leader-election-namespace's)\n"
     "      --log-format FORMAT  text or json (default text)\n"
     "      --log-level LEVEL    error, info, debug, trace, or a number (default info)\n"
     "  -v, --v N                verbosity, as --log-level N\n"
@@ -165,6 +172,41 @@ static int flags_check_leader(const flags *o)
     return 0;
 }
 
+/* The sharding flags: a ring name that can begin a Lease's name, the
+ * durations as leader election's, and not with --leader-elect (one
+ * active replica or many). 0, or -1 said. */
+static int flags_check_shard(const flags *o)
+{
+    size_t n = strlen(o->shard_ring), i;
+
+    if (n == 0 || n > 63 || !isalnum((unsigned char)o->shard_ring[0]) ||
+        !isalnum((unsigned char)o->shard_ring[n - 1])) {
+        fprintf(stderr, "luaop: --shard-ring must be a name of 1 to 63 lower-case letters, digits and '-', "
+                        "starting and ending with a letter or digit (a label value), not '%s'\n", o->shard_ring);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)o->shard_ring[i];
+        if (!(islower(c) || isdigit(c) || c == '-')) {
+            fprintf(stderr, "luaop: --shard-ring must be a name of lower-case letters, digits and '-', not '%s'\n",
+                    o->shard_ring);
+            return -1;
+        }
+    }
+    if (o->leader_elect) {
+        fprintf(stderr, "luaop: --shard-ring and --leader-elect: one or the other (a sharded replica reconciles "
+                        "its ranges; an elected one everything)\n");
+        return -1;
+    }
+    if (o->le_lease <= o->le_renew || o->le_renew <= o->le_retry * 1.2) {
+        fprintf(stderr, "luaop: the shard ring's leases take --leader-elect-lease-duration (%gs) > "
+                        "--leader-elect-renew-deadline (%gs) > 1.2 times --leader-elect-retry-period (%gs)\n",
+                o->le_lease, o->le_renew, o->le_retry);
+        return -1;
+    }
+    return 0;
+}
+
 /* 0 to run, or an exit status (+1) to return now. */
 int flags_parse(int argc, char **argv, flags *o)
 {
@@ -174,7 +216,7 @@ int flags_parse(int argc, char **argv, flags *o)
            OPT_LE_RENEW, OPT_LE_RETRY, OPT_CHECK, OPT_TEST, OPT_CRDS,
            OPT_TEST_TIMEOUT, OPT_WEBHOOK_ADDR, OPT_WEBHOOK_CERT_PATH, OPT_WEBHOOK_CERT_NAME,
            OPT_WEBHOOK_CERT_KEY, OPT_HTTP2, OPT_METRICS_SECURE, OPT_METRICS_CERT_PATH, OPT_METRICS_CERT_NAME,
-           OPT_METRICS_CERT_KEY };
+           OPT_METRICS_CERT_KEY, OPT_SHARD_RING, OPT_SHARD_NS };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -210,6 +252,8 @@ int flags_parse(int argc, char **argv, flags *o)
         {"leader-elect-resource-name", required_argument, NULL, OPT_LE_ID},
         {"leader-election-namespace", required_argument, NULL, OPT_LE_NS},
         {"leader-elect-resource-namespace", required_argument, NULL, OPT_LE_NS},
+        {"shard-ring", required_argument, NULL, OPT_SHARD_RING},
+        {"shard-namespace", required_argument, NULL, OPT_SHARD_NS},
         {"leader-elect-lease-duration", required_argument, NULL, OPT_LE_LEASE},
         {"leader-elect-renew-deadline", required_argument, NULL, OPT_LE_RENEW},
         {"leader-elect-retry-period", required_argument, NULL, OPT_LE_RETRY},
@@ -404,6 +448,12 @@ int flags_parse(int argc, char **argv, flags *o)
         case OPT_LE_ID:
             o->le_id = optarg;
             break;
+        case OPT_SHARD_RING:
+            o->shard_ring = optarg;
+            break;
+        case OPT_SHARD_NS:
+            o->shard_namespace = optarg;
+            break;
         case OPT_LE_NS:
             o->le_namespace = optarg;
             break;
@@ -447,6 +497,8 @@ int flags_parse(int argc, char **argv, flags *o)
     o->script_argc = argc - optind;
     o->script_argv = argv + optind;
     if (o->leader_elect && flags_check_leader(o) != 0)
+        return 3;
+    if (o->shard_ring && flags_check_shard(o) != 0)
         return 3;
     if (o->program && o->nscripts > 0) {
         fprintf(stderr, "luaop: --program runs one trusted file: not with --script\n");

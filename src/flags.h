@@ -34,6 +34,8 @@ typedef struct flags {
     const char *metrics_cert_path, *metrics_cert_name, *metrics_cert_key;
     int leader_elect;
     const char *le_id, *le_namespace;
+    /* --shard-ring, --shard-namespace: sharding (docs/sharding.md) */
+    const char *shard_ring, *shard_namespace;
     double le_lease, le_renew, le_retry;
     log_format log_format;
     int log_level;

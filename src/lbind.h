@@ -30,6 +30,7 @@ int lbind_check_open(lua_State *L);
 int lbind_kit_open(lua_State *L);
 int lbind_yaml_open(lua_State *L);
 int lbind_webhook_open(lua_State *L);
+int lbind_shard_open(lua_State *L);
 
 /* Every module finds its runtime (loop, API server) with runtime_of(L). */
 struct runtime;

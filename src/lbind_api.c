@@ -219,6 +219,7 @@ static void lbind_api_spec(lua_State *L, api_spec *s, const char *what)
     if (s->path == NULL || s->path[0] != '/')
         luaL_error(L, "%s needs a path that starts with /", what);
     s->lease = lbind_api_lease(L);
+    s->keyed = sched_mark(L, &s->shard); /* the running task's, never the table's */
     if (lbind_rawfield(L, 1, "timeout") != LUA_TNIL)
         s->timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);

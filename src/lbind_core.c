@@ -33,6 +33,7 @@ static const struct {
     {"kit", lbind_kit_open, 1},
     {"yaml", lbind_yaml_open, 0},
     {"webhook", lbind_webhook_open, 0},
+    {"shard", lbind_shard_open, 0},
 };
 
 /* core.traceback(msg [, level]): msg and the stack below level, as

@@ -546,7 +546,9 @@ static int lbind_task_refused(lua_State *L)
 
 /* spawn with a budget: task.spawn_limited(instructions, fn, ...) or
  * task.spawn_limited({instructions = N, memory = bytes, name = s,
- * owner = task.owner(...)}, fn, ...) */
+ * owner = task.owner(...), shard = hash}, fn, ...); shard marks the task
+ * and those it spawns as made for a key of that hash (sched_mark, the
+ * fence by range: lbind_shard.c) */
 static int lbind_task_spawn_limited(lua_State *L)
 {
     sched_budget b = {0};
@@ -565,6 +567,15 @@ static int lbind_task_spawn_limited(lua_State *L)
             if (h == NULL)
                 return luaL_error(L, "bad budget: owner must be a task.owner()");
             b.owner = h->o; /* the budget table anchors it meanwhile */
+        }
+        lua_pop(L, 1);
+        if (lbind_rawfield(L, 1, "shard") != LUA_TNIL) {
+            int isint;
+            lua_Integer h = lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                return luaL_error(L, "bad budget: shard must be an integer (a key's hash)");
+            b.marked = 1;
+            b.mark = (uint64_t)h;
         }
         lua_pop(L, 1);
     } else {

@@ -186,6 +186,24 @@ static int main_identity(lua_State *L, const flags *o)
         snprintf(id + n, sizeof id - n, "%02x", rnd[i]);
     lua_pushstring(L, id);
     lua_setfield(L, -2, "identity");
+    if (o->shard_ring) {
+        lua_createtable(L, 0, 6);
+        lua_pushstring(L, o->shard_ring);
+        lua_setfield(L, -2, "ring");
+        lua_pushstring(L, o->shard_namespace ? o->shard_namespace
+                          : o->le_namespace  ? o->le_namespace
+                                             : api_namespace(runtime_of(L)->api));
+        lua_setfield(L, -2, "namespace");
+        lua_pushstring(L, id);
+        lua_setfield(L, -2, "identity");
+        lua_pushnumber(L, o->le_lease);
+        lua_setfield(L, -2, "lease_duration");
+        lua_pushnumber(L, o->le_renew);
+        lua_setfield(L, -2, "renew_deadline");
+        lua_pushnumber(L, o->le_retry);
+        lua_setfield(L, -2, "retry_period");
+        lua_setfield(L, -2, "shard");
+    }
     if (!o->leader_elect)
         return 0;
     lua_createtable(L, 0, 6);

@@ -108,6 +108,22 @@ static const metrics_family metrics_families[] = {
      "Updates of a script's own metrics (luaop.metrics) dropped because they would make a series past the script's "
      "cap, per script",
      METRICS_COUNTER, {"script"}, NULL, 0, 0},
+    /* sharding (docs/sharding.md) */
+    {"luaop_shard_members", "Members of the shard ring this replica counts as live, per ring", METRICS_GAUGE,
+     {"ring"}, NULL, 0, 0},
+    {"luaop_shard_share", "Fraction of the hash space this replica holds (0 to 1), per ring", METRICS_GAUGE,
+     {"ring"}, NULL, 0, 0},
+    {"luaop_shard_ranges", "Ranges of the hash space this replica holds, per ring", METRICS_GAUGE, {"ring"}, NULL, 0,
+     0},
+    {"luaop_shard_handovers_total",
+     "Ranges this replica took over (acquired) or gave up (released), and claims it withdrew (conflict), per ring",
+     METRICS_COUNTER, {"ring", "event"}, NULL, 0, 0},
+    {"luaop_shard_keys_dropped_total", "Keys a worker took and dropped because this replica does not hold their "
+     "shard, per controller", METRICS_COUNTER, {"controller"}, NULL, 0, 0},
+    {"luaop_shard_informer_mode",
+     "1 for the way each sharded informer filters (server: the API server applies the shardSelector; client: "
+     "luaop filters), per resource and namespace",
+     METRICS_GAUGE, {"resource", "namespace", "mode"}, NULL, 0, 0},
 };
 _Static_assert(METRICS_N(metrics_families) == METRICS_NFAMILIES, "METRICS_NFAMILIES (metrics_private.h) counts the families");
 

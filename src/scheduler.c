@@ -382,6 +382,13 @@ sched_task *sched_spawn_budgeted(lua_State *L, int nargs, const sched_budget *b,
     lua_pop(L, 1);
     if (sched_index_take(s, t) != 0)
         goto fail;
+    if (b && b->marked) {
+        t->marked = 1;
+        t->mark = b->mark;
+    } else if (s->running && s->running->marked) {
+        t->marked = 1;
+        t->mark = s->running->mark;
+    }
     t->owner = sched_owner_for(s, b);
     if (t->owner) {
         t->owner->refs++;
@@ -416,6 +423,16 @@ fail:
 }
 
 /* ---- waits ------------------------------------------------------------- */
+
+int sched_mark(lua_State *L, uint64_t *mark)
+{
+    sched *s = sched_of(L);
+
+    if (s == NULL || s->running == NULL || !s->running->marked)
+        return 0;
+    *mark = s->running->mark;
+    return 1;
+}
 
 sched_wait sched_wait_begin(lua_State *L)
 {

@@ -62,6 +62,10 @@ typedef struct sched_budget {
     size_t memory;
     const char *name; /* what the task does, for the watchdog's log (copied) */
     sched_owner *owner; /* the script it counts against; NULL: the spawning task's */
+    /* A mark the task carries (sharding: the hash of the key a reconcile
+     * is for; sched_mark); unmarked, a task takes the spawning task's. */
+    int marked;
+    uint64_t mark;
 } sched_budget;
 /* A script, as its tasks count against it: at most max_tasks of them live
  * at once (0: no cap), and all of them ended together when it is removed
@@ -101,6 +105,10 @@ int sched_pcall_limited(lua_State *co, int nargs, int nres, unsigned long instru
 /* The task running on thread `co`, or NULL when co is no task's coroutine
  * (the main thread, or a coroutine a script made itself). */
 sched_task *sched_current(lua_State *co);
+
+/* The mark of the task running now (the one inside lua_resume, whatever
+ * coroutine of its runs): 1 and *mark, or 0 when none runs or it has none. */
+int sched_mark(lua_State *L, uint64_t *mark);
 
 #define SCHED_BUDGET_STEP 10000
 

@@ -74,6 +74,8 @@ struct sched_task {
     lua_KFunction k; /* the waiting C function's continuation, and its context */
     lua_KContext kctx;
     uint64_t run;   /* the generation of its resume running now (the watchdog's) */
+    int marked;     /* sched_budget.mark, or the spawning task's */
+    uint64_t mark;
 };
 
 /* One Lua state's tasks. */

@@ -83,7 +83,7 @@ end
 -- The fields a definition may have, and each watch.
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
   "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter",
-  "finalizer", "finalize" }
+  "finalizer", "finalize", "shard_by" }
 M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter" }
 M.OWNS_FIELDS = { "filter" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
 
@@ -218,6 +218,10 @@ function M.problems(def)
   end
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
     fail("resync", "controller %s: resync must be a number of seconds > 0", name)
+  end
+  if def.shard_by ~= nil and def.shard_by ~= "namespace" and def.shard_by ~= "uid" then
+    fail("shard_by", "controller %s: shard_by must be \"namespace\" or \"uid\" (the field whose hash places a key "
+      .. "in a shard ring)", name)
   end
   for _, p in ipairs(retry.problems(def, name, M.nearest)) do out[#out + 1] = p end -- (luaop.retry)
   require("luaop.finalizer").problems(def, fail, name)

@@ -42,6 +42,7 @@ end
 -- options: scripts (the --script paths) or program,
 -- graceful_shutdown_timeout (seconds), leader (leader election:
 -- namespace, name, identity, lease_duration, renew_deadline, retry_period),
+-- shard (sharding: ring, namespace, identity and the same durations),
 -- webhook (luaop.webhook.server's) and metrics_secure ({address, cert,
 -- key}: luaop.metrics_secure), as src/main.c makes them from the flags.
 return function(options, ...)
@@ -54,6 +55,7 @@ return function(options, ...)
   local manager = manager_mod.new()
   manager.webhook_start = require("luaop.webhook.server").starter(options) -- (the first webhook starts it)
   if options.leader then manager.elector = require("luaop.leader").new(options.leader) end
+  if options.shard then manager.shard = require("luaop.shard").new(manager, options.shard) end
   -- --metrics-secure: /metrics over HTTPS, stopped after the drain (controller-runtime stops
   -- its metrics server last)
   local metrics_server = options.metrics_secure

@@ -107,6 +107,14 @@ end
 -- enqueueing into controller c.
 function M.plan(self, c, def)
   local function enqueue(key) c.enqueue(key) end
+  -- sharded by uid: the uid a key's object had, for keys whose object is
+  -- not cached (deleted; an owner another replica holds): luaop.shard
+  local function note_uid(key, uid)
+    if self.shard and def.shard_by == "uid" and type(uid) == "string" then
+      c.shard_uids = c.shard_uids or {}
+      c.shard_uids[key] = uid
+    end
+  end
   local subs = {}
   -- (an event its filter drops goes no further: luaop.filter)
   local function sub(e, on, f, what)
@@ -120,15 +128,24 @@ function M.plan(self, c, def)
     end
     subs[#subs + 1] = on
   end
+  -- sharded by namespace, the resource's informer keeps only the
+  -- namespaces of this replica's ranges, and so do the owned kinds' when
+  -- the resource is namespaced (an owner's children share its namespace)
+  local by_ns = self.shard and def.reconcile and (def.shard_by or "namespace") == "namespace"
   local primary = self:entry(def.resource, {
     namespace = def.namespace, label_selector = def.label_selector, field_selector = def.field_selector,
+    sharded = by_ns,
   })
   if def.reconcile then
     sub(primary, {
       primary = true,
       add = function(o) enqueue(informer.key(o)) end,
       update = function(_, o) enqueue(informer.key(o)) end,
-      delete = function(o) enqueue(informer.key(o)) end,
+      delete = function(o)
+        local key = informer.key(o)
+        note_uid(key, o.metadata.uid)
+        enqueue(key)
+      end,
     }, def.filter, "resource " .. def.resource)
   else
     -- handlers: told of each event once the controller runs (M.deliver,
@@ -161,13 +178,16 @@ function M.plan(self, c, def)
     for _, ref in ipairs(refs) do
       if type(ref) == "table" and ref.controller and ref.kind == owner_kind and type(ref.name) == "string"
         and type(ref.apiVersion) == "string" and (ref.apiVersion:match("^(.*)/[^/]*$") or "") == group then
-        enqueue(req_key(r.namespaced and o.metadata.namespace or nil, ref.name))
+        local key = req_key(r.namespaced and o.metadata.namespace or nil, ref.name)
+        note_uid(key, ref.uid)
+        enqueue(key)
       end
     end
   end
+  local seen = by_ns and self.client:resolve_seen(def.resource)
   for _, e in ipairs(def.owns or {}) do
     local kind, f = filter.owned(e)
-    sub(self:entry(kind, { namespace = def.namespace }),
+    sub(self:entry(kind, { namespace = def.namespace, sharded = seen and seen.namespaced }),
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner }, f, "owns " .. kind)
   end
   -- watched kinds: the map function names the requests

@@ -97,7 +97,9 @@ local function located(c, f, text)
   return ("%s:%d: (controller %s's reconcile) %s"):format(file, line, c.name, inner or text)
 end
 
-local function reconcile_one(self, c, key)
+-- (h: the key's hash when sharded, which marks the reconcile's task for
+-- the fence by range: luaop.shard)
+local function reconcile_one(self, c, key, h)
   local def = c.def -- this reconcile runs the code it started with
   if M.on_reconcile then M.on_reconcile(c.name, key) end
   local ns, name = split_key(key)
@@ -117,13 +119,19 @@ local function reconcile_one(self, c, key)
   -- counted against the tasks of its script's version (that version's
   -- tasks are not stopped while it runs: Manager:retire_owner)
   local owner = self.owners[c.script]
+  local mark = {}
+  if h then
+    c.shard_active = c.shard_active or {}
+    c.shard_active[mark] = h -- (a release of its range waits for it)
+  end
   local task = core.task.spawn_limited({ instructions = b.instructions, memory = b.memory,
-    name = ("reconcile %s %s"):format(def.name, key), owner = owner }, finalizer.run, M.reconcile, def, ctx, req,
-    self.client)
+    name = ("reconcile %s %s"):format(def.name, key), owner = owner, shard = h }, finalizer.run, M.reconcile, def,
+    ctx, req, self.client)
   -- (counted once spawned: a spawn that raised counts nothing; nothing
   -- else runs between the spawn and this line but the task itself)
   self:owner_started(owner)
   local ok, res, why = task:wait()
+  if h then c.shard_active[mark] = nil end
   self:owner_ended(owner)
   m.time:observe(core.task.now() - t0)
   c.active = c.active - 1
@@ -171,6 +179,7 @@ local function reconcile_one(self, c, key)
     c.queue:add_rate_limited(key)
   else
     c.queue:forget(key)
+    if c.shard_uids then c.shard_uids[key] = nil end
   end
   m.result[result]:add()
   c.queue:done(key)
@@ -181,7 +190,19 @@ end
 local function worker(self, c)
   while not self.stopping and not c.stopped and c.def.reconcile and c.workers <= (c.def.concurrency or 1) do
     local key = c.queue:take() -- nil: woken to look again
-    if key then reconcile_one(self, c, key) end
+    if key and self.shard then
+      -- sharded: only the keys this replica holds (luaop.shard)
+      local ours, h = self.shard:ours(c, key)
+      if ours then
+        reconcile_one(self, c, key, h)
+      else
+        c.queue:forget(key)
+        c.queue:done(key)
+        if c.shard_uids then c.shard_uids[key] = nil end
+      end
+    elseif key then
+      reconcile_one(self, c, key)
+    end
   end
   c.workers = c.workers - 1
   c.queue:wake() -- the others look again

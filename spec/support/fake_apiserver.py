@@ -76,7 +76,8 @@ deleted; /control/hold-lease/NAME makes the Lease NAME held by "another"
 leaseDurationSeconds D (default 60) and answers each GET of it S seconds
 late (&renew=T: its renewTime, T as given); /control/delay-lease/NAME?delay=S only delays them (its holder
 kept). /control/writes answers [[METHOD, PATH, T], ...]: every write
-request as it arrived. /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
+request as it arrived. /control/leases answers every Lease (a list); a LIST of the Leases takes
+labelSelector=K=V (a shard ring's). /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
 Lease answered ("GET", the holder it showed) and each write taken ("PUT"
 or "POST", the holder written), T the server's time.time() when answered.
 Any other path is a 404 Status. Requests without "Authorization: Bearer
@@ -87,6 +88,7 @@ import base64
 import email.utils
 import gzip
 import json
+import urllib.parse
 import socket
 import ssl
 import sys
@@ -325,6 +327,9 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 lease_delay[path.rsplit("/", 1)[1]] = float(opts.get("delay", "0"))
             return self.reply(200, {})
+        if path == "/control/leases":
+            with lock:
+                return self.reply(200, list(leases.values()))
         if path == "/control/lease-log":
             with lock:
                 return self.reply(200, lease_log)
@@ -345,6 +350,16 @@ class Handler(BaseHTTPRequestHandler):
                                              "leaseDurationSeconds": int(opts.get("duration", "60")),
                                              "renewTime": opts.get("renew", "%.6f" % time.time())}}
             return self.reply(200, {})
+        if path.split("?", 1)[0] == LEASES:  # a LIST, by labelSelector k=v (a shard ring's)
+            query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&")) if "?" in path else {}
+            sel = urllib.parse.unquote(query.get("labelSelector", ""))
+            k, _, v = sel.partition("=")
+            with lock:
+                items = [l for l in leases.values()
+                         if not sel or ((l.get("metadata") or {}).get("labels") or {}).get(k) == v]
+                rv = str(lease_rv[0])
+            return self.reply(200, {"kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+                                    "metadata": {"resourceVersion": rv}, "items": items})
         if path.startswith(LEASES + "/"):
             name = path[len(LEASES) + 1:]
             time.sleep(lease_delay.get(name, 0))

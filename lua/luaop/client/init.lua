@@ -257,7 +257,8 @@ function client:get(kind, name_or_req, ns)
 end
 
 -- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
--- opts.label_selector, opts.field_selector, opts.limit (page size, default 500),
+-- opts.label_selector, opts.field_selector, opts.shard_selector (KEP-5866's
+-- shardSelector: luaop.shard.ranges), opts.limit (page size, default 500),
 -- opts.timeout (seconds for each page, retries included; default none).
 -- Pages through continue tokens; returns the list with every item. With
 -- opts.each_page(items), hands over each page's items instead of keeping them.
@@ -273,7 +274,7 @@ function client:list(kind, opts)
   local function start(continue)
     return api.start { method = "GET", timeout = opts.timeout, path = path .. query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
-      limit = opts.limit or 500, continue = continue,
+      shardSelector = opts.shard_selector, limit = opts.limit or 500, continue = continue,
     } }
   end
   local items, pending = json.array(), start(nil)
@@ -415,10 +416,24 @@ function client:delete(kind, name_or_req, opts)
   return call("DELETE", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name), body)
 end
 
+-- The first page of a list (opts as list's, limit default 1), decoded,
+-- continue token and all: a probe of what the server makes of a query
+-- (luaop.informer.shard: whether it echoes a shardSelector).
+function client:first_page(kind, opts)
+  opts = opts or {}
+  local r, err = self:resolve(kind)
+  if not r then return nil, err end
+  local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
+  return call("GET", collection(r, ns) .. query { labelSelector = opts.label_selector,
+    fieldSelector = opts.field_selector, shardSelector = opts.shard_selector, limit = opts.limit or 1 }, nil, nil,
+    opts.timeout)
+end
+
 -- ---- watch (luaop.client.watch) ----------------------------------------------------
 
 -- watch(kind [, opts]): a low-level watch. opts: namespace, all_namespaces,
--- label_selector, field_selector, resource_version, resource_version_match,
+-- label_selector, field_selector, shard_selector, resource_version,
+-- resource_version_match,
 -- send_initial_events (the streaming list: the state as ADDED events, then
 -- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
 -- of the server), bookmarks (default true). Returns a watch whose :next()
@@ -431,7 +446,8 @@ function client:watch(kind, opts)
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns) .. query {
     watch = true, labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
-    resourceVersion = opts.resource_version, resourceVersionMatch = opts.resource_version_match,
+    shardSelector = opts.shard_selector, resourceVersion = opts.resource_version,
+    resourceVersionMatch = opts.resource_version_match,
     sendInitialEvents = opts.send_initial_events, timeoutSeconds = opts.timeout,
     allowWatchBookmarks = opts.bookmarks ~= false,
   }

@@ -132,6 +132,11 @@ function Informer:upsert(obj, defer)
   strip(obj)
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep
+  if self.keep and not self.keep(obj) then -- sharded: not in its ranges (luaop.informer.shard)
+    local old = self.store[k]
+    if old then self:remove(old, defer) end
+    return
+  end
   local uid = obj.metadata.uid
   if uid ~= nil and self.tombstones[uid] then return end -- an event from before this process deleted it
   local old = self.store[k]

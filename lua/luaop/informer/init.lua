@@ -33,6 +33,7 @@ local cache = require "luaop.informer.cache"
 local error_text, api_error = client.error_text, client.error
 local supervisor = require "luaop.supervisor"
 local backoffs = require "luaop.backoff"
+local shard = require "luaop.informer.shard"
 
 local M = {}
 local Informer = {}
@@ -174,7 +175,7 @@ function Informer:relist()
   -- objects is garbage at a time
   local ok, list, err = pcall(self.client.list, self.client, self.kind, {
     namespace = o.namespace, all_namespaces = o.namespace == nil, timeout = M.LIST_TIMEOUT,
-    label_selector = o.label_selector, field_selector = o.field_selector,
+    label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
     each_page = function(items)
       if self.stopped then error("informer stopped", 0) end
       for _, obj in ipairs(items) do
@@ -219,7 +220,7 @@ function Informer:open_watch(extra)
   local o = self.opts
   local q = {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
-    label_selector = o.label_selector, field_selector = o.field_selector,
+    label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
     timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true,
   }
   for k, v in pairs(extra) do q[k] = v end
@@ -374,6 +375,9 @@ function Informer:run()
     local err
     self.watch_started = false
     local began = time.monotonic()
+    if self.relist_wanted then need_list, self.relist_wanted = true, false end -- (its ranges grew)
+    self.shard_moved = false -- (its ranges changed: the watch ended on purpose, no pause)
+    if need_list and self.shard then shard.before_sync(self) end
     if need_list and self.relists > 0 then self:relisted() end
     if need_list and self.stream and not list_now then
       local synced
@@ -417,8 +421,8 @@ function Informer:run()
           { error = tostring(err), reason = reason, retryIn = wait })
       end
       self:pause(wait)
-    elseif not err and self.watch_started and not need_list and not self.stopped
-      and time.monotonic() - began < SHORT_WATCH then
+    elseif not err and self.watch_started and not need_list and not self.stopped and not self.relist_wanted
+      and time.monotonic() - began < SHORT_WATCH and not self.shard_moved then
       -- a watch the server ended at once, cleanly (a proxy's short
       -- timeout, a broken server): the next one not at once either, or
       -- this would be a loop of requests as fast as the server answers

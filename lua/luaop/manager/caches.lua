@@ -9,25 +9,28 @@ local kind_name = require("luaop.definition").kind_name
 local M = {}
 local Manager = {} -- methods of a manager
 
-local function informer_id(kind, namespace, selector, fields)
-  return table.concat({ kind, namespace or "", selector or "", fields or "" }, "|")
+local function informer_id(kind, namespace, selector, fields, sharded)
+  return table.concat({ kind, namespace or "", selector or "", fields or "", sharded and "sharded" or "" }, "|")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
 -- when there is none. One informer feeds every controller subscribed to it.
 function Manager:entry(kind, opts)
   opts = opts or {}
-  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector)
+  local sharded = opts.sharded and self.shard ~= nil
+  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector, sharded)
   local e = self.informers[id]
   if not e then
     e = {
       id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
-      field_selector = opts.field_selector, subs = {},
+      field_selector = opts.field_selector, subs = {}, sharded = sharded,
     }
     e.inf = informer.new(kind, {
       namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
       client = self.client,
     })
+    -- sharded (luaop.shard): only the namespaces of the ranges it holds
+    if sharded then self.shard:attach(e.inf) end
     local function dispatch(event)
       return function(a, b)
         for _, sub in ipairs(e.subs) do
@@ -64,7 +67,9 @@ function Manager:cache_for(kind, q, c)
   for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
     if (e.kind == kind or not kind:find("/", 1, true))
       and (e.namespace == nil or e.namespace == q.namespace)
-      and e.label_selector == q.label_selector and e.field_selector == q.field_selector then
+      and e.label_selector == q.label_selector and e.field_selector == q.field_selector
+      -- (a sharded cache holds a namespace only when in its ranges)
+      and (not e.sharded or (q.namespace and e.inf.keep { metadata = { namespace = q.namespace } })) then
       if c == nil then return e.inf end
       for _, sub in ipairs(c.subs or {}) do
         if sub.entry == e then return e.inf end

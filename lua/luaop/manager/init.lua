@@ -405,6 +405,13 @@ function Manager:run_until_shutdown(grace)
   grace = grace or 30
   local shutdown = core.task.shutdown()
   local e = self.elector
+  if self.shard then
+    -- sharding: the ring's membership, as the election's (lost: exit 1)
+    local ended = core.task.cond()
+    core.task.spawn(function() shutdown:wait() ended:signal() end)
+    self.shard:start(function() ended:signal() end)
+    shutdown = ended
+  end
   if e then
     -- SIGTERM, or the lease lost: whichever comes first ends the wait
     local ended = core.task.cond()
@@ -420,6 +427,11 @@ function Manager:run_until_shutdown(grace)
   end
   if not self.started then self:start() end
   shutdown:wait()
+  if self.shard and self.shard.member.lost then
+    self.log:error("stopping: the shard ring membership was lost", {})
+    self.log:info("stopped", core.counters())
+    return false, 1
+  end
   if e and e.lost then
     -- as controller-runtime: no drain (no write would leave anyway), exit 1
     self.log:error("stopping: the leader lease was lost", {})
@@ -432,6 +444,7 @@ function Manager:run_until_shutdown(grace)
   -- standby takes over at once
   events.flush(5)
   if e then e:release() end
+  if self.shard then self.shard:release() end
   -- with what containment stopped, for whoever reads a log's last lines
   self.log:info("stopped", core.counters())
   return drained

@@ -1,0 +1,232 @@
+-- Sharding's parts without a cluster (docs/sharding.md): the hash (the API
+-- server's FNV-1a 64), sets of ranges and the selector text the server
+-- parses, the ring's assignment and how much of it a change of membership
+-- moves, the fence by range (a write made for a key leaves only while its
+-- hash is held), and rings of luaop processes against the fake API
+-- server, which keeps Leases: they divide the space, hand it over without
+-- overlap, and take a killed member's part over.
+local core = require "luaop.core"
+local ranges = require "luaop.shard.ranges"
+local ring = require "luaop.shard.ring"
+local luaop = require "support.luaop"
+local fake = require "support.fake"
+local volume = require "support.volume"
+local kube = require "support.kube"
+local json = core.json
+
+local MAX = -1
+
+-- Whether the sets of a list are disjoint and together the whole space.
+local function partition(sets)
+  local all, total = {}, 0
+  for _, s in ipairs(sets) do
+    if #ranges.intersect(all, s) > 0 then return false, "overlap" end
+    all = ranges.union(all, s)
+    total = total + ranges.share(s)
+  end
+  return ranges.equal(all, ranges.ALL), ("covers %s"):format(ranges.encode(all))
+end
+
+describe("shard hash", function()
+  it("is FNV-1a 64 as Go's hash/fnv New64a, which the API server's shardSelector uses", function()
+    -- vectors of the FNV reference (draft-eastlake-fnv) and Go's fnv tests
+    assert.are.equal("cbf29ce484222325", ("%016x"):format(core.shard.hash("")))
+    assert.are.equal("af63dc4c8601ec8c", ("%016x"):format(core.shard.hash("a")))
+    assert.are.equal("85944171f73967e8", ("%016x"):format(core.shard.hash("foobar")))
+  end)
+end)
+
+describe("shard ranges", function()
+  it("write a selector the API server's parser takes: 16 lower-case hex digits, the end exclusive, the last "
+    .. "end 0x10000000000000000, and read it back", function()
+    local set = ranges.normalize { { 0, 3 }, { 0x10, 0x1f }, { -2, MAX } }
+    local sel = ranges.selector(set, "object.metadata.namespace")
+    assert.are.equal("shardRange(object.metadata.namespace, '0x0000000000000000', '0x0000000000000004') || "
+      .. "shardRange(object.metadata.namespace, '0x0000000000000010', '0x0000000000000020') || "
+      .. "shardRange(object.metadata.namespace, '0xfffffffffffffffe', '0x10000000000000000')", sel)
+    local back, field = ranges.parse_selector(sel)
+    assert.are.equal("object.metadata.namespace", field)
+    assert.is_true(ranges.equal(set, back))
+    assert.is_nil(ranges.selector(ranges.ALL, "object.metadata.uid")) -- everything: no selector
+    assert.is_nil((ranges.parse_selector("shardRange(object.metadata.uid, 0x0, '0x1')")))
+  end)
+
+  it("merge, intersect and subtract over the unsigned space, the top end included", function()
+    assert.are.equal("0-14", ranges.encode(ranges.normalize { { 5, 0x14 }, { 0, 4 }, { 2, 7 } }))
+    assert.are.equal("0-63,c9-ffffffffffffffff", ranges.encode(ranges.subtract(ranges.ALL, { { 0x64, 0xc8 } })))
+    assert.are.equal("64-c8", ranges.encode(ranges.intersect(ranges.ALL, { { 0x64, 0xc8 } })))
+    assert.are.equal("", ranges.encode(ranges.subtract({ { 0x64, 0xc8 } }, ranges.ALL)))
+    assert.are.equal("8000000000000000-ffffffffffffffff",
+      ranges.encode(ranges.subtract(ranges.ALL, { { 0, 0x7fffffffffffffff } })))
+    assert.is_true(ranges.contains({ { 0x8000000000000000, MAX } }, MAX))
+    assert.is_false(ranges.contains({ { 0x8000000000000000, MAX } }, 0x7fffffffffffffff))
+    assert.are.equal(0.5, ranges.share { { 0x8000000000000000, MAX } })
+    assert.is_true(ranges.equal(ranges.decode(ranges.encode { { 1, 2 }, { 9, MAX } }), { { 1, 2 }, { 9, MAX } }))
+    assert.is_nil(ranges.decode("zz-1"))
+    assert.is_nil(ranges.decode("5-1")) -- last before lo
+  end)
+end)
+
+describe("shard ring", function()
+  it("gives every hash to exactly one member, each about its share", function()
+    for n = 1, 5 do
+      local ids = {}
+      for i = 1, n do ids[i] = "replica-" .. i .. "_" .. ("%08x"):format(i * 2654435761 % 2 ^ 32) end
+      local a = ring.assign(ids)
+      local sets = {}
+      for _, id in ipairs(ids) do sets[#sets + 1] = a[id] end
+      assert.is_true(partition(sets))
+      for _, id in ipairs(ids) do
+        local share = ranges.share(a[id])
+        assert.is_true(share > 0.5 / n and share < 1.5 / n, ("%d members: %s holds %.3f"):format(n, id, share))
+      end
+    end
+  end)
+
+  it("moves about 1/N of the space when a member joins or leaves, and only to or from that member", function()
+    local ids = { "a_1", "b_2", "c_3" }
+    local before = ring.assign(ids)
+    local after = ring.assign { "a_1", "b_2", "c_3", "d_4" }
+    local moved = 0
+    for _, id in ipairs(ids) do
+      -- what a staying member loses goes to the new one only; it gains nothing
+      assert.are.same({}, ranges.subtract(after[id], before[id]))
+      moved = moved + ranges.share(ranges.subtract(before[id], after[id]))
+    end
+    assert.is_true(math.abs(moved - ranges.share(after["d_4"])) < 1e-9)
+    assert.is_true(moved > 0.5 / 4 and moved < 1.5 / 4, ("moved %.3f"):format(moved))
+    -- and one leaving: its part, to the others, nothing else
+    local left = ring.assign { "a_1", "c_3" }
+    assert.are.same({}, ranges.subtract(before["a_1"], left["a_1"]))
+    assert.are.same({}, ranges.subtract(before["c_3"], left["c_3"]))
+  end)
+end)
+
+-- A ConfigMap controller that prints each key it reconciles.
+local printer = [[
+local luaop = require "luaop"
+return luaop.controller { name = "printer", resource = "v1/ConfigMap", namespace = "default",
+  reconcile = function(ctx, req) print("reconciled " .. req.name) end }
+]]
+
+local SHARD_FLAGS = { "--shard-ring", "spec", "--shard-namespace", "default", "--leader-elect-lease-duration", "3s",
+  "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "0.5s" }
+
+-- The ring's Leases on the fake server: identity -> its ranges (live ones).
+local function members(server)
+  local out = {}
+  for _, l in ipairs(json.decode(server.control("leases"))) do
+    local labels = l.metadata.labels or {}
+    if labels["luaop.dev/shard-ring"] == "spec" and l.spec.holderIdentity ~= "" then
+      out[l.spec.holderIdentity] = ranges.decode(l.metadata.annotations["luaop.dev/shard-ranges"])
+    end
+  end
+  return out
+end
+
+local function all_held(server, n)
+  local m = members(server)
+  local sets, k = {}, 0
+  for _, s in pairs(m) do
+    if #s == 0 then return false end -- (a member still waiting for its part)
+    k = k + 1
+    sets[#sets + 1] = s
+  end
+  return k == n and partition(sets) and m
+end
+
+describe("shard ring of luaop processes", function()
+  it("divides the space between two replicas, hands it over from one to the next without overlap, and takes a "
+    .. "killed member's part over within a lease duration", function()
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["printer.lua"] = printer }
+    finally(function() v:remove() end)
+    local a = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = SHARD_FLAGS, exit = false })
+    finally(a.cleanup)
+    -- alone, it holds everything, and reconciles every key
+    kube.wait_for("one member holding the space", 20, function() return all_held(server, 1) end)
+    kube.wait_for("the five ConfigMaps reconciled", 20, function()
+      local n = 0
+      for _ in a.stdout():gmatch("reconciled cm%-%d") do n = n + 1 end
+      return n >= 5
+    end)
+    local b = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = SHARD_FLAGS, exit = false })
+    finally(b.cleanup)
+    local two = kube.wait_for("two members dividing the space", 30, function() return all_held(server, 2) end)
+    for id, set in pairs(two) do
+      local share = ranges.share(set)
+      assert.is_true(share > 0.1 and share < 0.9, ("%s holds %.3f"):format(id, share))
+    end
+    -- the handover: the first released before the second acquired
+    local released = a.stderr():match("(%d%d:%d%d:%d%d%.%d+)[^\n]*released ranges")
+    local acquired = b.stderr():match("(%d%d:%d%d:%d%d%.%d+)[^\n]*acquired ranges")
+    assert.is_truthy(released, a.stderr())
+    assert.is_truthy(acquired, b.stderr())
+    assert.is_true(released <= acquired, ("released %s, acquired %s"):format(released, acquired))
+    -- SIGKILL the first: the second holds everything within a lease
+    -- duration (3 s) and a retry period, and some slack
+    a.signal("KILL")
+    local t0 = os.time()
+    kube.wait_for("the survivor holding the space", 10, function()
+      for _, set in pairs(members(server)) do
+        if ranges.equal(set, ranges.ALL) then return true end
+      end
+      return false
+    end)
+    assert.is_true(os.time() - t0 <= 8)
+    b.stop(0)
+    -- a clean stop leaves the ring: holder "" and no ranges (the killed
+    -- member's Lease stays as it was, expired)
+    local bid = b.stderr():match('"identity": "([^"]+)"')
+    assert.is_truthy(bid)
+    assert.is_nil(members(server)[bid])
+    assert.matches("left the shard ring", b.stderr(), 1, true)
+  end)
+end)
+
+describe("shard fence", function()
+  it("lets a write made for a key out only while its hash is held, and says why when not", function()
+    local server = fake.start()
+    finally(server.stop)
+    local program = [[
+local core = require "luaop.core"
+local api = core.api
+api.fence("/apis/coordination.k8s.io/v1/namespaces/default/leases/member")
+api.fence_until(core.task.now() + 60)
+local h = core.shard.hash("default")
+local function write(name)
+  local t = core.task.spawn_limited({ instructions = 10000000, shard = h }, function()
+    -- a task the reconcile's task spawns carries its mark too
+    local inner = core.task.spawn(function()
+      return api.request { method = "PATCH", path = "/api/v1/namespaces/default/configmaps/" .. name,
+        body = "{}", content_type = "application/merge-patch+json" }
+    end)
+    local _, status, err = inner:wait()
+    return status, err
+  end)
+  local _, status, err = t:wait()
+  print(name, tostring(status), tostring(err))
+end
+core.shard.fence {}
+write("none-held")
+core.shard.fence { { h, h } }
+write("held")
+core.shard.fence { { h + 1, -1 } }
+write("other-held")
+-- a write not made for a key needs only the membership
+local status = api.request { method = "PATCH", path = "/api/v1/namespaces/default/configmaps/unkeyed", body = "{}",
+  content_type = "application/merge-patch+json" }
+print("unkeyed", tostring(status))
+]]
+    local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
+    assert.matches("none%-held\tnil\tnot sent: this replica does not hold the shard of the reconcile's key %(fenced%)",
+      out)
+    assert.matches("held\t405", out)
+    assert.matches("other%-held\tnil\tnot sent: this replica does not hold the shard", out)
+    assert.matches("unkeyed\t405", out)
+    local arrived = {}
+    for _, w in ipairs(json.decode(server.control("writes"))) do arrived[#arrived + 1] = w[2]:match("[^/]+$") end
+    assert.are.same({ "held", "unkeyed" }, arrived)
+  end)
+end)
