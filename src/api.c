@@ -227,6 +227,11 @@ void api_set_metrics(api *a, struct metrics *m)
     snprintf(a->host, sizeof a->host, "%.*s", (int)(n < sizeof a->host ? n : sizeof a->host - 1), p);
 }
 
+int api_set_user_agent(api *a, const char *ua)
+{
+    return http_client_set_user_agent(a->http, ua);
+}
+
 int api_fence(api *a, const char *lease_path)
 {
     char *p = str_dup(lease_path);

@@ -54,6 +54,9 @@ void api_cancel(api_call *c);
 /* Read a streaming call paused by its on_data again (http_resume). */
 void api_resume(api_call *c);
 
+/* The User-Agent of its requests from now on (http_client_set_user_agent). */
+int api_set_user_agent(api *a, const char *ua);
+
 const char *api_server(const api *a);
 const char *api_namespace(const api *a);
 unsigned long api_requests_total(const api *a);

@@ -65,6 +65,7 @@ struct http_client {
     int open_handles;
     /* TLS */
     char *ca_file, *cert_file, *key_file, *connect_to, *proxy;
+    char *user_agent; /* NULL: "luaop" */
     struct curl_blob ca_blob, cert_blob, key_blob;
     int insecure;
     struct curl_slist *connect_to_list;
@@ -93,6 +94,7 @@ static void http_client_free(http_client *c)
     free(c->key_file);
     free(c->connect_to);
     free(c->proxy);
+    free(c->user_agent);
     free(c->ca_blob.data);
     if (c->key_blob.data)
         memset(c->key_blob.data, 0, c->key_blob.len);
@@ -233,7 +235,7 @@ static int http_setup(http_request *r)
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "luaop");
+    curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent ? c->user_agent : "luaop");
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
     if (strcmp(r->method, "HEAD") == 0)
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
@@ -720,6 +722,17 @@ unsigned long http_requests_total(const http_client *c)
 static void http_client_timer_closed(uv_handle_t *h)
 {
     http_client_unref(h->data);
+}
+
+int http_client_set_user_agent(http_client *c, const char *ua)
+{
+    char *p = strdup(ua);
+
+    if (p == NULL)
+        return -1;
+    free(c->user_agent);
+    c->user_agent = p;
+    return 0;
 }
 
 void http_client_close(http_client *c)

@@ -97,6 +97,10 @@ void http_resume(http_request *r);
 unsigned long http_requests_total(const http_client *c);
 
 /* Cancel everything and free the client once its handles are closed. */
+/* The User-Agent header of the requests started from now on (copied);
+ * "luaop" until set. 0, or -1 when out of memory. */
+int http_client_set_user_agent(http_client *c, const char *ua);
+
 void http_client_close(http_client *c);
 
 #endif

@@ -23,6 +23,7 @@
 #include "luaembed.h"
 #include "sandbox.h"
 #include "scheduler.h"
+#include "version.h"
 #include "pattern.h"
 #include "str.h"
 #include "runtime.h"
@@ -186,6 +187,14 @@ static int main_identity(lua_State *L, const flags *o)
         snprintf(id + n, sizeof id - n, "%02x", rnd[i]);
     lua_pushstring(L, id);
     lua_setfield(L, -2, "identity");
+    if (runtime_of(L)->api) {
+        /* as client-go's NAME/VERSION, and the process: which replica asked
+         * is in the API server's audit log */
+        char ua[400];
+        snprintf(ua, sizeof ua, "luaop/%s (%s)", LUAOP_VERSION, id);
+        if (api_set_user_agent(runtime_of(L)->api, ua) != 0)
+            return -1;
+    }
     if (o->shard_ring) {
         lua_createtable(L, 0, 6);
         lua_pushstring(L, o->shard_ring);

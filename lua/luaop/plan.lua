@@ -93,6 +93,8 @@ function M.deliver(self, c, h, a, b)
   end
   if pass and not pass(h ~= "on_add" and a or nil, h == "on_update" and b or h == "on_add" and a or nil) then return end
   local o = b or a
+  -- sharded: the events of the keys this replica holds (luaop.shard)
+  if self.shard and not self.shard:ours(c, informer.key(o)) then return end
   local ctx = context.new { manager = self, client = self.client, controller = c,
     log = c.log:with { namespace = o.metadata.namespace, name = o.metadata.name } }
   local ok, err = core.task.call_limited(definition.budgets(c.def), f, ctx, copy(a),

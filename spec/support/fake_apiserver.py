@@ -522,7 +522,7 @@ class Handler(BaseHTTPRequestHandler):
                 ]
                 return self.stream(json.dumps(ev) for ev in events)
             start = int(query.get("continue", "0"))
-            items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default",
+            items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default", "uid": "uid-cm-%d" % i,
                                    "annotations": {"note": '"continue": "%d"}]' % i}}}
                      for i in range(start, min(start + 2, 5))]
             body = '{"apiVersion":"v1","items":%s,"kind":"ConfigMapList","metadata":{%s"resourceVersion":"7"}}' % (

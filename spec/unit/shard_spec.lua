@@ -102,10 +102,77 @@ describe("shard ring", function()
   end)
 end)
 
+describe("shard ring by namespace", function()
+  -- how many of names each member's set holds
+  local function counts(a, ids, names)
+    local out = {}
+    for _, id in ipairs(ids) do out[id] = 0 end
+    for _, n in ipairs(names) do
+      local h, owners = core.shard.hash(n), 0
+      for id, set in pairs(a) do
+        if ranges.contains(set, h) then
+          out[id] = out[id] + 1
+          owners = owners + 1
+        end
+      end
+      assert.are.equal(1, owners, n)
+    end
+    return out
+  end
+
+  it("spreads namespaces whose names differ only at their end, which FNV-1a puts side by side", function()
+    local ids = { "a_1", "b_2", "c_3" }
+    for _, prefix in ipairs { "ns-", "team-", "luaop-shard-" } do
+      local names = {}
+      for i = 0, 299 do names[#names + 1] = prefix .. i end
+      -- uniform points leave a member with (almost) none of them
+      local uniform = counts(ring.assign(ids), ids, names)
+      local least = math.huge
+      for _, n in pairs(uniform) do least = math.min(least, n) end
+      assert.is_true(least < 60, prefix .. ": the uniform ring was fair after all")
+      local a = ring.assign_namespaces(ids, names)
+      local sets = {}
+      for _, id in ipairs(ids) do sets[#sets + 1] = a[id] end
+      assert.is_true(partition(sets))
+      for id, n in pairs(counts(a, ids, names)) do
+        assert.is_true(n >= 70 and n <= 130, ("%s: %s holds %d of 300"):format(prefix, id, n))
+      end
+    end
+  end)
+
+  it("moves about 1/N of the namespaces when a member joins, only to it, and a new namespace moves no other", function()
+    local names = {}
+    for i = 0, 299 do names[#names + 1] = "team-" .. i end
+    local before = ring.assign_namespaces({ "a_1", "b_2", "c_3" }, names)
+    local after = ring.assign_namespaces({ "a_1", "b_2", "c_3", "d_4" }, names)
+    local moved = 0
+    for _, n in ipairs(names) do
+      local h = core.shard.hash(n)
+      for _, id in ipairs { "a_1", "b_2", "c_3" } do
+        if ranges.contains(before[id], h) and not ranges.contains(after[id], h) then
+          moved = moved + 1
+          assert.is_true(ranges.contains(after["d_4"], h), n .. " moved to another than the new member")
+        end
+      end
+    end
+    assert.is_true(moved >= 40 and moved <= 110, ("moved %d of 300"):format(moved))
+    -- a namespace made: every other keeps its member
+    local more = { "brand-new" }
+    for _, n in ipairs(names) do more[#more + 1] = n end
+    local grown = ring.assign_namespaces({ "a_1", "b_2", "c_3" }, more)
+    for _, n in ipairs(names) do
+      local h = core.shard.hash(n)
+      for _, id in ipairs { "a_1", "b_2", "c_3" } do
+        assert.are.equal(ranges.contains(before[id], h), ranges.contains(grown[id], h), n)
+      end
+    end
+  end)
+end)
+
 -- A ConfigMap controller that prints each key it reconciles.
 local printer = [[
 local luaop = require "luaop"
-return luaop.controller { name = "printer", resource = "v1/ConfigMap", namespace = "default",
+return luaop.controller { name = "printer", resource = "v1/ConfigMap", namespace = "default", shard_by = "uid",
   reconcile = function(ctx, req) print("reconciled " .. req.name) end }
 ]]
 

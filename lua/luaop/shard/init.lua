@@ -16,6 +16,7 @@ local ranges = require "luaop.shard.ranges"
 local member = require "luaop.shard.member"
 local plan = require "luaop.plan"
 local shard_informer = require "luaop.informer.shard"
+local informer = require "luaop.informer"
 
 local M = {}
 local Shard = {}
@@ -120,6 +121,23 @@ function Shard:spanned(set)
   end
 end
 
+-- The namespaces the ring places keys by (luaop.shard.ring), when every
+-- controller shards by namespace (the default): a Namespace informer of
+-- its own; false until it synced. nil when one shards by uid: uniform
+-- points then, for all (one set of ranges serves every controller).
+function Shard:namespaces()
+  for _, c in pairs(self.manager.controllers) do
+    if c.def.shard_by == "uid" then return nil end
+  end
+  if not self.ns then
+    self.ns = informer.new("v1/Namespace", { client = self.manager.client }):start()
+  end
+  if not self.ns.synced then return false end
+  local names = {}
+  for name in pairs(self.ns.store) do names[#names + 1] = name end
+  return names
+end
+
 -- opts: as luaop.shard.member's (ring, namespace, identity and timings).
 function M.new(manager, opts)
   local s = setmetatable({ manager = manager, informers = setmetatable({}, { __mode = "k" }) }, Shard)
@@ -128,6 +146,7 @@ function M.new(manager, opts)
   o.drain = function(set, deadline) return s:drain(set, deadline) end
   o.gained = function(set) s:gained(set) end
   o.spanned = function(set) s:spanned(set) end
+  o.namespaces = function() return s:namespaces() end
   s.member = member.new(o)
   return s
 end
@@ -141,6 +160,7 @@ end
 
 function Shard:release()
   self.member:release()
+  if self.ns then self.ns:stop() end
 end
 
 return M

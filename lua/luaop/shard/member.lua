@@ -55,7 +55,10 @@ end
 -- opts: ring, namespace, identity, lease_duration, renew_deadline,
 -- retry_period (seconds); drain(set, deadline): returns once no reconcile
 -- of a key in set runs (or at the deadline, task.now's clock); gained(set):
--- told of ranges acquired (their keys are queued again).
+-- told of ranges acquired (their keys are queued again); spanned(set): the
+-- ranges held or about to be (the sharded informers'); namespaces(): the
+-- namespaces to place by (luaop.shard.ring), nil to place by uniform
+-- points, false when not known yet.
 function M.new(opts)
   local m = setmetatable({
     o = opts,
@@ -113,7 +116,7 @@ function Member:read()
     return nil
   end
   local now = core.task.now() -- when the answer came (a slow read makes nothing older)
-  local others, mine, seen = {}, nil, {}
+  local others, mine, seen, stale = {}, nil, {}, {}
   for _, lease in ipairs(list.items) do
     local md, spec = lease.metadata or {}, lease.spec or {}
     local name = md.name
@@ -127,10 +130,13 @@ function Member:read()
         o = { sig = sig, at = now }
         self.observed[name] = o
       end
+      local holder = spec.holderIdentity
+      if name ~= self.name and now - o.at > duration_of(self, spec) * (holder == "" and 1 or M.FORGET) then
+        stale[#stale + 1] = lease -- (left the ring, or long dead: luaop.shard.member's forget)
+      end
       if name == self.name then
         mine = lease
       else
-        local holder = spec.holderIdentity
         if type(holder) == "string" and holder ~= "" and o.at + duration_of(self, spec) > now then
           local set = ranges.decode(claims or "")
           if not set then
@@ -151,7 +157,27 @@ function Member:read()
   for name in pairs(self.observed) do
     if not seen[name] then self.observed[name] = nil end
   end
+  self.stale = stale
   return others, mine
+end
+
+-- The Leases of members that left (holder "") a lease duration ago, or
+-- unchanged for M.FORGET lease durations: deleted (their identities are
+-- random, so each start of a replica leaves one more), with the
+-- resourceVersion read, so that one renewed meanwhile stays.
+M.FORGET = 10
+function Member:forget()
+  for _, lease in ipairs(self.stale or {}) do
+    local md = lease.metadata
+    local status, _, text = self:request("DELETE", self.collection .. "/" .. md.name, {
+      apiVersion = "v1", kind = "DeleteOptions", preconditions = { resourceVersion = md.resourceVersion } })
+    if status == 200 then
+      self.log:info("deleted the Lease of a member gone", { lease = md.name })
+    elseif status ~= 404 and status ~= 409 then
+      self.log:debug("could not delete the Lease of a member gone", { lease = md.name, status = status, error = text })
+    end
+  end
+  self.stale = nil
 end
 
 -- Write this replica's Lease listing set (the lease read as mine, or nil
@@ -219,7 +245,14 @@ function Member:round()
   table.sort(ids)
   self.members = ids
   self.metric.members:set(#ids)
-  self.desired = ring.assign(ids)[o.identity] or {}
+  -- by namespace, the namespaces' own points (luaop.shard.ring); not known
+  -- yet (false): what the ring gave before stands
+  local names = o.namespaces and o.namespaces()
+  if names then
+    self.desired = ring.assign_namespaces(ids, names)[o.identity] or {}
+  elseif names == nil then
+    self.desired = ring.assign(ids)[o.identity] or {}
+  end
   -- the informers hold what this replica holds or is about to
   o.spanned(ranges.union(self.desired, self.held))
   -- release first: stop taking the keys, drain them, close the fence
@@ -243,6 +276,7 @@ function Member:round()
   self.joined = true
   api.fence_until(sent + o.renew_deadline)
   self.last = sent
+  self:forget()
   if #want > 0 then
     -- read again, after the claim is written: another's claim written
     -- before it is seen now; the later of two is the one to give way

@@ -1,12 +1,27 @@
 -- luaop.shard.ring - which member of a ring holds which part of the hash
--- space: a consistent hash ring with virtual nodes (Karger et al.; as
--- Cassandra's and timebertt/kubernetes-controller-sharding's rings). Each
--- member puts VNODES points on the ring, at the mixed FNV-1a 64 of
--- "identity#i"; a key's hash (the API server's, unmixed) belongs to
--- the member of the first point at or after it, wrapping around. A member
--- joining takes about 1/N of the space, from every other member a little;
--- one leaving gives its part to the others the same way; nothing else
--- moves (spec/unit/shard_ring_spec.lua measures both).
+-- space (docs/sharding.md). Points on the ring, each a member's; a key's
+-- hash (the API server's FNV-1a 64, unmixed) belongs to the member of the
+-- first point at or after it, wrapping around: each point owns the arc
+-- from the point before it (exclusive) to itself.
+--
+-- assign: a consistent hash ring with virtual nodes (Karger et al.; as
+-- Cassandra's and timebertt/kubernetes-controller-sharding's rings): each
+-- member puts VNODES points at the mixed FNV-1a 64 of "identity#i". A
+-- member joining takes about 1/N of the space, from every other member a
+-- little; one leaving gives its part to the others the same way; nothing
+-- else moves. For keys placed by uid, which spread evenly.
+--
+-- assign_namespaces: for keys placed by namespace, uniform points serve
+-- badly: FNV-1a's top bits hardly change with a name's last bytes, so
+-- "team-a" ... "team-d" or "ns-0" ... "ns-9" hash side by side and would
+-- land on one member. Given the namespaces there are, the points are
+-- theirs instead: each namespace is given to a member by rendezvous
+-- hashing (the member with the highest mixed hash of "identity\0ns": a
+-- member joining takes about 1/N of the namespaces, one leaving gives its
+-- own to the others, nothing else moves) and owns the arc up to its hash.
+-- A namespace made later falls in an arc that holds no other namespace,
+-- so placing it moves only its own keys. (spec/unit/shard_spec.lua
+-- measures both.)
 local core = require "luaop.core"
 local ranges = require "luaop.shard.ranges"
 
@@ -26,20 +41,12 @@ local function point(s)
   return z ~ (z >> 31)
 end
 
--- identities: a list of member identities (any order, no duplicates).
--- Returns identity -> its set of ranges (luaop.shard.ranges); together
--- they cover the space exactly once.
-function M.assign(identities)
-  local points = {}
-  for _, id in ipairs(identities) do
-    for i = 0, M.VNODES - 1 do
-      points[#points + 1] = { point(id .. "#" .. i), id }
-    end
-  end
+-- points: {place, identity} each; identity -> its set of ranges.
+local function arcs(identities, points)
   local out = {}
   for _, id in ipairs(identities) do out[id] = {} end
   if #points == 0 then return out end
-  -- by point, then by identity: two members' equal points (a collision)
+  -- by place, then by identity: two members' equal points (a collision)
   -- go to the same one everywhere
   table.sort(points, function(a, b)
     if a[1] ~= b[1] then return ult(a[1], b[1]) end
@@ -58,6 +65,42 @@ function M.assign(identities)
   end
   for id, list in pairs(out) do out[id] = ranges.normalize(list) end
   return out
+end
+
+-- identities: a list of member identities (any order, no duplicates).
+-- Returns identity -> its set of ranges (luaop.shard.ranges); together
+-- they cover the space exactly once.
+function M.assign(identities)
+  local points = {}
+  for _, id in ipairs(identities) do
+    for i = 0, M.VNODES - 1 do points[#points + 1] = { point(id .. "#" .. i), id } end
+  end
+  return arcs(identities, points)
+end
+
+-- The member rendezvous hashing gives namespace ns.
+function M.owner(identities, ns)
+  local best, top
+  for _, id in ipairs(identities) do
+    local w = point(id .. "\0" .. ns)
+    if top == nil or ult(top, w) or (w == top and id < best) then best, top = id, w end
+  end
+  return best
+end
+
+-- names: the namespaces there are (cluster-scoped keys, namespace "", are
+-- counted too). Returns identity -> set, as assign.
+function M.assign_namespaces(identities, names)
+  if #identities == 0 then return {} end
+  local points, seen = {}, {}
+  local function add(ns)
+    if seen[ns] then return end
+    seen[ns] = true
+    points[#points + 1] = { core.shard.hash(ns), M.owner(identities, ns) }
+  end
+  add("")
+  for _, ns in ipairs(names) do add(ns) end
+  return arcs(identities, points)
 end
 
 return M
