@@ -1,0 +1,289 @@
+-- Sharded controllers on the local control plane (docs/sharding.md):
+-- rings of luaop processes (lease 3 s, renew deadline 2 s, retry 0.5 s)
+-- whose controller stamps ConfigMaps in ten namespaces once a second with
+-- a count. Writes are seen where they arrive: the API server's audit log
+-- records every write in those namespaces (hack/kwok/audit-policy.yaml)
+-- with the User-Agent that names the process (`luaop/VERSION
+-- (identity)`) and when the server received and answered it.
+local kube = require "support.kube"
+local luaop = require "support.luaop"
+local volume = require "support.volume"
+local json = require("luaop.core").json
+local system = require "system"
+
+local LEASE, RENEW, RETRY = 3, 2, 0.5
+local NAMESPACES = 10
+
+local function ns_of(i) return "luaop-shard-" .. i end
+local RING_NS = ns_of(0)
+
+local function stamper(case, by)
+  return ([[
+local luaop = require "luaop"
+local n = {}
+return luaop.controller {
+  name = "shard-stamper", resource = "v1/ConfigMap", label_selector = "luaop-e2e-shard=%s", shard_by = %q,
+  -- (its own stamps are no events: a write a second per key, by the requeue)
+  filter = function(old, new) return old == nil or new == nil end,
+  reconcile = function(ctx, req)
+    local k = req.namespace .. "/" .. req.name
+    n[k] = (n[k] or 0) + 1
+    local _, err = ctx:patch("ConfigMap", req, { metadata = { annotations = { count = tostring(n[k]) } } })
+    if err and not luaop.is_error(err, "NotFound") then error(err) end
+    return luaop.requeue_after(1)
+  end,
+}
+]]):format(case, by)
+end
+
+-- Seconds since midnight of an audit timestamp ("...T10:40:01.123456Z").
+local function seconds(ts)
+  local h, m, s = tostring(ts):match("T(%d%d):(%d%d):([%d.]+)Z$")
+  return tonumber(h) * 3600 + tonumber(m) * 60 + tonumber(s)
+end
+
+local function audit_log()
+  return assert(os.getenv("KUBECONFIG")):gsub("[^/]*$", "") .. "kwok/clusters/luaop/logs/audit.log"
+end
+
+-- The writes the audit log holds of case's ConfigMaps (by name), in order
+-- of arrival: {key, identity, received, completed (seconds), code}.
+local function writes(case)
+  local out = {}
+  local f = io.open(audit_log())
+  if not f then return out end
+  for line in f:lines() do
+    if line:find(case, 1, true) and line:find('"ResponseComplete"', 1, true) then
+      local e = json.decode(line)
+      local ref = e.objectRef or {}
+      local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
+      if id and e.verb == "patch" and ref.resource == "configmaps" and tostring(ref.name):find(case, 1, true) then
+        out[#out + 1] = { key = ref.namespace .. "/" .. ref.name, id = id, received = seconds(e.requestReceivedTimestamp),
+          completed = seconds(e.stageTimestamp), code = e.responseStatus and e.responseStatus.code }
+      end
+    end
+  end
+  f:close()
+  table.sort(out, function(a, b) return a.received < b.received end)
+  return out
+end
+
+local function now_seconds()
+  local t = system.gettime()
+  return t % 86400
+end
+
+-- For each key, whether writes of two processes ever overlapped: the one
+-- before a change of writer answered before the next was received.
+local function overlaps(ws)
+  local last, bad = {}, {}
+  for _, w in ipairs(ws) do
+    local l = last[w.key]
+    if l and l.id ~= w.id and l.completed > w.received then
+      bad[#bad + 1] = ("%s: %s answered at %.6f, %s received at %.6f"):format(w.key, l.id, l.completed, w.id, w.received)
+    end
+    last[w.key] = w
+  end
+  return bad
+end
+
+-- key -> the set of identities that wrote it at or after `since`
+local function writers(ws, since)
+  local out = {}
+  for _, w in ipairs(ws) do
+    if w.received >= since then
+      out[w.key] = out[w.key] or {}
+      out[w.key][w.id] = true
+    end
+  end
+  return out
+end
+
+local function count(set)
+  local n = 0
+  for _ in pairs(set) do n = n + 1 end
+  return n
+end
+
+describe("sharded controllers", function()
+  local runs, case, keys
+
+  setup(function()
+    for i = 0, NAMESPACES - 1 do
+      kube.kubectl { "create", "namespace", ns_of(i) } -- (there already from an earlier run: kept)
+    end
+  end)
+
+  before_each(function()
+    case = ("c%d%04d"):format(os.time() % 100000, math.random(0, 9999))
+    runs, keys = {}, {}
+    for i = 0, NAMESPACES - 1 do
+      for j = 1, 2 do
+        local name = ("%s-%d"):format(case, j)
+        kube.must { "create", "configmap", name, "-n", ns_of(i), "--from-literal=k=v" }
+        kube.must { "label", "configmap", name, "-n", ns_of(i), "luaop-e2e-shard=" .. case }
+        keys[#keys + 1] = ns_of(i) .. "/" .. name
+      end
+    end
+  end)
+
+  after_each(function()
+    for _, r in ipairs(runs) do
+      os.execute("kill -CONT " .. r.run.pid() .. " 2>/dev/null")
+      r.run.cleanup()
+      r.vol:remove()
+    end
+    for i = 0, NAMESPACES - 1 do
+      kube.kubectl { "delete", "configmap", "-n", ns_of(i), "-l", "luaop-e2e-shard=" .. case, "--wait=false" }
+    end
+    kube.kubectl { "delete", "lease", "-n", RING_NS, "-l", "luaop.dev/shard-ring=" .. case, "--wait=false" }
+  end)
+
+  -- A replica of case's ring; its identity once it logged it.
+  local function start(by, opts)
+    opts = opts or {}
+    local vol = volume.new { ["stamper.lua"] = stamper(case, by) }
+    local run = luaop.start({ vol.dir }, { exit = opts.exit, flags = {
+      "--shard-ring", case, "--shard-namespace", RING_NS,
+      "--leader-elect-lease-duration", LEASE .. "s", "--leader-elect-renew-deadline", RENEW .. "s",
+      "--leader-elect-retry-period", RETRY .. "s" } })
+    local r = { run = run, vol = vol }
+    runs[#runs + 1] = r
+    r.id = kube.wait_for("the replica's identity", 20, function()
+      return run.stderr():match('"identity": "([^"]+)"')
+    end)
+    return r
+  end
+
+  -- Every key written after `since` by exactly one process, each of the
+  -- n live ones' Leases listing ranges that together cover the space
+  -- once; returns key -> its writer.
+  local function converged(n, since)
+    return kube.wait_for(n .. " replicas writing every key, one each", 60, function()
+      local leases = kube.list("leases", RING_NS, "-l", "luaop.dev/shard-ring=" .. case)
+      local live = 0
+      for _, l in ipairs(leases) do
+        if l.spec.holderIdentity ~= "" then
+          for _, r in ipairs(runs) do
+            if r.id == l.spec.holderIdentity and not r.gone then live = live + 1 end
+          end
+        end
+      end
+      if live ~= n then return false end
+      local by = writers(writes(case), since)
+      local owner = {}
+      for _, k in ipairs(keys) do
+        if not by[k] or count(by[k]) ~= 1 then return false end
+        owner[k] = next(by[k])
+      end
+      return owner
+    end)
+  end
+
+  it("reconciles every object in exactly one of three replicas, by namespace, and says how the API server "
+    .. "filters", function()
+    for _ = 1, 3 do start("namespace") end
+    -- settled: from a moment on, each key has one writer
+    local owner = converged(3, now_seconds() + LEASE + 2 * RETRY)
+    -- a namespace's keys stay together
+    for i = 0, NAMESPACES - 1 do
+      assert.are.equal(owner[ns_of(i) .. "/" .. case .. "-1"], owner[ns_of(i) .. "/" .. case .. "-2"])
+    end
+    assert.are.same({}, overlaps(writes(case)))
+    -- each informer says whether the server applies the shardSelector
+    local ok, probe = kube.kubectl { "get", "--raw", "/api/v1/configmaps?limit=1&shardSelector="
+      .. "shardRange%28object.metadata.namespace%2C%20%270x0000000000000000%27%2C%20%270x8000000000000000%27%29" }
+    local server = ok and json.decode(probe).metadata.shardInfo ~= nil
+    for _, r in ipairs(runs) do
+      assert.matches(server and "the API server shards this list and watch" or "the API server does not shard this list",
+        r.run.stderr(), 1, true)
+    end
+  end)
+
+  it("hands keys to a replica that joins without two writers of one key at any time", function()
+    start("uid")
+    start("uid")
+    local before = converged(2, now_seconds() + LEASE)
+    local t = now_seconds()
+    start("uid")
+    local after = converged(3, t + LEASE + 4 * RETRY)
+    local moved = 0
+    for _, k in ipairs(keys) do
+      if before[k] ~= after[k] then
+        moved = moved + 1
+        assert.are.equal(runs[3].id, after[k], k .. " moved, but not to the new replica")
+      end
+    end
+    -- about a third of 20: at least one (none: 20 keys all stayed, 1 in 3^-20)
+    assert.is_true(moved >= 1 and moved <= 16, ("%d keys moved"):format(moved))
+    assert.are.same({}, overlaps(writes(case)))
+    for _, r in ipairs { runs[1], runs[2] } do assert.matches("released ranges", r.run.stderr(), 1, true) end
+    assert.matches("acquired ranges", runs[3].run.stderr(), 1, true)
+  end)
+
+  it("takes a killed replica's keys over within the lease duration and a retry period", function()
+    for _ = 1, 3 do start("uid", { exit = false }) end
+    local owner = converged(3, now_seconds() + LEASE)
+    -- the one with keys
+    local victim
+    for _, r in ipairs(runs) do
+      for _, id in pairs(owner) do if id == r.id then victim = r end end
+    end
+    local mine = {}
+    for k, id in pairs(owner) do if id == victim.id then mine[#mine + 1] = k end end
+    victim.run.signal("KILL")
+    victim.gone = true
+    local killed = now_seconds()
+    local took = kube.wait_for("its keys written by the others", 30, function()
+      local by = writers(writes(case), killed)
+      local last = 0
+      for _, k in ipairs(mine) do
+        local first
+        for _, w in ipairs(writes(case)) do
+          if w.key == k and w.received >= killed and w.id ~= victim.id then first = first or w.received end
+        end
+        if not first then return false end
+        last = math.max(last, first)
+        if by[k][victim.id] then error(k .. " written by the killed replica after its death") end
+      end
+      return last - killed
+    end)
+    -- lease 3 s from the last renewal seen, a retry period, the requeue's
+    -- second, and the claim's two reads
+    assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
+    assert.are.same({}, overlaps(writes(case)))
+  end)
+
+  it("lets a replica paused past its lease write nothing for the keys it lost once it resumes", function()
+    for _ = 1, 3 do start("uid", { exit = false }) end
+    local owner = converged(3, now_seconds() + LEASE)
+    local victim
+    for _, r in ipairs(runs) do
+      for _, id in pairs(owner) do if id == r.id then victim = r end end
+    end
+    local mine = {}
+    for k, id in pairs(owner) do if id == victim.id then mine[#mine + 1] = k end end
+    victim.run.signal("STOP")
+    victim.gone = true
+    local stopped = now_seconds()
+    kube.wait_for("its keys written by the others", 30, function()
+      local by = writers(writes(case), stopped)
+      for _, k in ipairs(mine) do
+        if not by[k] then return false end
+      end
+      return true
+    end)
+    local resumed = now_seconds()
+    victim.run.signal("CONT")
+    -- it finds its membership lost (the renew deadline long past) and exits 1
+    kube.wait_for("the paused replica's exit", 20, function() return victim.run.exited() end)
+    assert.are.equal(1, victim.run.stop(1))
+    assert.matches("shard ring membership lost", victim.run.stderr(), 1, true)
+    for _, w in ipairs(writes(case)) do
+      if w.id == victim.id then
+        assert.is_true(w.received < resumed, ("%s written by the paused replica after it resumed"):format(w.key))
+      end
+    end
+    assert.are.same({}, overlaps(writes(case)))
+  end)
+end)
