@@ -252,6 +252,98 @@ describe("shard ring of luaop processes", function()
   end)
 end)
 
+describe("shard ring handover", function()
+  it("drains the reconciles of a released range before its fence closes, and closes it before the Lease stops "
+    .. "listing it", function()
+    local server = fake.start()
+    finally(server.stop)
+    -- one member alone, then another's Lease appears: the first releases
+    -- about half; what happens in which order is recorded
+    local program = [[
+local core = require "luaop.core"
+local json = core.json
+local api = core.api
+local real = api.request
+local log = {}
+local ranges = require "luaop.shard.ranges"
+local PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/order-a-1"
+api.request = function(spec)
+  spec.lease = nil
+  local status, body = real(spec)
+  if spec.method == "PUT" and spec.path == PATH and status == 200 then
+    local l = json.decode(spec.body)
+    log[#log + 1] = "lease " .. (ranges.equal(ranges.decode(l.metadata.annotations["luaop.dev/shard-ranges"]),
+      ranges.ALL) and "all" or "part")
+  end
+  return status, body
+end
+api.fence = function() return {} end
+api.fence_until = function() end
+core.shard.fence = function(set) log[#log + 1] = "fence " .. (ranges.equal(set, ranges.ALL) and "all" or "part") end
+local member = require "luaop.shard.member"
+local a = member.new { ring = "order", namespace = "default", identity = "a_1", lease_duration = 3,
+  renew_deadline = 2, retry_period = 0.2, gained = function() end, spanned = function() end,
+  drain = function(set) log[#log + 1] = "drain " .. (#set > 0 and "some" or "none") end }
+assert(a:round()) -- alone: it holds everything
+assert(a:round())
+-- b joins (a Lease of the ring, renewed now, listing nothing)
+local now = os.date("!%Y-%m-%dT%H:%M:%S.000000Z")
+assert(real { method = "POST", path = "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+  content_type = "application/json", body = json.encode { apiVersion = "coordination.k8s.io/v1", kind = "Lease",
+    metadata = { name = "order-b-2", namespace = "default", labels = { ["luaop.dev/shard-ring"] = "order" },
+      annotations = { ["luaop.dev/shard-ranges"] = "" } },
+    spec = { holderIdentity = "b_2", leaseDurationSeconds = 30, renewTime = now, acquireTime = now } } } == 201)
+assert(a:round())
+print(table.concat(log, ","))
+]]
+    local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
+    -- alone: claimed and fenced open; then the release: drained, fenced
+    -- shut, and only then written
+    assert.matches("fence part,fence all,lease all,drain some,fence part,lease part", out, 1, true)
+  end)
+end)
+
+describe("shard ring members claiming at once", function()
+  it("never hold one range both, and divide the space once they see each other", function()
+    local server = fake.start()
+    finally(server.stop)
+    -- two members in one process, their rounds run at once (the fence,
+    -- which is the process's, left out: this is the protocol alone)
+    local program = [[
+local core = require "luaop.core"
+local api = core.api
+local real = api.request
+api.request = function(spec) spec.lease = nil return real(spec) end
+api.fence = function() return {} end
+api.fence_until = function() end
+core.shard.fence = function() end
+local member = require "luaop.shard.member"
+local ranges = require "luaop.shard.ranges"
+local function new(id)
+  return member.new { ring = "race", namespace = "default", identity = id, lease_duration = 3, renew_deadline = 2,
+    retry_period = 0.2, drain = function() end, gained = function() end, spanned = function() end }
+end
+local a, b = new("a_1"), new("b_2")
+local overlap, conflicts = false, 0
+for i = 1, 30 do
+  local ta = core.task.spawn(function() return a:round() end)
+  local tb = core.task.spawn(function() return b:round() end)
+  ta:wait() tb:wait()
+  if #ranges.intersect(a.held, b.held) > 0 then overlap = true end
+  a.backoff_until, b.backoff_until = 0, 0 -- (at once again: the race every round)
+  if ranges.equal(ranges.union(a.held, b.held), ranges.ALL) and #a.held > 0 and #b.held > 0 then
+    print("divided after " .. i .. " rounds")
+    break
+  end
+end
+print("overlap " .. tostring(overlap))
+]]
+    local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
+    assert.matches("overlap false", out, 1, true)
+    assert.matches("divided after %d+ rounds", out)
+  end)
+end)
+
 describe("shard fence", function()
   it("lets a write made for a key out only while its hash is held, and says why when not", function()
     local server = fake.start()
