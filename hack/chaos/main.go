@@ -3,6 +3,7 @@
 // schedule (test and benchmark tooling only: never part of luaop).
 //
 //	chaos -upstream FILE -dir DIR [-seed N] [-rate P] [-watch-rate P] [-watch-timeout S] [-faults a,b,...]
+//	      [-strip-shard-selector RESOURCES]
 //
 // FILE is `kubectl config view --raw --minify --flatten -o json` of the
 // real API server's admin. The proxy terminates TLS with a certificate of
@@ -72,6 +73,28 @@ type kubeconfig struct {
 	} `json:"users"`
 }
 
+// stripShard: resources (or "*") whose shardSelector the proxy drops
+// (-strip-shard-selector): luaop then meets a server that does not shard
+// them, on the same API server as ones it does.
+var stripShard = map[string]bool{}
+
+// resourceOf: the resource a request path names (.../RESOURCE or
+// .../RESOURCE/NAME under /api/v1 or /apis/GROUP/VERSION, namespaced or not).
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	i := 2 // /api/v1/...
+	if len(parts) > 0 && parts[0] == "apis" {
+		i = 3
+	}
+	if len(parts) > i+1 && parts[i] == "namespaces" && len(parts) > i+2 {
+		i += 2
+	}
+	if len(parts) > i {
+		return parts[i]
+	}
+	return ""
+}
+
 var (
 	mu      sync.Mutex
 	rng     *mrand.Rand
@@ -134,8 +157,14 @@ func main() {
 	flag.Float64Var(&rate, "rate", 0.2, "the probability that a request gets a fault")
 	flag.Float64Var(&watchRate, "watch-rate", -1, "the probability that a watch gets a fault (default: -rate)")
 	flag.Float64Var(&watchTimeout, "watch-timeout", 0, "end every watch cleanly within half to all of this many seconds (0: never)")
+	strip := flag.String("strip-shard-selector", "", "resources (a comma list, or *) whose shardSelector is dropped before the request goes upstream, as a server without ShardedListAndWatch ignores it")
 	faults := flag.String("faults", strings.Join(append(append(append([]string{}, anyFaults...), readFaults...), watchFaults...), ","), "the faults to inject")
 	flag.Parse()
+	for _, r := range strings.Split(*strip, ",") {
+		if r != "" {
+			stripShard[r] = true
+		}
+	}
 	log.SetFlags(0)
 	if watchRate < 0 {
 		watchRate = rate
@@ -268,7 +297,15 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.server+r.URL.RequestURI(), bytes.NewReader(body))
+	uri := r.URL.RequestURI()
+	if q := r.URL.Query(); q.Has("shardSelector") && (stripShard["*"] || stripShard[resourceOf(r.URL.Path)]) {
+		q.Del("shardSelector")
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		uri = u.RequestURI()
+		count("strip-shard-selector", r)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.server+uri, bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), 502)
 		return

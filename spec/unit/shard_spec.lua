@@ -297,9 +297,10 @@ assert(a:round())
 print(table.concat(log, ","))
 ]]
     local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
-    -- alone: claimed and fenced open; then the release: drained, fenced
+    -- joined (nothing claimed), then alone: the claim written before the
+    -- fence opens; then the release: drained, fenced
     -- shut, and only then written
-    assert.matches("fence part,fence all,lease all,drain some,fence part,lease part", out, 1, true)
+    assert.matches("fence part,lease all,fence all,drain some,fence part,lease part", out, 1, true)
   end)
 end)
 

@@ -72,7 +72,7 @@ function M.new(opts)
     lost = false, stopped = false, joined = false,
     wake = core.task.cond(),
     changed = core.task.cond(), -- signalled whenever serving changes
-    backoff_until = 0,
+    backoff_until = 0, rounds = 0,
   }, Member)
   m.path = m.collection .. "/" .. m.name
   m.log = logging.logger("shard"):with { ring = opts.ring, identity = opts.identity }
@@ -253,8 +253,12 @@ function Member:round()
   elseif names == nil then
     self.desired = ring.assign(ids)[o.identity] or {}
   end
+  -- the first round only joins: replicas started together see each other
+  -- at the next, before any claims (or lists) a part that is not its own
+  self.rounds = self.rounds + 1
+  local joining = self.rounds == 1
   -- the informers hold what this replica holds or is about to
-  o.spanned(ranges.union(self.desired, self.held))
+  if not joining then o.spanned(ranges.union(self.desired, self.held)) end
   -- release first: stop taking the keys, drain them, close the fence
   local releasing = ranges.subtract(self.held, self.desired)
   if #releasing > 0 then
@@ -268,7 +272,7 @@ function Member:round()
   end
   -- then claim what the ring gives and no live member lists
   local want = {}
-  if core.task.now() >= self.backoff_until then
+  if not joining and core.task.now() >= self.backoff_until then
     want = ranges.subtract(ranges.subtract(self.desired, self.held), claimed(others))
   end
   local ok, sent = self:write(mine, ranges.union(self.held, want))
@@ -302,7 +306,7 @@ function Member:round()
     end
   end
   self:set_serving(ranges.intersect(self.held, self.desired))
-  o.spanned(ranges.union(self.desired, self.held))
+  if not joining then o.spanned(ranges.union(self.desired, self.held)) end
   return true
 end
 
