@@ -8,6 +8,7 @@ local kube = require "support.kube"
 local luaop = require "support.luaop"
 local volume = require "support.volume"
 local proc = require "support.proc"
+local cut = require "support.cut"
 local system = require "system"
 
 local LEASE, RENEW, RETRY = 3, 2, 0.5
@@ -214,70 +215,15 @@ describe("leader election", function()
     -- (The cut drops A's writes too, so that A's fence stops them at the
     -- renew deadline cannot be seen here: spec/unit/fence_spec.lua's stalled
     -- renewals, with the writes still reaching the server, show it.)
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. proc.quote(dir)))
-    finally(function() os.execute("rm -rf " .. proc.quote(dir)) end)
-    local kubeconfig = proc.read(os.getenv("KUBECONFIG"))
-    local host, port = kubeconfig:match("server: https://([%d.]+):(%d+)")
-    local f = assert(io.open(dir .. "/proxy.py", "w"))
-    f:write([==[
-import asyncio, os, sys
-target_port, ctl = int(sys.argv[1]), sys.argv[2]
-conns = set()
-async def pipe(r, w):
-    try:
-        while True:
-            data = await r.read(65536)
-            if not data or os.path.exists(ctl + "/down"):
-                break
-            w.write(data); await w.drain()
-    except Exception:
-        pass
-    finally:
-        w.close()
-async def handle(r, w):
-    if os.path.exists(ctl + "/down"):
-        w.close(); return
-    try:
-        tr, tw = await asyncio.open_connection("127.0.0.1", target_port)
-    except OSError:
-        w.close(); return
-    conns.add(w); conns.add(tw)
-    await asyncio.gather(pipe(r, tw), pipe(tr, w))
-async def watch_down():
-    while True:
-        if os.path.exists(ctl + "/down"):
-            for w in list(conns):
-                w.close()
-            conns.clear()
-        await asyncio.sleep(0.05)
-async def main():
-    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
-    open(ctl + "/port.tmp", "w").write(str(srv.sockets[0].getsockname()[1]))
-    os.rename(ctl + "/port.tmp", ctl + "/port")
-    asyncio.ensure_future(watch_down())
-    await srv.serve_forever()
-asyncio.run(main())
-]==])
-    f:close()
-    local p = assert(io.popen(("python3 %s %s %s >/dev/null 2>&1 & echo $!"):format(proc.quote(dir .. "/proxy.py"),
-      port, proc.quote(dir))))
-    local pid = p:read("l")
-    p:close()
-    finally(function() os.execute("kill " .. pid .. " 2>/dev/null") end)
-    local pport = kube.wait_for("the proxy", 10, function() return proc.read(dir .. "/port"):match("%d+") end)
-    f = assert(io.open(dir .. "/kubeconfig", "w"))
-    f:write((kubeconfig:gsub("server: https://[%d.]+:%d+", "server: https://" .. host .. ":" .. pport)))
-    f:close()
-
-    local a = start("A", { kubeconfig = dir .. "/kubeconfig" })
+    local cutter = cut.start(os.getenv("KUBECONFIG"))
+    finally(cutter.stop)
+    local a = start("A", { kubeconfig = cutter.kubeconfig })
     kube.wait_for("A to lead", 15, function() return leads(a) end)
     local b = start("B")
     kube.wait_for("B's caches", 15, function() return synced(b) end)
     kube.wait_for("A's writes", 10, function() return writes("A") >= 3 end)
-    assert(io.open(dir .. "/down", "w")):close()
-    local cut = system.gettime()
+    cutter.cut()
+    local cut_at = system.gettime()
     kube.wait_for("B to lead", 15, function() return leads(b) end)
     -- (what A sent before the cut landed before its lease ran out)
     local before = last_write("A")
@@ -285,8 +231,8 @@ asyncio.run(main())
     kube.wait_for("A to give up", 10, function() return a.exited() end)
     assert.are.equal(1, a.stop(false))
     assert.matches("leader election lost", a.stderr())
-    assert.is_true(system.gettime() - cut > RENEW - RETRY, "A gave up before its renew deadline")
-    os.remove(dir .. "/down") -- reachable again: nothing of A's may come now
+    assert.is_true(system.gettime() - cut_at > RENEW - RETRY, "A gave up before its renew deadline")
+    cutter.restore() -- reachable again: nothing of A's may come now
     local n = writes("B")
     kube.wait_for("B's next writes", 5, function() return writes("B") >= n + 3 end)
     assert.are.equal(before, last_write("A"), "A wrote after the API server was cut off")

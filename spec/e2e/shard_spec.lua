@@ -8,6 +8,7 @@
 local kube = require "support.kube"
 local luaop = require "support.luaop"
 local volume = require "support.volume"
+local cut = require "support.cut"
 local json = require("luaop.core").json
 local system = require "system"
 
@@ -143,7 +144,7 @@ describe("sharded controllers", function()
   local function start(by, opts)
     opts = opts or {}
     local vol = volume.new { ["stamper.lua"] = stamper(case, by) }
-    local run = luaop.start({ vol.dir }, { exit = opts.exit, flags = {
+    local run = luaop.start({ vol.dir }, { exit = opts.exit, kubeconfig = opts.kubeconfig, flags = {
       "--shard-ring", case, "--shard-namespace", RING_NS,
       "--leader-elect-lease-duration", LEASE .. "s", "--leader-elect-renew-deadline", RENEW .. "s",
       "--leader-elect-retry-period", RETRY .. "s" } })
@@ -251,6 +252,35 @@ describe("sharded controllers", function()
     -- lease 3 s from the last renewal seen, a retry period, the requeue's
     -- second, and the claim's two reads
     assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
+    assert.are.same({}, overlaps(writes(case)))
+  end)
+
+  it("has a replica cut off from the API server give its membership up at the renew deadline and exit 1, its "
+    .. "keys taken over by the others", function()
+    local cutter = cut.start(os.getenv("KUBECONFIG"))
+    finally(cutter.stop)
+    start("uid", { exit = false, kubeconfig = cutter.kubeconfig })
+    start("uid")
+    start("uid")
+    local owner = converged(3, now_seconds() + LEASE)
+    local victim = runs[1]
+    local mine = {}
+    for k, id in pairs(owner) do if id == victim.id then mine[#mine + 1] = k end end
+    cutter.cut()
+    victim.gone = true
+    local cut_at, t = system.gettime(), now_seconds()
+    kube.wait_for("the cut replica to exit", 15, function() return victim.run.exited() end)
+    assert.are.equal(1, victim.run.stop(1))
+    assert.matches("shard ring membership lost", victim.run.stderr(), 1, true)
+    assert.is_true(system.gettime() - cut_at > RENEW - RETRY, "it gave up before its renew deadline")
+    kube.wait_for("its keys written by the others", 20, function()
+      local by = writers(writes(case), t)
+      for _, k in ipairs(mine) do
+        if not by[k] then return false end
+      end
+      return true
+    end)
+    cutter.restore()
     assert.are.same({}, overlaps(writes(case)))
   end)
 
