@@ -17,6 +17,7 @@
 local kube = require "support.kube"
 local luaop = require "support.luaop"
 local proc = require "support.proc"
+local chaos_proxy = require "support.chaos"
 local json = require("luaop.core").json
 
 local SEED = 28
@@ -24,39 +25,9 @@ local FAULTS = "429,503,reset,slow,gone,status,truncate,garble,stall,dup,reorder
 
 local time = require("luaop").time
 
--- Start the chaos proxy (killed after 10 minutes should the spec never
--- stop it); returns its kubeconfig, a stats() reader, a control(what) call
--- and stop().
+-- The chaos proxy (spec/support/chaos.lua) with this spec's faults.
 local function start_proxy(rate)
-  local ok, bin = proc.sh("hack/chaos.sh bin")
-  assert(ok, bin)
-  bin = bin:match("([^\n]+)\n?$")
-  local dir = proc.tempdir()
-  local up = dir .. "/upstream.json"
-  local f = assert(io.open(up, "w"))
-  f:write(kube.must { "config", "view", "--raw", "--minify", "--flatten", "-o", "json" })
-  f:close()
-  local _, stop = proc.background(("%s -upstream %s -dir %s -seed %d -rate %g -watch-rate 0.7 -faults %s")
-    :format(proc.quote(bin), proc.quote(up), proc.quote(dir), SEED, rate, FAULTS), dir .. "/log", 600)
-  local ok_port, port = pcall(kube.wait_for, "the chaos proxy's port", 10, function()
-    local v = proc.read(dir .. "/port")
-    return v and v:match("%d+")
-  end)
-  assert(ok_port, tostring(port) .. ": " .. (proc.read(dir .. "/log") or ""))
-  local h = { kubeconfig = dir .. "/kubeconfig" }
-  local base = ("https://127.0.0.1:%s/chaos/"):format(port)
-  local function curl(what)
-    local cok, out = proc.sh(("curl -s -m 5 --cacert %s %s%s"):format(proc.quote(dir .. "/ca.crt"), base, what))
-    assert(cok, out)
-    return out
-  end
-  function h.stats() return json.decode(curl("stats")) end
-  function h.control(what) curl(what) end
-  function h.stop()
-    stop()
-    proc.sh("rm -rf " .. proc.quote(dir))
-  end
-  return h
+  return chaos_proxy.start { seed = SEED, rate = rate, watch_rate = 0.7, faults = FAULTS }
 end
 
 local function utc(offset) return time.format(os.time() + offset) end

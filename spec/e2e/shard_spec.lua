@@ -9,6 +9,7 @@ local kube = require "support.kube"
 local luaop = require "support.luaop"
 local volume = require "support.volume"
 local cut = require "support.cut"
+local chaos = require "support.chaos"
 local json = require("luaop.core").json
 local system = require "system"
 
@@ -37,6 +38,28 @@ return luaop.controller {
 ]]):format(case, by)
 end
 
+-- Both kinds stamped, each its own controller.
+local function stamper2(case)
+  return ([[
+local luaop = require "luaop"
+local function stamp(kind)
+  local n = {}
+  return luaop.controller {
+    name = "shard-stamper-" .. kind:lower(), resource = "v1/" .. kind, label_selector = "luaop-e2e-shard=%s",
+    filter = function(old, new) return old == nil or new == nil end,
+    reconcile = function(ctx, req)
+      local k = req.namespace .. "/" .. req.name
+      n[k] = (n[k] or 0) + 1
+      local _, err = ctx:patch(kind, req, { metadata = { annotations = { count = tostring(n[k]) } } })
+      if err and not luaop.is_error(err, "NotFound") then error(err) end
+      return luaop.requeue_after(1)
+    end,
+  }
+end
+return { stamp("ConfigMap"), stamp("Secret") }
+]]):format(case)
+end
+
 -- Seconds since midnight of an audit timestamp ("...T10:40:01.123456Z").
 local function seconds(ts)
   local h, m, s = tostring(ts):match("T(%d%d):(%d%d):([%d.]+)Z$")
@@ -47,9 +70,10 @@ local function audit_log()
   return assert(os.getenv("KUBECONFIG")):gsub("[^/]*$", "") .. "kwok/clusters/luaop/logs/audit.log"
 end
 
--- The writes the audit log holds of case's ConfigMaps (by name), in order
--- of arrival: {key, identity, received, completed (seconds), code}.
-local function writes(case)
+-- The writes the audit log holds of case's ConfigMaps (by name; another
+-- resource if given), in order of arrival: {key, identity, received,
+-- completed (seconds), code}.
+local function writes(case, resource)
   local out = {}
   local f = io.open(audit_log())
   if not f then return out end
@@ -58,7 +82,8 @@ local function writes(case)
       local e = json.decode(line)
       local ref = e.objectRef or {}
       local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
-      if id and e.verb == "patch" and ref.resource == "configmaps" and tostring(ref.name):find(case, 1, true) then
+      if id and e.verb == "patch" and ref.resource == (resource or "configmaps")
+        and tostring(ref.name):find(case, 1, true) then
         out[#out + 1] = { key = ref.namespace .. "/" .. ref.name, id = id, received = seconds(e.requestReceivedTimestamp),
           completed = seconds(e.stageTimestamp), code = e.responseStatus and e.responseStatus.code }
       end
@@ -135,7 +160,7 @@ describe("sharded controllers", function()
       r.vol:remove()
     end
     for i = 0, NAMESPACES - 1 do
-      kube.kubectl { "delete", "configmap", "-n", ns_of(i), "-l", "luaop-e2e-shard=" .. case, "--wait=false" }
+      kube.kubectl { "delete", "configmap,secret", "-n", ns_of(i), "-l", "luaop-e2e-shard=" .. case, "--wait=false" }
     end
     kube.kubectl { "delete", "lease", "-n", RING_NS, "-l", "luaop.dev/shard-ring=" .. case, "--wait=false" }
   end)
@@ -143,7 +168,7 @@ describe("sharded controllers", function()
   -- A replica of case's ring; its identity once it logged it.
   local function start(by, opts)
     opts = opts or {}
-    local vol = volume.new { ["stamper.lua"] = stamper(case, by) }
+    local vol = volume.new { ["stamper.lua"] = opts.source or stamper(case, by) }
     local run = luaop.start({ vol.dir }, { exit = opts.exit, kubeconfig = opts.kubeconfig, flags = {
       "--shard-ring", case, "--shard-namespace", RING_NS,
       "--leader-elect-lease-duration", LEASE .. "s", "--leader-elect-renew-deadline", RENEW .. "s",
@@ -199,6 +224,43 @@ describe("sharded controllers", function()
       assert.matches(server and "the API server shards this list and watch" or "the API server does not shard this list",
         r.run.stderr(), 1, true)
     end
+  end)
+
+  it("filters a kind the API server does not shard by itself, beside one it does, each object reconciled by "
+    .. "one replica", function()
+    -- the chaos proxy drops shardSelector for ConfigMaps only: a server
+    -- that shards Secrets and not ConfigMaps
+    local proxy = chaos.start { strip_shard_selector = "configmaps" }
+    finally(proxy.stop)
+    local secrets = {}
+    for i = 0, NAMESPACES - 1 do
+      local name = case .. "-s"
+      kube.must { "create", "secret", "generic", name, "-n", ns_of(i), "--from-literal=k=v" }
+      kube.must { "label", "secret", name, "-n", ns_of(i), "luaop-e2e-shard=" .. case }
+      secrets[#secrets + 1] = ns_of(i) .. "/" .. name
+    end
+    for _ = 1, 2 do start("namespace", { kubeconfig = proxy.kubeconfig, source = stamper2(case) }) end
+    local since = now_seconds() + LEASE + 2 * RETRY
+    converged(2, since)
+    kube.wait_for("every Secret written by one replica", 30, function()
+      local by = writers(writes(case, "secrets"), since)
+      for _, k in ipairs(secrets) do
+        if not by[k] or count(by[k]) ~= 1 then return false end
+      end
+      return true
+    end)
+    assert.are.same({}, overlaps(writes(case)))
+    assert.are.same({}, overlaps(writes(case, "secrets")))
+    local ok, probe = kube.kubectl { "get", "--raw", "/api/v1/secrets?limit=1&shardSelector="
+      .. "shardRange%28object.metadata.namespace%2C%20%270x0000000000000000%27%2C%20%270x8000000000000000%27%29" }
+    local server = ok and json.decode(probe).metadata.shardInfo ~= nil
+    for _, r in ipairs(runs) do
+      local log = r.run.stderr()
+      assert.matches('the API server does not shard this list[^\n]*"kind": "v1/ConfigMap"', log)
+      assert.matches((server and "the API server shards this list and watch" or "the API server does not shard this list")
+        .. '[^\n]*"kind": "v1/Secret"', log)
+    end
+    assert.is_true((proxy.stats()["fault strip-shard-selector"] or 0) > 0)
   end)
 
   it("hands keys to a replica that joins without two writers of one key at any time", function()
