@@ -65,6 +65,18 @@ describe("shard ranges", function()
     assert.is_nil(ranges.decode("zz-1"))
     assert.is_nil(ranges.decode("5-1")) -- last before lo
   end)
+
+  it("coarsen to at most N ranges by filling the smallest gaps, a superset of what they cover", function()
+    local set = ranges.normalize { { 0, 9 }, { 12, 19 }, { 100, 109 }, { 111, 119 }, { 1000, 1009 } }
+    assert.are.equal("0-13,64-77,3e8-3f1", ranges.encode(ranges.coarsen(set, 3)))
+    assert.are.equal(set, ranges.coarsen(set, 5))
+    local big = {}
+    for i = 0, 999 do big[#big + 1] = { i * 0x10000000000000 // 1, i * 0x10000000000000 // 1 + 5 } end
+    big = ranges.normalize(big)
+    local c = ranges.coarsen(big, 256)
+    assert.are.equal(256, #c)
+    assert.are.same({}, ranges.subtract(big, c))
+  end)
 end)
 
 describe("shard ring", function()

@@ -34,11 +34,16 @@ function M.attach(inf)
   end
 end
 
+-- At most this many ranges in a selector: the API server parses it as CEL
+-- (at most 100,000 characters); a set of more is asked as a superset (the
+-- smallest gaps filled in), the rest dropped here (Informer.keep).
+M.MAX_RANGES = 256
+
 -- The shardSelector to send: in server mode, the set's (nil for all of it).
 function M.query(inf)
   local s = inf.shard
   if not s or s.mode ~= "server" or not s.set then return nil end
-  return ranges.selector(s.set, M.FIELD)
+  return ranges.selector(ranges.coarsen(s.set, M.MAX_RANGES), M.FIELD)
 end
 
 local function mode_metric(inf, mode)
@@ -55,7 +60,8 @@ function M.before_sync(inf)
   local s = inf.shard
   while not s.set and not inf.stopped do s.known:wait() end
   if inf.stopped or s.mode or #s.set == 0 then return end
-  local probe = ranges.selector(s.set, M.FIELD) or ranges.selector({ { 0, 0x7fffffffffffffff } }, M.FIELD)
+  local probe = ranges.selector(ranges.coarsen(s.set, M.MAX_RANGES), M.FIELD)
+    or ranges.selector({ { 0, 0x7fffffffffffffff } }, M.FIELD)
   local o = inf.opts
   local list, err = inf.client:first_page(inf.kind, { namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = probe, timeout = 30 })

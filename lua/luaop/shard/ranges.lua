@@ -101,6 +101,26 @@ function M.share(set)
   return n / 2 ^ 64
 end
 
+-- At most max ranges covering set: the smallest gaps between its ranges
+-- filled in (a superset; for a selector of bounded length, the rest
+-- filtered by whoever uses it).
+function M.coarsen(set, max)
+  if #set <= max then return set end
+  local gaps = {}
+  for i = 2, #set do gaps[#gaps + 1] = { set[i][1] - set[i - 1][2], i } end
+  table.sort(gaps, function(a, b)
+    if a[1] ~= b[1] then return ult(a[1], b[1]) end
+    return a[2] < b[2]
+  end)
+  local fill = {}
+  for k = 1, #set - max do fill[gaps[k][2]] = true end
+  local out = { { set[1][1], set[1][2] } }
+  for i = 2, #set do
+    if fill[i] then out[#out][2] = set[i][2] else out[#out + 1] = { set[i][1], set[i][2] } end
+  end
+  return out
+end
+
 local function hex(v) return ("0x%016x"):format(v) end
 
 -- The API server's shardSelector for the set, over field
