@@ -186,10 +186,10 @@ function M.plan(self, c, def)
       end
     end
   end
-  local seen = by_ns and self.client:resolve_seen(def.resource)
   for _, e in ipairs(def.owns or {}) do
     local kind, f = filter.owned(e)
-    sub(self:entry(kind, { namespace = def.namespace, sharded = seen and seen.namespaced }),
+    -- (sharded once its first sync found the resource namespaced)
+    sub(self:entry(kind, { namespace = def.namespace, sharded = by_ns, owner = by_ns and def.resource or nil }),
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner }, f, "owns " .. kind)
   end
   -- watched kinds: the map function names the requests

@@ -377,7 +377,7 @@ function Informer:run()
     local began = time.monotonic()
     if self.relist_wanted then need_list, self.relist_wanted = true, false end -- (its ranges grew)
     self.shard_moved = false -- (its ranges changed: the watch ended on purpose, no pause)
-    if need_list and self.shard then shard.before_sync(self) end
+    if need_list and self.shard then shard.before_sync(self) end -- (may find it is to be whole)
     if need_list and self.relists > 0 then self:relisted() end
     if need_list and self.stream and not list_now then
       local synced

@@ -22,9 +22,11 @@ local M = {}
 M.FIELD = "object.metadata.namespace"
 
 -- Make inf a sharded informer; its ranges come with M.set (until then its
--- first sync waits for them).
-function M.attach(inf)
-  local s = { set = nil, known = core.task.cond() }
+-- first sync waits for them). owner: for an owned kind's informer, its
+-- owner's kind: sharded only when that kind is namespaced (an owner's
+-- children share its namespace), which its first sync learns.
+function M.attach(inf, owner)
+  local s = { set = nil, known = core.task.cond(), owner = owner }
   inf.shard = s
   inf.keep = function(obj)
     local set = s.set
@@ -58,6 +60,16 @@ end
 -- refuses an empty selector), every object dropped here.
 function M.before_sync(inf)
   local s = inf.shard
+  if s.owner then
+    local r = inf.client:resolve(s.owner)
+    if not r then return end -- (not known yet: asked again at the next sync)
+    s.owner = nil
+    if not r.namespaced then
+      -- a cluster-scoped owner's children are in every namespace: whole
+      inf.shard, inf.keep = nil, nil
+      return
+    end
+  end
   while not s.set and not inf.stopped do s.known:wait() end
   if inf.stopped or s.mode or #s.set == 0 then return end
   local probe = ranges.selector(ranges.coarsen(s.set, M.MAX_RANGES), M.FIELD)
@@ -81,6 +93,7 @@ end
 -- The ranges the informer is to hold now.
 function M.set(inf, set)
   local s = inf.shard
+  if not s then return end -- (an owned kind's, found whole)
   local old = s.set
   if old and ranges.equal(old, set) then return end
   s.set = set

@@ -9,8 +9,9 @@ local kind_name = require("luaop.definition").kind_name
 local M = {}
 local Manager = {} -- methods of a manager
 
-local function informer_id(kind, namespace, selector, fields, sharded)
-  return table.concat({ kind, namespace or "", selector or "", fields or "", sharded and "sharded" or "" }, "|")
+local function informer_id(kind, namespace, selector, fields, sharded, owner)
+  return table.concat({ kind, namespace or "", selector or "", fields or "",
+    sharded and "sharded:" .. (owner or "") or "" }, "|")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
@@ -18,7 +19,7 @@ end
 function Manager:entry(kind, opts)
   opts = opts or {}
   local sharded = opts.sharded and self.shard ~= nil
-  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector, sharded)
+  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector, sharded, opts.owner)
   local e = self.informers[id]
   if not e then
     e = {
@@ -30,7 +31,7 @@ function Manager:entry(kind, opts)
       client = self.client,
     })
     -- sharded (luaop.shard): only the namespaces of the ranges it holds
-    if sharded then self.shard:attach(e.inf) end
+    if sharded then self.shard:attach(e.inf, opts.owner) end
     local function dispatch(event)
       return function(a, b)
         for _, sub in ipairs(e.subs) do
@@ -69,7 +70,7 @@ function Manager:cache_for(kind, q, c)
       and (e.namespace == nil or e.namespace == q.namespace)
       and e.label_selector == q.label_selector and e.field_selector == q.field_selector
       -- (a sharded cache holds a namespace only when in its ranges)
-      and (not e.sharded or (q.namespace and e.inf.keep { metadata = { namespace = q.namespace } })) then
+      and (not e.inf.keep or (q.namespace and e.inf.keep { metadata = { namespace = q.namespace } })) then
       if c == nil then return e.inf end
       for _, sub in ipairs(c.subs or {}) do
         if sub.entry == e then return e.inf end

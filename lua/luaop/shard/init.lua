@@ -107,8 +107,8 @@ end
 -- A sharded informer (luaop.informer.shard): it holds the namespaces of
 -- the ranges this replica holds or is about to (what the ring gives it),
 -- from the ring's first read on.
-function Shard:attach(inf)
-  shard_informer.attach(inf)
+function Shard:attach(inf, owner)
+  shard_informer.attach(inf, owner)
   self.informers[inf] = true
   if self.span then shard_informer.set(inf, self.span) end
 end
