@@ -219,9 +219,9 @@ function M.problems(def)
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
     fail("resync", "controller %s: resync must be a number of seconds > 0", name)
   end
-  if def.shard_by ~= nil and def.shard_by ~= "namespace" and def.shard_by ~= "uid" then
-    fail("shard_by", "controller %s: shard_by must be \"namespace\" or \"uid\" (the field whose hash places a key "
-      .. "in a shard ring)", name)
+  if def.shard_by ~= nil and def.shard_by ~= "namespace" and def.shard_by ~= "uid" and def.shard_by ~= "none" then
+    fail("shard_by", "controller %s: shard_by must be \"namespace\", \"uid\" (the field whose hash places a key "
+      .. "in a shard ring) or \"none\" (all keys on one replica)", name)
   end
   for _, p in ipairs(retry.problems(def, name, M.nearest)) do out[#out + 1] = p end -- (luaop.retry)
   require("luaop.finalizer").problems(def, fail, name)

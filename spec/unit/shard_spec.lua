@@ -264,6 +264,30 @@ describe("shard ring of luaop processes", function()
   end)
 end)
 
+describe("shard ring with a controller that must run once", function()
+  it("runs a controller of shard_by none on one replica only, whatever the keys", function()
+    local server = fake.start()
+    finally(server.stop)
+    local v = volume.new { ["once.lua"] = [[
+local luaop = require "luaop"
+return luaop.controller { name = "once", resource = "v1/ConfigMap", namespace = "default", shard_by = "none",
+  reconcile = function(ctx, req) print("reconciled " .. req.name) return luaop.requeue_after(0.1) end }
+]] }
+    finally(function() v:remove() end)
+    local a = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = SHARD_FLAGS })
+    finally(a.cleanup)
+    local b = luaop.start({ v.dir }, { kubeconfig = server.kubeconfig, flags = SHARD_FLAGS })
+    finally(b.cleanup)
+    kube.wait_for("two members dividing the space", 30, function() return all_held(server, 2) end)
+    local function n(run) return select(2, run.stdout():gsub("reconciled", "")) end
+    local na, nb = n(a), n(b)
+    -- from here, 20 more reconciles, all by one of them
+    kube.wait_for("20 reconciles more", 20, function() return n(a) + n(b) >= na + nb + 20 end)
+    local ma, mb = n(a) - na, n(b) - nb
+    assert.is_true((ma == 0) ~= (mb == 0), ("%d and %d reconciles"):format(ma, mb))
+  end)
+end)
+
 describe("shard ring handover", function()
   it("drains the reconciles of a released range before its fence closes, and closes it before the Lease stops "
     .. "listing it", function()

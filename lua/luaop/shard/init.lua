@@ -22,13 +22,16 @@ local M = {}
 local Shard = {}
 Shard.__index = Shard
 
-M.BY = { namespace = true, uid = true }
+M.BY = { namespace = true, uid = true, none = true }
 M.DEFAULT_BY = "namespace"
 
 -- The hash of key for controller c, or nil when it cannot be known (by
 -- uid, an object neither cached nor seen).
 function Shard:hash(c, key)
   local by = c.def.shard_by or M.DEFAULT_BY
+  -- "none": every key at one point, the one cluster-scoped keys have: the
+  -- controller runs on one replica at a time, as under a leader
+  if by == "none" then return core.shard.hash("") end
   if by == "namespace" then
     local ns = plan.split_key(key)
     return core.shard.hash(ns or "")
@@ -121,14 +124,18 @@ function Shard:spanned(set)
   end
 end
 
--- The namespaces the ring places keys by (luaop.shard.ring), when every
--- controller shards by namespace (the default): a Namespace informer of
+-- The namespaces the ring places keys by (luaop.shard.ring), when a
+-- controller shards by namespace (the default) and none by uid: a Namespace informer of
 -- its own; false until it synced. nil when one shards by uid: uniform
 -- points then, for all (one set of ranges serves every controller).
 function Shard:namespaces()
+  local by_ns = false
   for _, c in pairs(self.manager.controllers) do
-    if c.def.shard_by == "uid" then return nil end
+    local by = c.def.shard_by or M.DEFAULT_BY
+    if by == "uid" then return nil end
+    by_ns = by_ns or by == "namespace"
   end
+  if not by_ns then return nil end -- ("none" alone: any points will do)
   if not self.ns then
     self.ns = informer.new("v1/Namespace", { client = self.manager.client }):start()
   end
