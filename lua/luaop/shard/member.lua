@@ -72,6 +72,7 @@ function M.new(opts)
     lost = false, stopped = false, joined = false,
     wake = core.task.cond(),
     changed = core.task.cond(), -- signalled whenever serving changes
+    round_done = core.task.cond(), -- after each round (release waits for one under way)
     backoff_until = 0, rounds = 0,
   }, Member)
   m.path = m.collection .. "/" .. m.name
@@ -321,7 +322,10 @@ function Member:run(on_lost)
   self.log:info("joining the shard ring", { lease = o.namespace .. "/" .. self.name })
   self.last = self.last or core.task.now()
   while not self.stopped do
+    self.busy = true
     local ok = self:round()
+    self.busy = false
+    self.round_done:signal()
     if not ok and self.joined and core.task.now() > self.last + o.renew_deadline then
       self.lost = true
       self:set_serving({})
@@ -341,6 +345,8 @@ end
 function Member:release()
   self.stopped = true
   self.wake:signal()
+  -- a round under way would make the update below a Conflict: let it end
+  if self.busy then self.round_done:wait(self.o.renew_deadline) end
   self:set_serving({})
   self:set_held({})
   if self.lost or not self.joined then return end
