@@ -405,6 +405,7 @@ function Informer:run()
         err = failed or ended
       end
     end
+    if self.shard_moved and not self.stopped then err = nil end -- (closed on purpose: luaop.informer.shard)
     if err and not self.stopped then
       local reason = failure_reason(err)
       self:failed(reason)
