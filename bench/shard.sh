@@ -20,8 +20,16 @@
 # most 0.4 for memory either way, and with the server sharding at most 0.4
 # for bytes and CPU too (about 1.0 for those when luaop filters: the cost
 # KEP-5866 removes).
+#
+# Then the useless machine (operators/useless-machine.lua, shard_by "uid":
+# its Machines are in one namespace) converges MACHINES Machines (default
+# 3000; bench/converge.lua) with one replica and with three: the time to
+# every Machine "ddd", the writes each replica made (its trace log), the
+# API server's 409s, and CPU per replica. On two cores the API server is
+# the limit: where the time goes, not a speed-up.
 n=${1:-100000}
 nns=${2:-300}
+machines=${3:-3000}
 . "$(dirname "$0")/lib.sh" shard
 prefix=$ns
 lns() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/shard.lua -- "$@"; }
@@ -97,6 +105,44 @@ for mode in server client; do
   run "$mode" 1 >>"$tmp/out"
   run "$mode" 3 >>"$tmp/out"
 done
+# converge R: the useless machine with R replicas, MACHINES Machines in a
+# namespace of their own
+kc apply -k manifests/crds >/dev/null
+kc wait --for condition=Established crd --all --timeout=60s >/dev/null
+mkdir -p "$tmp/um"
+sed 's/^  concurrency = \([0-9]*\),/  concurrency = \1, shard_by = "uid",/' operators/useless-machine.lua >"$tmp/um/useless-machine.lua"
+grep -q 'shard_by = "uid"' "$tmp/um/useless-machine.lua" || { echo "bench: could not set shard_by in the useless machine" >&2; exit 1; }
+converge() {
+  local r=$1 cns="$ns-m$1" pids=() i start
+  local ring="bench-um-$r-$$"
+  kc create namespace "$cns" >/dev/null
+  kc label namespace "$cns" bench-shard="$prefix" >/dev/null
+  for i in $(seq 1 "$r"); do
+    "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script "$tmp/um" --shard-ring "$ring" \
+      --shard-namespace "$ns" 2>"$tmp/um-$r-$i.log" &
+    pids+=("$!")
+  done
+  for i in $(seq 1 "$r"); do WAIT_SECONDS=120 wait_until "replica $i" grep -q "acquired ranges" "$tmp/um-$r-$i.log"; done
+  "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/converge.lua -- watch "$cns" "$machines" >"$tmp/um-watch-$r" &
+  local watcher=$!
+  wait_until "the watcher" grep -q ready "$tmp/um-watch-$r"
+  "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/converge.lua -- machines "$cns" "$machines" >"$tmp/um-create-$r"
+  WAIT_SECONDS=900 wait_until "every Machine ddd" bash -c "! kill -0 $watcher 2>/dev/null"
+  local secs
+  secs=$(echo "$(grep '^end ' "$tmp/um-watch-$r" | cut -d' ' -f2) - $(grep '^start ' "$tmp/um-create-$r" | cut -d' ' -f2)" | bc -l)
+  for i in "${!pids[@]}"; do
+    local log=$tmp/um-$r-$((i + 1)).log w c cpu
+    w=$(grep 'response' "$log" | grep -cE '"method": "(POST|PUT|PATCH|DELETE)"' || true)
+    c=$(grep 'response' "$log" | grep -E '"method": "(POST|PUT|PATCH|DELETE)"' | grep -c '"status": 409' || true)
+    cpu=$(awk '{print $14 + $15}' "/proc/${pids[$i]}/stat")
+    printf 'um %d %.2f %d %d %.2f\n' "$r" "$secs" "$w" "$c" "$(echo "$cpu / $tck" | bc -l)"
+  done
+  for i in "${!pids[@]}"; do kill "${pids[$i]}"; wait "${pids[$i]}" 2>/dev/null || true; done
+  kc delete namespace "$cns" --wait=false >/dev/null
+}
+converge 1 >>"$tmp/um"
+converge 3 >>"$tmp/um"
+
 mode_seen=$(grep -ho 'the API server [a-z ]*shard[a-z ]*' "$tmp"/bench-server-1-*.log | head -1)
 echo "luaop directly: $mode_seen"
 awk '
@@ -112,3 +158,10 @@ awk '
         maxrss[t]/maxrss[o], maxrc[t]/maxrc[o], maxcpu[t]/maxcpu[o], mode == "server" ? ", bytes and CPU <= 0.4" : "; bytes and CPU about 1.0"
     }
   }' "$tmp/out"
+awk -v m="$machines" '
+  { n[$2]++; secs[$2] = $3; w[$2] += $4; c[$2] += $5; cpu[$2] += $6; per[$2] = per[$2] sprintf(" %d", $4) }
+  END {
+    for (r = 1; r <= 3; r += 2)
+      printf "useless machine, %d Machines, %d replica(s): all ddd in %.1f s, %d writes (per replica:%s), %d Conflicts, CPU %.2f s in all\n",
+        m, r, secs[r], w[r], per[r], c[r], cpu[r]
+  }' "$tmp/um"
