@@ -264,7 +264,11 @@ function Member:round()
   local releasing = ranges.subtract(self.held, self.desired)
   if #releasing > 0 then
     self:set_serving(ranges.intersect(self.held, self.desired))
-    self.o.drain(releasing, core.task.now() + o.renew_deadline)
+    -- (for at most what leaves this round a retry period to renew before
+    -- the fence's deadline: a reconcile longer than that has its writes
+    -- fenced from then on, which is safe)
+    local last = self.last or core.task.now()
+    self.o.drain(releasing, math.min(core.task.now() + o.renew_deadline, last + o.renew_deadline - o.retry_period))
     self:set_held(ranges.subtract(self.held, releasing))
     self.metric.released:add()
     self.log:info("released ranges", { ranges = #releasing, released = ranges.share(releasing),
