@@ -239,7 +239,7 @@ describe("sharded controllers", function()
       kube.must { "label", "secret", name, "-n", ns_of(i), "luaop-e2e-shard=" .. case }
       secrets[#secrets + 1] = ns_of(i) .. "/" .. name
     end
-    for _ = 1, 2 do start("namespace", { kubeconfig = proxy.kubeconfig, source = stamper2(case) }) end
+    for _ = 1, 2 do start("namespace", { kubeconfig = proxy.kubeconfig, source = stamper2(case), exit = false }) end
     local since = now_seconds() + LEASE + 2 * RETRY
     converged(2, since)
     kube.wait_for("every Secret written by one replica", 30, function()
@@ -261,6 +261,7 @@ describe("sharded controllers", function()
         .. '[^\n]*"kind": "v1/Secret"', log)
     end
     assert.is_true((proxy.stats()["fault strip-shard-selector"] or 0) > 0)
+    for _, r in ipairs(runs) do r.run.stop(0) end -- (before the proxy goes)
   end)
 
   it("hands keys to a replica that joins without two writers of one key at any time", function()
@@ -298,11 +299,12 @@ describe("sharded controllers", function()
     victim.gone = true
     local killed = now_seconds()
     local took = kube.wait_for("its keys written by the others", 30, function()
-      local by = writers(writes(case), killed)
+      local ws = writes(case)
+      local by = writers(ws, killed)
       local last = 0
       for _, k in ipairs(mine) do
         local first
-        for _, w in ipairs(writes(case)) do
+        for _, w in ipairs(ws) do
           if w.key == k and w.received >= killed and w.id ~= victim.id then first = first or w.received end
         end
         if not first then return false end

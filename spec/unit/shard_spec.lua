@@ -340,6 +340,37 @@ print(table.concat(log, ","))
   end)
 end)
 
+describe("shard ring member paused past its renew deadline", function()
+  it("never writes its Lease again, even when the write would succeed", function()
+    local server = fake.start()
+    finally(server.stop)
+    local program = [[
+local core = require "luaop.core"
+local api = core.api
+local real = api.request
+local puts = 0
+api.request = function(spec)
+  spec.lease = nil
+  if spec.method ~= "GET" then puts = puts + 1 end
+  return real(spec)
+end
+api.fence = function() return {} end
+api.fence_until = function() end
+core.shard.fence = function() end
+local member = require "luaop.shard.member"
+local a = member.new { ring = "pause", namespace = "default", identity = "a_1", lease_duration = 3,
+  renew_deadline = 2, retry_period = 0.2, gained = function() end, spanned = function() end, drain = function() end }
+assert(a:round())
+assert(a:round())
+local before = puts
+a.last = core.task.now() - 2.5 -- as after a pause of 2.5 s since its last renewal
+print("round " .. tostring(a:round()) .. ", writes " .. (puts - before) .. ", lapsed " .. tostring(a:lapsed()))
+]]
+    local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
+    assert.matches("round false, writes 0, lapsed true", out, 1, true)
+  end)
+end)
+
 describe("shard ring members claiming at once", function()
   it("never hold one range both, and divide the space once they see each other", function()
     local server = fake.start()

@@ -239,6 +239,10 @@ end
 -- claim what is and nobody holds, renew. True when the renew succeeded.
 function Member:round()
   local o = self.o
+  -- past the renew deadline the membership is gone, whatever a write would
+  -- answer now (a process paused past it finds its own Lease as it left
+  -- it, while the others took its ranges over): never renewed from here
+  if self:lapsed() then return false end
   local others, mine = self:read()
   if not others then return false end
   local ids = { o.identity }
@@ -280,6 +284,7 @@ function Member:round()
   if not joining and core.task.now() >= self.backoff_until then
     want = ranges.subtract(ranges.subtract(self.desired, self.held), claimed(others))
   end
+  if self:lapsed() then return false end -- (the read, or the drain, took it past)
   local ok, sent = self:write(mine, ranges.union(self.held, want))
   if not ok then return false end
   self.joined = true
@@ -315,6 +320,12 @@ function Member:round()
   return true
 end
 
+-- Whether the renew deadline from the last successful write has passed
+-- (the fence is shut: core.api.fence_until).
+function Member:lapsed()
+  return self.joined and core.task.now() > self.last + self.o.renew_deadline
+end
+
 function Member:pause(seconds)
   if not self.stopped then self.wake:wait(seconds) end
 end
@@ -330,7 +341,7 @@ function Member:run(on_lost)
     local ok = self:round()
     self.busy = false
     self.round_done:signal()
-    if not ok and self.joined and core.task.now() > self.last + o.renew_deadline then
+    if not ok and self:lapsed() then
       self.lost = true
       self:set_serving({})
       self:set_held({})
