@@ -233,7 +233,11 @@ static int http_setup(http_request *r)
      * answer's headers: waiting would hold every request behind a watch. */
     if (strncmp(r->url, "https://", 8) == 0)
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    /* Compressed answers, but not streams: from v1.37 the API server gzips
+     * a watch when asked, and this libcurl cannot pause a transfer it is
+     * decoding (the pause fails it as a write error, CURLE_WRITE_ERROR), so
+     * every streamed sync and watch ended at once. */
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, r->on_data ? NULL : "");
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent ? c->user_agent : "luaop");
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);

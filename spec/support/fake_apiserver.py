@@ -458,6 +458,14 @@ class Handler(BaseHTTPRequestHandler):
                     return self.stream([bad[w - 1], later])
                 return self.stream([ev("ADDED", {"name": "watch-after", "namespace": "default",
                                                   "resourceVersion": str(40 + w)})])
+            if fault == "gzip" and watching:
+                # one ADDED saying whether the watch asked for gzip (a
+                # v1.37 API server gzips a watch when asked)
+                asked = "gzip" in self.headers.get("Accept-Encoding", "")
+                return self.stream([json.dumps({"type": "ADDED", "object": {
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                        "name": "asked-" + ("gzip" if asked else "identity"), "namespace": "default",
+                        "resourceVersion": "60"}}})])
             if fault == "stalllist" and not watching and "continue" not in query:
                 with lock:
                     counts["list"] = counts.get("list", 0) + 1
