@@ -14,8 +14,8 @@
 # together), each with a ConfigMap controller that shards by namespace and
 # reconciles nothing, and waits until the ring has settled: the replicas'
 # luaop_shard_share adds up to 1 and their luaop_cache_objects to N. Per
-# replica: launch to settled, VmRSS, bytes read (/proc/PID/io rchar: the
-# API server's answers, mostly), CPU (utime + stime) and objects cached.
+# replica: launch to settled, VmRSS, bytes received (its TCP connections'
+# bytes_received, ss -ti), CPU (utime + stime) and objects cached.
 # Prints each three-replica figure over the one replica's: the goal is at
 # most 0.4 for memory either way, and with the server sharding at most 0.4
 # for bytes and CPU too (about 1.0 for those when luaop filters: the cost
@@ -34,6 +34,7 @@ machines=${3:-3000}
 prefix=$ns
 lns() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/shard.lua -- "$@"; }
 cleanup_shard() {
+  pkill -f -- "--shard-ring bench-[a-z]*-[0-9]*-$$" 2>/dev/null || true
   for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
   kc delete namespace -l bench-shard="$prefix" --wait=false >/dev/null 2>&1 || true
   bench_cleanup
@@ -58,12 +59,19 @@ kc config view --raw --minify --flatten -o json >"$tmp/chaos/upstream.json"
 WAIT_SECONDS=30 wait_until "the chaos proxy" test -s "$tmp/chaos/kubeconfig"
 
 port=18400
-metric() { # PORT NAME: the sum of a metric's series
-  curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 ~ "^"m"({|$)" {s += $2} END {printf "%.6f", s + 0}'
+metric() { # PORT NAME [MATCH]: the sum of a metric's series (those whose labels hold MATCH)
+  curl -s "http://127.0.0.1:$1/metrics" |
+    awk -v m="$2" -v w="${3:-}" '$1 ~ "^"m"({|$)" && index($1, w) {s += $2} END {printf "%.6f", s + 0}'
 }
-proc_stat() { # PID: rss_kib rchar cpu_ticks
+proc_stat() { # PID: rss_kib bytes_received cpu_ticks
   awk '/^VmRSS:/ {print $2}' "/proc/$1/status" | tr '\n' ' '
-  awk '/^rchar:/ {print $2}' "/proc/$1/io" | tr '\n' ' '
+  # what its TCP connections received (tcp_info's bytes_received, ss -ti):
+  # luaop keeps one HTTP/2 connection to the API server (or the proxy)
+  ss -tinpH 2>/dev/null | awk -v p="pid=$1," '
+    index($0, p) {mine = 1; next}
+    mine && match($0, /bytes_received:[0-9]+/) {s += substr($0, RSTART + 15, RLENGTH - 15)}
+    {mine = 0}
+    END {printf "%d ", s}'
   awk '{print $14 + $15}' "/proc/$1/stat"
 }
 tck=$(getconf CLK_TCK)
@@ -86,7 +94,7 @@ run() {
     local share=0 objs=0 p
     for p in "${ports[@]}"; do
       share=$(echo "$share + $(metric "$p" luaop_shard_share)" | bc -l)
-      objs=$(echo "$objs + $(metric "$p" luaop_cache_objects)" | bc -l)
+      objs=$(echo "$objs + $(metric "$p" luaop_cache_objects 'resource="v1/ConfigMap"')" | bc -l)
     done
     [ "$(echo "$share > 0.999999 && $share < 1.000001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ]
   }
@@ -96,7 +104,7 @@ run() {
   for i in "${!pids[@]}"; do
     read -r rss rchar ticks < <(proc_stat "${pids[$i]}")
     printf '%s %d %.2f %d %d %.2f %.0f\n' "$mode" "$r" "$secs" "$rss" "$rchar" "$(echo "$ticks / $tck" | bc -l)" \
-      "$(metric "${ports[$i]}" luaop_cache_objects)"
+      "$(metric "${ports[$i]}" luaop_cache_objects 'resource="v1/ConfigMap"')"
   done
   for i in "${!pids[@]}"; do kill "${pids[$i]}"; wait "${pids[$i]}" 2>/dev/null || true; done
 }
@@ -109,16 +117,16 @@ done
 # namespace of their own
 kc apply -k manifests/crds >/dev/null
 kc wait --for condition=Established crd --all --timeout=60s >/dev/null
-mkdir -p "$tmp/um"
-sed 's/^  concurrency = \([0-9]*\),/  concurrency = \1, shard_by = "uid",/' operators/useless-machine.lua >"$tmp/um/useless-machine.lua"
-grep -q 'shard_by = "uid"' "$tmp/um/useless-machine.lua" || { echo "bench: could not set shard_by in the useless machine" >&2; exit 1; }
+mkdir -p "$tmp/umscript"
+sed 's/^  concurrency = \([0-9]*\),/  concurrency = \1, shard_by = "uid",/' operators/useless-machine.lua >"$tmp/umscript/useless-machine.lua"
+grep -q 'shard_by = "uid"' "$tmp/umscript/useless-machine.lua" || { echo "bench: could not set shard_by in the useless machine" >&2; exit 1; }
 converge() {
   local r=$1 cns="$ns-m$1" pids=() i start
   local ring="bench-um-$r-$$"
   kc create namespace "$cns" >/dev/null
   kc label namespace "$cns" bench-shard="$prefix" >/dev/null
   for i in $(seq 1 "$r"); do
-    "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script "$tmp/um" --shard-ring "$ring" \
+    "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script "$tmp/umscript" --shard-ring "$ring" \
       --shard-namespace "$ns" 2>"$tmp/um-$r-$i.log" &
     pids+=("$!")
   done
@@ -149,12 +157,12 @@ awk '
   { k = $1 " " $2; n[k]++; secs[k] = $3; rss[k] += $4; rc[k] += $5; cpu[k] += $6; obj[k] += $7
     if ($4 > maxrss[k]) maxrss[k] = $4; if ($5 > maxrc[k]) maxrc[k] = $5; if ($6 > maxcpu[k]) maxcpu[k] = $6 }
   END {
-    printf "%-7s %-9s %8s %10s %12s %8s %9s\n", "mode", "replicas", "settled", "VmRSS MiB", "read MiB", "CPU s", "objects"
+    printf "%-7s %-9s %8s %10s %12s %8s %9s\n", "mode", "replicas", "settled", "VmRSS MiB", "recv MiB", "CPU s", "objects"
     for (m = 0; m < 2; m++) { mode = m ? "client" : "server"
       for (r = 1; r <= 3; r += 2) { k = mode " " r
         printf "%-7s %-9s %7.1fs %10.1f %12.1f %8.2f %9d   (per replica, the largest)\n", mode, r, secs[k], maxrss[k]/1024, maxrc[k]/1048576, maxcpu[k], obj[k]/n[k] } 
       o = mode " 1"; t = mode " 3"
-      printf "%-7s 3 over 1:  VmRSS %.2f   bytes read %.2f   CPU %.2f   (goal: VmRSS <= 0.4%s)\n", mode,
+      printf "%-7s 3 over 1:  VmRSS %.2f   bytes received %.2f   CPU %.2f   (goal: VmRSS <= 0.4%s)\n", mode,
         maxrss[t]/maxrss[o], maxrc[t]/maxrc[o], maxcpu[t]/maxcpu[o], mode == "server" ? ", bytes and CPU <= 0.4" : "; bytes and CPU about 1.0"
     }
   }' "$tmp/out"
