@@ -226,6 +226,90 @@ describe("sharded controllers", function()
     end
   end)
 
+  it("runs the four example operators in three replicas, each object written for by one of them", function()
+    kube.must { "apply", "-k", "manifests/crds" }
+    kube.must { "wait", "--for", "condition=Established", "crd", "--all", "--timeout=30s" }
+    kube.wait_for("namespace secretsync absent or active", 60, function()
+      local n = kube.get("namespace", "secretsync")
+      return n == nil or n.status.phase == "Active"
+    end)
+    if not kube.get("namespace", "secretsync") then
+      kube.must { "create", "namespace", "secretsync" }
+      finally(function() kube.kubectl { "delete", "namespace", "secretsync", "--wait=false" } end)
+    end
+    local since = now_seconds()
+    for _ = 1, 3 do
+      local vol = volume.new {}
+      local run = luaop.start({ "operators" }, { flags = { "--shard-ring", case, "--shard-namespace", RING_NS,
+        "--leader-elect-lease-duration", LEASE .. "s", "--leader-elect-renew-deadline", RENEW .. "s",
+        "--leader-elect-retry-period", RETRY .. "s" } })
+      local r = { run = run, vol = vol }
+      runs[#runs + 1] = r
+      r.id = kube.wait_for("the replica's identity", 20, function()
+        return run.stderr():match('"identity": "([^"]+)"')
+      end)
+    end
+    kube.wait_for("three replicas holding their parts", 30, function()
+      local n = 0
+      for _, r in ipairs(runs) do
+        if r.run.stderr():find("acquired ranges", 1, true) then n = n + 1 end
+      end
+      return n == 3
+    end)
+    -- an At due, a Machine, in every namespace; a source Secret
+    for i = 0, NAMESPACES - 1 do
+      kube.must({ "apply", "-n", ns_of(i), "-f", "-" }, ([[
+apiVersion: cnat.programming-kubernetes.info/v1alpha1
+kind: At
+metadata: {name: %s-at, labels: {luaop-e2e-shard: %s}}
+spec: {schedule: "%s", command: "echo sharded"}
+---
+apiVersion: useless.container.training/v1alpha1
+kind: Machine
+metadata: {name: %s-m, labels: {luaop-e2e-shard: %s}}
+spec: {switches: 2}
+]]):format(case, case, os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() - 60), case, case))
+    end
+    local source = case .. "-source"
+    finally(kube.sync_source(source))
+    for i = 0, NAMESPACES - 1 do
+      kube.wait_for("At DONE, Machine dd and the copy in " .. ns_of(i), 90, function()
+        local at = kube.get("at", case .. "-at", ns_of(i))
+        local m = kube.get("machine", case .. "-m", ns_of(i))
+        return at and at.status and at.status.phase == "DONE" and m and m.status and m.status.positions == "dd"
+          and kube.get("secret", source, ns_of(i))
+      end)
+    end
+    -- every object the replicas wrote in those namespaces, each by one
+    local by, n = {}, 0
+    for line in io.lines(audit_log()) do
+      if line:find('"ResponseComplete"', 1, true) and line:find("luaop/", 1, true) then
+        local e = json.decode(line)
+        local ref = e.objectRef or {}
+        local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
+        if id and ref.name and seconds(e.requestReceivedTimestamp) >= since
+          and tostring(ref.namespace):find("^luaop%-shard%-") then
+          local k = ("%s %s/%s"):format(ref.resource, ref.namespace, ref.name)
+          by[k] = by[k] or {}
+          by[k][id] = true
+          n = n + 1
+        end
+      end
+    end
+    assert.is_true(n > 0, "no write of the operators in the audit log")
+    local kinds = {}
+    for k, ids in pairs(by) do
+      assert.are.equal(1, count(ids), k .. " written by more than one replica")
+      kinds[k:match("^%S+")] = true
+    end
+    for _, r in ipairs { "ats", "pods", "machines", "switches", "secrets" } do
+      assert.is_true(kinds[r], "no write of " .. r)
+    end
+    for i = 0, NAMESPACES - 1 do
+      kube.kubectl { "delete", "at,machine", "-n", ns_of(i), "-l", "luaop-e2e-shard=" .. case, "--wait=false" }
+    end
+  end)
+
   it("filters a kind the API server does not shard by itself, beside one it does, each object reconciled by "
     .. "one replica", function()
     -- the chaos proxy drops shardSelector for ConfigMaps only: a server
