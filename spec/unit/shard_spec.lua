@@ -146,38 +146,44 @@ describe("shard ring by namespace", function()
       local sets = {}
       for _, id in ipairs(ids) do sets[#sets + 1] = a[id] end
       assert.is_true(partition(sets))
+      -- ("" is a namespace too: 301, each member at most ceil(1.05 * 301 / 3))
       for id, n in pairs(counts(a, ids, names)) do
-        assert.is_true(n >= 70 and n <= 130, ("%s: %s holds %d of 300"):format(prefix, id, n))
+        assert.is_true(n >= 80 and n <= 106, ("%s: %s holds %d of 300"):format(prefix, id, n))
       end
     end
   end)
 
-  it("moves about 1/N of the namespaces when a member joins, only to it, and a new namespace moves no other", function()
+  it("moves about 1/N of the namespaces when a member joins, almost all to it, and a new namespace moves few others",
+    function()
     local names = {}
     for i = 0, 299 do names[#names + 1] = "team-" .. i end
     local before = ring.assign_namespaces({ "a_1", "b_2", "c_3" }, names)
     local after = ring.assign_namespaces({ "a_1", "b_2", "c_3", "d_4" }, names)
-    local moved = 0
+    local moved, elsewhere = 0, 0
     for _, n in ipairs(names) do
       local h = core.shard.hash(n)
       for _, id in ipairs { "a_1", "b_2", "c_3" } do
         if ranges.contains(before[id], h) and not ranges.contains(after[id], h) then
           moved = moved + 1
-          assert.is_true(ranges.contains(after["d_4"], h), n .. " moved to another than the new member")
+          if not ranges.contains(after["d_4"], h) then elsewhere = elsewhere + 1 end
         end
       end
     end
-    assert.is_true(moved >= 40 and moved <= 110, ("moved %d of 300"):format(moved))
-    -- a namespace made: every other keeps its member
+    assert.is_true(moved >= 50 and moved <= 100, ("moved %d of 300"):format(moved))
+    -- (bounded loads: a full member passes a namespace on, rarely)
+    assert.is_true(elsewhere <= 6, ("%d moved between the members already there"):format(elsewhere))
+    -- a namespace made: nearly every other keeps its member
     local more = { "brand-new" }
     for _, n in ipairs(names) do more[#more + 1] = n end
     local grown = ring.assign_namespaces({ "a_1", "b_2", "c_3" }, more)
+    local changed = 0
     for _, n in ipairs(names) do
       local h = core.shard.hash(n)
       for _, id in ipairs { "a_1", "b_2", "c_3" } do
-        assert.are.equal(ranges.contains(before[id], h), ranges.contains(grown[id], h), n)
+        if ranges.contains(before[id], h) ~= ranges.contains(grown[id], h) then changed = changed + 1 end
       end
     end
+    assert.is_true(changed <= 6, ("a new namespace moved %d others"):format(changed / 2))
   end)
 end)
 
