@@ -412,6 +412,7 @@ static void api_with_credential(const char *bearer, const char *err, void *ud)
     s.timeout_ms = c->timeout_ms;
     s.on_data = c->on_data ? api_on_data : NULL;
     s.may_send = api_may_send;
+    s.unlimited = c->lease; /* the election's or the ring's own Lease requests */
     c->generation = auth_generation(a->auth);
     s.bearer = bearer;
     if (!bearer && a->username) {

@@ -22,6 +22,7 @@ struct http_request {
     struct curl_slist *headers;
     uv_timer_t retry_timer;
     http_request *next;               /* in the rate limiter's queue */
+    int unlimited;                    /* http_spec.unlimited */
     list_node link; /* in http_client.live: every request not yet freed */
     /* the request, copied */
     char *method, *url, *content_type, *accept, *body, *bearer, *username, *password;
@@ -394,7 +395,7 @@ static void http_enqueue(http_request *r)
 {
     http_client *c = r->c;
 
-    if (c->qps <= 0) {
+    if (c->qps <= 0 || r->unlimited) {
         http_start(r);
         http_kick(c);
         return;
@@ -654,6 +655,7 @@ http_request *http_submit(http_client *c, const http_spec *s, http_done_cb done,
     r->ud = ud;
     r->on_data = s->on_data;
     r->may_send = s->may_send;
+    r->unlimited = s->unlimited;
     r->deadline = s->timeout_ms > 0 ? uv_now(c->loop) + (uint64_t)s->timeout_ms : 0;
     r->retry_after = -1;
     r->method = str_dup(s->method ? s->method : "GET");

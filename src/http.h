@@ -59,6 +59,11 @@ typedef struct http_spec {
      * stops it, and it fails with http_response.refused set. NULL: always
      * sent. */
     int (*may_send)(void *ud);
+    /* Not held behind the client's rate limiter (the Leases of leader
+     * election and of a shard ring: client-go's election has a client of
+     * its own for it), so that its renewals are never late for the work
+     * queued behind the limit. */
+    int unlimited;
 } http_spec;
 
 typedef struct http_response {

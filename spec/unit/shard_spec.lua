@@ -464,6 +464,34 @@ print("unkeyed", tostring(status))
   end)
 end)
 
+describe("shard ring's own requests", function()
+  it("are not held behind the client's rate limiter, where a renewal would be late", function()
+    local server = fake.start()
+    finally(server.stop)
+    -- one request a 2 s at most: five ordinary ones queue for 8 s; the
+    -- member's read of the ring goes at once
+    local program = [[
+local core = require "luaop.core"
+local api = core.api
+local key = api.fence("/apis/coordination.k8s.io/v1/namespaces/default/leases/m")
+local t0 = core.task.now()
+for _ = 1, 5 do
+  core.task.spawn(api.request, { path = "/api/v1/namespaces/default/configmaps/ok" })
+end
+local status = api.request { path = "/apis/coordination.k8s.io/v1/namespaces/default/leases", lease = key }
+print(("lease read %s after %.1f s"):format(tostring(status), core.task.now() - t0))
+local plain = api.request { path = "/api/v1/namespaces/default/configmaps/ok" }
+print(("plain read %s after %.1f s"):format(tostring(plain), core.task.now() - t0))
+]]
+    local out = luaop.ok(program, { kubeconfig = server.kubeconfig, flags = { "--qps", "0.5", "--burst", "1" } })
+    local lease_s = tonumber(out:match("lease read 200 after ([%d.]+) s"))
+    local plain_s = tonumber(out:match("plain read 200 after ([%d.]+) s"))
+    assert.is_truthy(lease_s, out)
+    assert.is_true(lease_s < 1, out)
+    assert.is_true(plain_s > 5, out) -- (the limiter does hold ordinary ones)
+  end)
+end)
+
 describe("shard manifests", function()
   it("deploy three replicas in the ring luaop instead of a leader, with exactly the Lease verbs the ring uses", function()
     local m = require "support.manifests"
