@@ -96,7 +96,7 @@ run() {
       share=$(echo "$share + $(metric "$p" luaop_shard_share)" | bc -l)
       objs=$(echo "$objs + $(metric "$p" luaop_cache_objects 'resource="v1/ConfigMap"')" | bc -l)
     done
-    [ "$(echo "$share > 0.999999 && $share < 1.000001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ]
+    [ "$(echo "$share > 0.9999 && $share < 1.0001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ]
   }
   WAIT_SECONDS=600 wait_until "ring $ring to settle" settled
   local secs
