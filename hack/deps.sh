@@ -18,7 +18,7 @@
 #   cluster  what the local control plane needs: curl, procps; for its real
 #            node containerd, runc, the CNI plugins, iptables, iproute2,
 #            openssl (its certificates) and buildah (its pause image); and Go
-#            1.24 or newer, which Debian bookworm does not ship (checked, not
+#            1.26 or newer (Kubernetes v1.37 needs it), which Debian bookworm does not ship (checked, not
 #            installed). Debian's containerd is installed, not started: the
 #            node runs its own on private paths (hack/node.sh)
 #   image    what `make image` and spec/image need: buildah, runc, debootstrap;
@@ -91,11 +91,11 @@ case " ${sets[*]} " in
     go=$(command -v go || true)
     [ -n "$go" ] || [ ! -x /usr/local/go/bin/go ] || go=/usr/local/go/bin/go
     [ -n "$go" ] ||
-      die "Go 1.24 or newer builds the local control plane and is not installed: unpack Go's release into /usr/local/go (or put go on PATH)"
+      die "Go 1.26 or newer builds the local control plane and is not installed: unpack Go's release into /usr/local/go (or put go on PATH)"
     v=$("$go" env GOVERSION 2>/dev/null) || die "$go does not run ('$go env GOVERSION' failed)"
     minor=$(printf '%s\n' "$v" | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
-    [ -n "$minor" ] && [ "$minor" -ge 24 ] ||
-      die "$go is $v; the control plane needs Go 1.24 or newer"
+    [ -n "$minor" ] && [ "$minor" -ge 26 ] ||
+      die "$go is $v; the control plane needs Go 1.26 or newer"
     ;;
 esac
 exit 0

@@ -232,6 +232,9 @@ authorization: {mode: Webhook}
 containerRuntimeEndpoint: "unix://$run/containerd.sock"
 cgroupDriver: cgroupfs
 cgroupRoot: /luaop
+# the machines here have cgroup v1, which a kubelet from v1.35 on refuses
+# unless told otherwise (docs/testing.md, "The real node")
+failCgroupV1: false
 failSwapOn: false
 podCIDR: $pod_cidr
 podLogsDir: "$dir/pods"

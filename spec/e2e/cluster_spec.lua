@@ -21,10 +21,10 @@ describe("the local control plane", function()
     if ns then kube.delete_namespace(ns) end
   end)
 
-  it("serves Kubernetes " .. "v1.34 from a real kube-apiserver", function()
+  it("serves Kubernetes " .. "v1.37 from a real kube-apiserver", function()
     local v = kube.json.decode(kube.must { "get", "--raw", "/version" })
     assert.are.equal("1", v.major)
-    assert.are.equal("34", v.minor)
+    assert.are.equal("37", v.minor)
     -- etcd behind it answers the API server's own health check.
     assert.matches("ok", kube.must { "get", "--raw", "/readyz/etcd" })
   end)

@@ -87,7 +87,7 @@ local function normal(obj)
   return scrub(obj, uid)
 end
 
-describe("the kit's API server, against kube-apiserver v1.34,", function()
+describe("the kit's API server, against kube-apiserver v1.37,", function()
   local ns, s, crds
 
   setup(function()

@@ -182,16 +182,16 @@ return luaop.controller {
       assert.are.equal(1, code)
       assert.are.equal(table.concat({
         path .. ":2: unknown function luaop.json.encdoe (did you mean luaop.json.encode?)",
-        path .. ":5: controller d: resource: kind apps/v1/Deployments is not served by Kubernetes v1.34.4 "
+        path .. ":5: controller d: resource: kind apps/v1/Deployments is not served by Kubernetes v1.37.2 "
           .. "(did you mean apps/v1/Deployment?)",
-        path .. ":6: controller d: owns: kind v1/Configmap is not served by Kubernetes v1.34.4 (did you mean v1/ConfigMap?)",
+        path .. ":6: controller d: owns: kind v1/Configmap is not served by Kubernetes v1.37.2 (did you mean v1/ConfigMap?)",
         path .. ":7: unknown ctx method lst (did you mean list?)",
         path .. ":7: controller d: unknown field watchs (did you mean watches?)",
         path .. ":8: controller d: watches[1]: unknown field lable_selector (did you mean label_selector?)",
         path .. ":9: controller d: unknown field concurency (did you mean concurrency?)",
         path .. ":10: controller d: memory must be bytes (an integer >= 1) or a quantity such as \"64Mi\"",
         path .. ":11: controller d: unknown field reconcille (did you mean reconcile?)",
-        path .. ":13: ctx:get: kind Deploymnet is not served by Kubernetes v1.34.4 (did you mean Deployment?)",
+        path .. ":13: ctx:get: kind Deploymnet is not served by Kubernetes v1.37.2 (did you mean Deployment?)",
         path .. ":14: unknown method ctx.log:infoo (did you mean ctx.log:info?)",
         path .. ":15: unknown global lauop",
         path .. ":16: unknown ctx method udpate (did you mean update?)",
@@ -228,7 +228,7 @@ return luaop.controller {
       assert.are.equal(table.concat({
         path .. ":5: unknown ctx method patchh (did you mean patch?)",
         path .. ":6: unknown field luaop.jsn (did you mean luaop.json?)",
-        path .. ":16: ctx:delete: kind v1/Secrt is not served by Kubernetes v1.34.4 (did you mean v1/Secret?)",
+        path .. ":16: ctx:delete: kind v1/Secrt is not served by Kubernetes v1.37.2 (did you mean v1/Secret?)",
         path .. ":17: unknown method luaop.log:infoo (did you mean luaop.log:info?)",
       }, "\n") .. "\n", out)
     end)
@@ -285,7 +285,7 @@ return luaop.controller {
 ]])
       local code, out, err = check(path)
       assert.are.equal(1, code)
-      local bare = ": neither Kubernetes v1.34.4 nor a CRD found serves it, so it is not checked (give luaop --check "
+      local bare = ": neither Kubernetes v1.37.2 nor a CRD found serves it, so it is not checked (give luaop --check "
         .. "its CRDs with --crds DIR)"
       assert.are.equal(table.concat({
         path .. ":3: warning: controller k: owns: kind cert-manager.io/v1/Certificate: no CRD found defines the group "
@@ -293,8 +293,8 @@ return luaop.controller {
           .. "place in this script uses it too",
         path .. ":5: warning: ctx:get: kind Certificate" .. bare .. "; 2 other places in this script use it too",
         path .. ":6: warning: ctx:get: kind Issuer" .. bare,
-        path .. ":9: ctx:get: kind Secrets is not served by Kubernetes v1.34.4 (did you mean Secret?)",
-        path .. ":9: ctx:get: kind Secrets is not served by Kubernetes v1.34.4 (did you mean Secret?)",
+        path .. ":9: ctx:get: kind Secrets is not served by Kubernetes v1.37.2 (did you mean Secret?)",
+        path .. ":9: ctx:get: kind Secrets is not served by Kubernetes v1.37.2 (did you mean Secret?)",
       }, "\n") .. "\n", out)
       assert.matches("1 script, 2 findings, 3 warnings\n$", err)
     end)

@@ -79,7 +79,7 @@ local function manifest_files(path)
   return out, cut
 end
 
--- What the checks know: { kubernetes = "v1.34.4", entries = { {group,
+-- What the checks know: { kubernetes = "v1.37.2", entries = { {group,
 -- version, kind} }, groups = { [group] = "built-in" | a CRD's file } },
 -- and the problems of the --crds paths given (explicit: a path that cannot
 -- be read or a file that does not parse is one; in a default directory,

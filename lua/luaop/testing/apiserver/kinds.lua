@@ -1,6 +1,7 @@
 -- luaop.testing.apiserver.kinds - the kinds served (built-in and from CRDs), discovery,
 -- and paths to kinds; a part of luaop.testing.apiserver.
 local core = require "luaop.core"
+local discovery = require "luaop.discovery"
 local json = core.json
 local array, encode = json.array, json.encode
 local values_part = require "luaop.testing.apiserver.values"
@@ -220,7 +221,10 @@ end
 
 function Server:_discovery(segs)
   if segs[1] == "version" and #segs == 1 then
-    return { major = "1", minor = "34", gitVersion = "v1.34.0-luaop.apiserver", platform = "linux/amd64" }
+    -- the version luaop.discovery was read from (vMAJOR.MINOR.PATCH)
+    local major, minor = discovery.kubernetes:match "^v(%d+)%.(%d+)%."
+    return { major = major, minor = minor, gitVersion = discovery.kubernetes .. "-luaop.apiserver",
+      platform = "linux/amd64" }
   elseif segs[1] == "api" and #segs == 1 then
     return { kind = "APIVersions", versions = array { "v1" } }
   elseif segs[1] == "apis" and #segs == 1 then
