@@ -43,7 +43,7 @@ describe("luaop.informer", function()
 
   it("syncs the cache from the API server (streamed, sendInitialEvents), then follows the watch", function()
     kube.must { "create", "configmap", "pre", "-n", ns, "--from-literal=k=v" }
-    local out = luaop.ok((prelude .. [[
+    local out, err = luaop.ok((prelude .. [[
       local inf = informer.new("ConfigMap", { namespace = ns })
       record(inf)
       inf:start()
@@ -67,6 +67,10 @@ describe("luaop.informer", function()
     assert.matches("cached\t1", out)
     assert.matches("gone\ttrue\t1", out)
     assert.matches("relists\t1", out)
+    -- the one stream carried the sync and the events after it: kube-apiserver
+    -- v1.37 gzips such a stream when asked, which failed it at its first
+    -- event after the sync (the watch was made again)
+    assert.is_nil(err:find("list/watch failed", 1, true), err)
   end)
 
   it("lists again after a 410, turning what vanished meanwhile into deletes", function()
