@@ -42,7 +42,7 @@ end
 -- Behaviours beyond discovery's, by kind ("Kind" in the core group,
 -- "group/Kind" in the others; every served version of the kind takes them).
 -- The fields are add_kind's (luaop.testing.apiserver.kinds). no_generation:
--- the kinds a Kubernetes 1.34 API server was seen to give no
+-- the kinds a Kubernetes 1.37 API server was seen to give no
 -- metadata.generation (created and read back); the others have one.
 local BEHAVIOURS = {
   Namespace = { status_on_create = { phase = "Active" }, name_rule = "label",
@@ -64,7 +64,6 @@ local BEHAVIOURS = {
   LimitRange = { no_generation = true },
   ResourceQuota = { no_generation = true },
   ["coordination.k8s.io/Lease"] = { no_generation = true },
-  ["autoscaling/HorizontalPodAutoscaler"] = { no_generation = true },
   ["events.k8s.io/Event"] = { no_generation = true },
   ["storage.k8s.io/StorageClass"] = { no_generation = true },
   -- RBAC's names are path segments ("system:aggregate-to-admin")

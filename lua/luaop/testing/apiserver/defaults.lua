@@ -1,4 +1,4 @@
--- luaop.testing.apiserver.defaults - what kube-apiserver v1.34 fills in and rewrites in an
+-- luaop.testing.apiserver.defaults - what kube-apiserver v1.37 fills in and rewrites in an
 -- object it stores, for the built-in kinds operators write most: the
 -- defaults of pkg/apis/*/v1/defaults.go, quantities in canonical form
 -- ("0.5" -> "500m"), the empty structs its encoding writes ("status": {}),

@@ -1,4 +1,4 @@
--- luaop.testing.apiserver.podspec - what kube-apiserver v1.34 fills in a pod spec, a Pod's
+-- luaop.testing.apiserver.podspec - what kube-apiserver v1.37 fills in a pod spec, a Pod's
 -- and every pod template's (core/v1's defaults), and what its default
 -- admission plugins add to a new Pod (ServiceAccount, DefaultTolerationSeconds,
 -- Priority); a part of luaop.testing.apiserver, used by its defaults.

@@ -1,4 +1,4 @@
--- luaop.testing.apiserver.workloads - the defaults kube-apiserver v1.34 gives the workload
+-- luaop.testing.apiserver.workloads - the defaults kube-apiserver v1.37 gives the workload
 -- kinds with a pod template (Deployment, ReplicaSet, StatefulSet, DaemonSet,
 -- Job, CronJob: pkg/apis/apps/v1 and batch/v1 defaults.go, and their
 -- strategies' status and annotations); a part of luaop.testing.apiserver's
@@ -45,7 +45,11 @@ KINDS["apps/StatefulSet"] = function(_, obj)
   if not nonempty(spec.podManagementPolicy) then spec.podManagementPolicy = "OrderedReady" end
   local us = obj_at(spec, "updateStrategy")
   if not nonempty(us.type) then us.type = "RollingUpdate" end
-  if us.type == "RollingUpdate" then default(obj_at(us, "rollingUpdate"), "partition", 0) end
+  if us.type == "RollingUpdate" then
+    local ru = obj_at(us, "rollingUpdate")
+    default(ru, "partition", 0)
+    default(ru, "maxUnavailable", 1) -- (MaxUnavailableStatefulSet, on by default from v1.35)
+  end
   local retention = obj_at(spec, "persistentVolumeClaimRetentionPolicy")
   default(retention, "whenDeleted", "Retain")
   default(retention, "whenScaled", "Retain")
