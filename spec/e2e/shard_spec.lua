@@ -1,5 +1,5 @@
 -- Sharded controllers on the local control plane (docs/sharding.md):
--- rings of luaop processes (lease 3 s, renew deadline 2 s, retry 0.5 s)
+-- rings of luaop processes (lease 6 s, renew deadline 4 s, retry 0.5 s)
 -- whose controller stamps ConfigMaps in ten namespaces once a second with
 -- a count. Writes are seen where they arrive: the API server's audit log
 -- records every write in those namespaces (hack/kwok/audit-policy.yaml)
@@ -13,7 +13,7 @@ local chaos = require "support.chaos"
 local json = require("luaop.core").json
 local system = require "system"
 
-local LEASE, RENEW, RETRY = 3, 2, 0.5
+local LEASE, RENEW, RETRY = 6, 4, 0.5 -- (a renew deadline with room for a loaded machine)
 local NAMESPACES = 10
 
 local function ns_of(i) return "luaop-shard-" .. i end
