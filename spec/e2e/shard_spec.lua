@@ -154,15 +154,20 @@ describe("sharded controllers", function()
   end)
 
   after_each(function()
+    -- every replica stopped, even when one's stop raises (its exit status):
+    -- the first error raised after all are gone
+    local first
     for _, r in ipairs(runs) do
       os.execute("kill -CONT " .. r.run.pid() .. " 2>/dev/null")
-      r.run.cleanup()
+      local ok, err = pcall(r.run.cleanup)
+      if not ok and not first then first = err end
       r.vol:remove()
     end
     for i = 0, NAMESPACES - 1 do
       kube.kubectl { "delete", "configmap,secret", "-n", ns_of(i), "-l", "luaop-e2e-shard=" .. case, "--wait=false" }
     end
     kube.kubectl { "delete", "lease", "-n", RING_NS, "-l", "luaop.dev/shard-ring=" .. case, "--wait=false" }
+    if first then error(first, 0) end
   end)
 
   -- A replica of case's ring; its identity once it logged it.
