@@ -164,6 +164,24 @@ static lua_State *main_lua(const flags *o, runtime *rt)
     return L;
 }
 
+/* Push the table leader election's and a shard ring's options share: the
+ * Leases' namespace (ns, else the kubeconfig's or in-cluster one), this
+ * process's identity and the durations of the --leader-elect-* flags. */
+static void main_push_lease(lua_State *L, const flags *o, const char *id, const char *ns)
+{
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, ns ? ns : api_namespace(runtime_of(L)->api));
+    lua_setfield(L, -2, "namespace");
+    lua_pushstring(L, id);
+    lua_setfield(L, -2, "identity");
+    lua_pushnumber(L, o->le_lease);
+    lua_setfield(L, -2, "lease_duration");
+    lua_pushnumber(L, o->le_renew);
+    lua_setfield(L, -2, "renew_deadline");
+    lua_pushnumber(L, o->le_retry);
+    lua_setfield(L, -2, "retry_period");
+}
+
 /* Push options.identity, this process's name as the leader election's
  * holder and its Events' reportingInstance, as controller-runtime makes
  * it: the host name, "_", a random suffix; and, with --leader-elect,
@@ -196,38 +214,16 @@ static int main_identity(lua_State *L, const flags *o)
             return -1;
     }
     if (o->shard_ring) {
-        lua_createtable(L, 0, 6);
+        main_push_lease(L, o, id, o->shard_namespace ? o->shard_namespace : o->le_namespace);
         lua_pushstring(L, o->shard_ring);
         lua_setfield(L, -2, "ring");
-        lua_pushstring(L, o->shard_namespace ? o->shard_namespace
-                          : o->le_namespace  ? o->le_namespace
-                                             : api_namespace(runtime_of(L)->api));
-        lua_setfield(L, -2, "namespace");
-        lua_pushstring(L, id);
-        lua_setfield(L, -2, "identity");
-        lua_pushnumber(L, o->le_lease);
-        lua_setfield(L, -2, "lease_duration");
-        lua_pushnumber(L, o->le_renew);
-        lua_setfield(L, -2, "renew_deadline");
-        lua_pushnumber(L, o->le_retry);
-        lua_setfield(L, -2, "retry_period");
         lua_setfield(L, -2, "shard");
     }
     if (!o->leader_elect)
         return 0;
-    lua_createtable(L, 0, 6);
-    lua_pushstring(L, o->le_namespace ? o->le_namespace : api_namespace(runtime_of(L)->api));
-    lua_setfield(L, -2, "namespace");
+    main_push_lease(L, o, id, o->le_namespace);
     lua_pushstring(L, o->le_id);
     lua_setfield(L, -2, "name");
-    lua_pushstring(L, id);
-    lua_setfield(L, -2, "identity");
-    lua_pushnumber(L, o->le_lease);
-    lua_setfield(L, -2, "lease_duration");
-    lua_pushnumber(L, o->le_renew);
-    lua_setfield(L, -2, "renew_deadline");
-    lua_pushnumber(L, o->le_retry);
-    lua_setfield(L, -2, "retry_period");
     lua_setfield(L, -2, "leader");
     return 0;
 }

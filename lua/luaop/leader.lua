@@ -21,8 +21,9 @@
 local core = require "luaop.core"
 local time = require "luaop.time"
 local logging = require "luaop.logging"
+local leases = require "luaop.lease"
 
-local json, api = core.json, core.api
+local api = core.api
 
 local M = {}
 local Elector = {}
@@ -62,10 +63,7 @@ local function same(a, b)
 end
 
 function Elector:request(method, path, body)
-  local status, text = api.request { method = method, path = path, timeout = self.o.renew_deadline,
-    body = body and json.encode(body), content_type = body and "application/json", lease = self.key }
-  local obj = status and text and text ~= "" and json.decode(text) or nil
-  return status, obj, text
+  return leases.request(self.key, self.o.renew_deadline, method, path, body)
 end
 
 -- Note the record as seen now: a change restarts its lease duration.
@@ -81,9 +79,7 @@ end
 -- holder's, which may be longer than this process's), or this process's
 -- own when the record has none that is a positive number.
 function Elector:duration_of(spec)
-  local d = math.tointeger(spec.leaseDurationSeconds)
-  if d and d > 0 then return d end
-  return self.o.lease_duration
+  return leases.duration(spec, self.o.lease_duration)
 end
 
 -- One try to acquire or renew: true and when it was sent (task.now's

@@ -22,7 +22,6 @@ local M = {}
 local Shard = {}
 Shard.__index = Shard
 
-M.BY = { namespace = true, uid = true, none = true }
 M.DEFAULT_BY = "namespace"
 
 -- The hash of key for controller c, or nil when it cannot be known (by
@@ -40,15 +39,6 @@ function Shard:hash(c, key)
   local uid = obj and obj.metadata and obj.metadata.uid or (c.shard_uids and c.shard_uids[key])
   if type(uid) ~= "string" then return nil end
   return core.shard.hash(uid)
-end
-
--- A key's uid as an event showed it (by uid: a deleted object's key is
--- still placed after its object left the cache).
-function M.note_uid(c, key, uid)
-  if type(uid) == "string" and (c.def.shard_by or M.DEFAULT_BY) == "uid" then
-    c.shard_uids = c.shard_uids or {}
-    c.shard_uids[key] = uid
-  end
 end
 
 -- Whether this replica takes key for c now; its hash too.

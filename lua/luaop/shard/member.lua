@@ -32,10 +32,11 @@
 local core = require "luaop.core"
 local time = require "luaop.time"
 local logging = require "luaop.logging"
+local leases = require "luaop.lease"
 local ranges = require "luaop.shard.ranges"
 local ring = require "luaop.shard.ring"
 
-local json, api = core.json, core.api
+local api = core.api
 
 local M = {}
 local Member = {}
@@ -71,7 +72,6 @@ function M.new(opts)
     observed = {},  -- Lease name -> {sig =, at =} (luaop.leader's observedTime)
     lost = false, stopped = false, joined = false,
     wake = core.task.cond(),
-    changed = core.task.cond(), -- signalled whenever serving changes
     round_done = core.task.cond(), -- after each round (release waits for one under way)
     backoff_until = 0, rounds = 0,
   }, Member)
@@ -94,16 +94,11 @@ function M.new(opts)
 end
 
 function Member:request(method, path, body)
-  local status, text = api.request { method = method, path = path, timeout = self.o.renew_deadline,
-    body = body and json.encode(body), content_type = body and "application/json", lease = self.key }
-  local obj = status and text and text ~= "" and json.decode(text) or nil
-  return status, obj, text
+  return leases.request(self.key, self.o.renew_deadline, method, path, body)
 end
 
 local function duration_of(self, spec)
-  local d = math.tointeger(spec.leaseDurationSeconds)
-  if d and d > 0 then return d end
-  return self.o.lease_duration
+  return leases.duration(spec, self.o.lease_duration)
 end
 
 -- Read the ring: every Lease of it, observed now. Returns the live others
@@ -229,10 +224,7 @@ function Member:set_held(set)
 end
 
 function Member:set_serving(set)
-  if not ranges.equal(set, self.serving) then
-    self.serving = set
-    self.changed:signal()
-  end
+  self.serving = set
 end
 
 -- One round: read the ring, release what is no longer this replica's,
