@@ -294,6 +294,45 @@ return luaop.controller { name = "once", resource = "v1/ConfigMap", namespace = 
   end)
 end)
 
+-- The start of a program that drives members of a ring by hand, in one
+-- process against the fake API server, the fence left out (it is the
+-- process's; this is the protocol alone): `seen.request(spec, status)` and
+-- `seen.fence(set)` are told of each request and fence; `new(ring, id,
+-- opts)` makes a member (lease 3 s, renew deadline 2 s, retry 0.2 s);
+-- `ring_lease(ring, id, holder, ranges, age)` writes another member's
+-- Lease as it is seen now, its renewTime age seconds old.
+local PROTOCOL = [[
+local core = require "luaop.core"
+local json, api = core.json, core.api
+local member = require "luaop.shard.member"
+local ranges = require "luaop.shard.ranges"
+local real = api.request
+local seen = { request = function() end, fence = function() end }
+api.request = function(spec)
+  spec.lease = nil
+  local status, body = real(spec)
+  seen.request(spec, status)
+  return status, body
+end
+api.fence = function() return {} end
+api.fence_until = function() end
+core.shard.fence = function(set) seen.fence(set) end
+local function new(ring, id, opts)
+  local o = { ring = ring, namespace = "default", identity = id, lease_duration = 3, renew_deadline = 2,
+    retry_period = 0.2, drain = function() end, gained = function() end, spanned = function() end }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return member.new(o)
+end
+local function ring_lease(ring, id, holder, set, age)
+  local t = os.date("!%Y-%m-%dT%H:%M:%S.000000Z", os.time() - (age or 0))
+  return real { method = "POST", path = "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+    content_type = "application/json", body = json.encode { apiVersion = "coordination.k8s.io/v1", kind = "Lease",
+      metadata = { name = member.lease_name(ring, id), namespace = "default",
+        labels = { ["luaop.dev/shard-ring"] = ring }, annotations = { ["luaop.dev/shard-ranges"] = set } },
+      spec = { holderIdentity = holder, leaseDurationSeconds = 1, renewTime = t, acquireTime = t } } }
+end
+]]
+
 describe("shard ring handover", function()
   it("drains the reconciles of a released range before its fence closes, and closes it before the Lease stops "
     .. "listing it", function()
@@ -301,40 +340,23 @@ describe("shard ring handover", function()
     finally(server.stop)
     -- one member alone, then another's Lease appears: the first releases
     -- about half; what happens in which order is recorded
-    local program = [[
-local core = require "luaop.core"
-local json = core.json
-local api = core.api
-local real = api.request
+    local program = PROTOCOL .. [[
 local log = {}
-local ranges = require "luaop.shard.ranges"
 local PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/order-a-1"
-api.request = function(spec)
-  spec.lease = nil
-  local status, body = real(spec)
+seen.request = function(spec, status)
   if spec.method == "PUT" and spec.path == PATH and status == 200 then
     local l = json.decode(spec.body)
     log[#log + 1] = "lease " .. (ranges.equal(ranges.decode(l.metadata.annotations["luaop.dev/shard-ranges"]),
       ranges.ALL) and "all" or "part")
   end
-  return status, body
 end
-api.fence = function() return {} end
-api.fence_until = function() end
-core.shard.fence = function(set) log[#log + 1] = "fence " .. (ranges.equal(set, ranges.ALL) and "all" or "part") end
-local member = require "luaop.shard.member"
-local a = member.new { ring = "order", namespace = "default", identity = "a_1", lease_duration = 3,
-  renew_deadline = 2, retry_period = 0.2, gained = function() end, spanned = function() end,
-  drain = function(set) log[#log + 1] = "drain " .. (#set > 0 and "some" or "none") end }
+seen.fence = function(set) log[#log + 1] = "fence " .. (ranges.equal(set, ranges.ALL) and "all" or "part") end
+local a = new("order", "a_1", { drain = function(set) log[#log + 1] = "drain " .. (#set > 0 and "some" or "none") end })
 assert(a:round()) -- alone: it holds everything
 assert(a:round())
--- b joins (a Lease of the ring, renewed now, listing nothing)
-local now = os.date("!%Y-%m-%dT%H:%M:%S.000000Z")
-assert(real { method = "POST", path = "/apis/coordination.k8s.io/v1/namespaces/default/leases",
-  content_type = "application/json", body = json.encode { apiVersion = "coordination.k8s.io/v1", kind = "Lease",
-    metadata = { name = "order-b-2", namespace = "default", labels = { ["luaop.dev/shard-ring"] = "order" },
-      annotations = { ["luaop.dev/shard-ranges"] = "" } },
-    spec = { holderIdentity = "b_2", leaseDurationSeconds = 30, renewTime = now, acquireTime = now } } } == 201)
+-- b joins (a Lease of the ring, renewed now, listing nothing; 30 s)
+local status = ring_lease("order", "b_2", "b_2", "")
+assert(status == 201)
 assert(a:round())
 print(table.concat(log, ","))
 ]]
@@ -350,22 +372,10 @@ describe("shard ring member paused past its renew deadline", function()
   it("never writes its Lease again, even when the write would succeed", function()
     local server = fake.start()
     finally(server.stop)
-    local program = [[
-local core = require "luaop.core"
-local api = core.api
-local real = api.request
+    local program = PROTOCOL .. [[
 local puts = 0
-api.request = function(spec)
-  spec.lease = nil
-  if spec.method ~= "GET" then puts = puts + 1 end
-  return real(spec)
-end
-api.fence = function() return {} end
-api.fence_until = function() end
-core.shard.fence = function() end
-local member = require "luaop.shard.member"
-local a = member.new { ring = "pause", namespace = "default", identity = "a_1", lease_duration = 3,
-  renew_deadline = 2, retry_period = 0.2, gained = function() end, spanned = function() end, drain = function() end }
+seen.request = function(spec) if spec.method ~= "GET" then puts = puts + 1 end end
+local a = new("pause", "a_1")
 assert(a:round())
 assert(a:round())
 local before = puts
@@ -377,28 +387,60 @@ print("round " .. tostring(a:round()) .. ", writes " .. (puts - before) .. ", la
   end)
 end)
 
+describe("shard ring member", function()
+  it("deletes the Lease of a member that left a lease duration ago, and of one unchanged for ten", function()
+    local server = fake.start()
+    finally(server.stop)
+    local program = PROTOCOL .. [[
+assert(ring_lease("forget", "left", "", "") == 201) -- left the ring (holder "")
+assert(ring_lease("forget", "dead", "dead", "0-ff") == 201) -- never renewed again
+assert(ring_lease("forget", "live", "live", "100-1ff") == 201)
+local a = new("forget", "a_1")
+local function names()
+  local _, body = real { path = "/apis/coordination.k8s.io/v1/namespaces/default/leases?labelSelector=luaop.dev%2Fshard-ring%3Dforget" }
+  local out = {}
+  for _, l in ipairs(json.decode(body).items) do out[#out + 1] = l.metadata.name end
+  table.sort(out)
+  return table.concat(out, " ")
+end
+local live = 0
+local t0 = core.task.now()
+-- "live" renews every round: it stays; "left" goes after its lease
+-- duration (1 s) as a_1 observes it, "dead" after ten (10 s)
+local after_left, after_dead
+while core.task.now() - t0 < 13 do
+  assert(a:round())
+  live = live + 1
+  local _, cur = real { path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/forget-live" }
+  cur = json.decode(cur)
+  cur.spec.renewTime = ("%d"):format(live)
+  assert(real { method = "PUT", path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/forget-live",
+    content_type = "application/json", body = json.encode(cur) } == 200)
+  local n = names()
+  if not after_left and not n:find("forget-left", 1, true) then after_left = core.task.now() - t0 end
+  if not after_dead and not n:find("forget-dead", 1, true) then after_dead = core.task.now() - t0 end
+  core.task.sleep(0.2)
+end
+print(("left gone after %.1f s, dead gone after %.1f s, still: %s"):format(after_left or -1, after_dead or -1, names()))
+]]
+    local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
+    local left, dead = out:match("left gone after ([%d.]+) s, dead gone after ([%d.]+) s")
+    assert.is_truthy(left, out)
+    assert.is_true(tonumber(left) >= 1 and tonumber(left) < 3, out)
+    assert.is_true(tonumber(dead) >= 10 and tonumber(dead) < 12, out)
+    assert.matches("still: forget-a-1 forget-live", out, 1, true)
+  end)
+end)
+
 describe("shard ring members claiming at once", function()
   it("never hold one range both, and divide the space once they see each other", function()
     local server = fake.start()
     finally(server.stop)
     -- two members in one process, their rounds run at once (the fence,
     -- which is the process's, left out: this is the protocol alone)
-    local program = [[
-local core = require "luaop.core"
-local api = core.api
-local real = api.request
-api.request = function(spec) spec.lease = nil return real(spec) end
-api.fence = function() return {} end
-api.fence_until = function() end
-core.shard.fence = function() end
-local member = require "luaop.shard.member"
-local ranges = require "luaop.shard.ranges"
-local function new(id)
-  return member.new { ring = "race", namespace = "default", identity = id, lease_duration = 3, renew_deadline = 2,
-    retry_period = 0.2, drain = function() end, gained = function() end, spanned = function() end }
-end
-local a, b = new("a_1"), new("b_2")
-local overlap, conflicts = false, 0
+    local program = PROTOCOL .. [[
+local a, b = new("race", "a_1"), new("race", "b_2")
+local overlap = false
 for i = 1, 30 do
   local ta = core.task.spawn(function() return a:round() end)
   local tb = core.task.spawn(function() return b:round() end)
