@@ -1,9 +1,11 @@
 -- bench/cache.lua MODE NS [N]: the informer cache against a raw LIST; prints
 -- one "name value" line per measure.
 --
---   create NS N [FROM]
+--   create NS N [FROM [NNS]]
 --                create ConfigMaps cm-FROM..cm-N (FROM 1: N of them) of
---                about 1 KiB of compact JSON in NS, 100 at once
+--                about 1 KiB of compact JSON in NS, 100 at once; with NNS,
+--                round robin in namespaces NS-0 .. NS-(NNS-1) instead, made
+--                first and labelled bench-shard=NS (bench/shard.sh)
 --   time NS      in this one process, after a warm-up pass: a raw paged LIST
 --                (GETs of limit=500 pages through core.api.request, bodies not
 --                decoded: the continue token is read from the text), the same
@@ -31,6 +33,12 @@ if mode == "create" then
     chunk[i] = abc:sub(r, r)
   end
   local pool = table.concat(chunk)
+  local nns = tonumber(arg[5])
+  for i = 0, (nns or 0) - 1 do
+    local _, err = c:create { apiVersion = "v1", kind = "Namespace",
+      metadata = { name = ns .. "-" .. i, labels = { ["bench-shard"] = ns } } }
+    if err and not luaop.is_error(err, "AlreadyExists") then error(err) end
+  end
   local next_i, failed = (tonumber(arg[4]) or 1) - 1, 0
   local function worker()
     while next_i < n do
@@ -39,7 +47,8 @@ if mode == "create" then
       local payload = pool:sub(off, off + 799)
       local _, err = c:create {
         apiVersion = "v1", kind = "ConfigMap",
-        metadata = { name = ("cm-%06d"):format(i), namespace = ns, labels = { bench = "cache" } },
+        metadata = { name = ("cm-%06d"):format(i), namespace = nns and ns .. "-" .. (i % nns) or ns,
+          labels = { bench = "cache" } },
         data = { a = payload:sub(1, 400), b = payload:sub(401) },
       }
       if err then failed = failed + 1; luaop.log:error("create failed", { error = tostring(err) }) end

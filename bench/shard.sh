@@ -3,7 +3,7 @@
 # run against the local control plane (make cluster-up). docs/sharding.md.
 #
 # Creates N ConfigMaps (default 100000) of about 1 KiB across NAMESPACES
-# namespaces (default 300; bench/shard.lua). Then, for each way the server
+# namespaces (default 300; bench/cache.lua create). Then, for each way the server
 # can serve a sharded informer:
 #   server  luaop talks to the API server: a server with ShardedListAndWatch
 #           applies the shardSelector (the local control plane's does);
@@ -32,21 +32,21 @@ nns=${2:-300}
 machines=${3:-3000}
 . "$(dirname "$0")/lib.sh" shard
 prefix=$ns
-lns() { "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/shard.lua -- "$@"; }
+replicas=() # every luaop started, stopped at exit by PID
 cleanup_shard() {
-  pkill -f -- "--shard-ring bench-[a-z]*-[0-9]*-$$" 2>/dev/null || true
-  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
+  local p
+  for p in "${replicas[@]}" $(jobs -p); do kill "$p" 2>/dev/null || true; done
   kc delete namespace -l bench-shard="$prefix" --wait=false >/dev/null 2>&1 || true
   bench_cleanup
 }
 trap cleanup_shard EXIT
-lns "$prefix" "$nns" "$n" >"$tmp/create"
+"$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/cache.lua -- create "$prefix" "$n" 1 "$nns" >"$tmp/create"
 echo "created $n ConfigMaps in $nns namespaces in $(awk '{print $2}' "$tmp/create") s"
 
 mkdir -p "$tmp/scripts"
 cat >"$tmp/scripts/shard.lua" <<'LUA'
 local luaop = require "luaop"
-return luaop.controller { name = "bench-shard", resource = "v1/ConfigMap", label_selector = "bench=shard",
+return luaop.controller { name = "bench-shard", resource = "v1/ConfigMap", label_selector = "bench=cache",
   reconcile = function() end }
 LUA
 
@@ -88,6 +88,7 @@ run() {
     "$bin" --kubeconfig "$kubeconfig" --script "$tmp/scripts" --shard-ring "$ring" --shard-namespace "$ns" \
       --metrics-bind-address "127.0.0.1:$port" --log-level info 2>"$tmp/$ring-$i.log" &
     pids+=("$!")
+    replicas+=("$!")
     ports+=("$port")
   done
   settled() {
@@ -129,6 +130,7 @@ converge() {
     "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --log-level trace --script "$tmp/umscript" --shard-ring "$ring" \
       --shard-namespace "$ns" 2>"$tmp/um-$r-$i.log" &
     pids+=("$!")
+    replicas+=("$!")
   done
   for i in $(seq 1 "$r"); do WAIT_SECONDS=120 wait_until "replica $i" grep -q "acquired ranges" "$tmp/um-$r-$i.log"; done
   "$bin" --kubeconfig "$KUBECONFIG" --qps 0 --program bench/converge.lua -- watch "$cns" "$machines" >"$tmp/um-watch-$r" &

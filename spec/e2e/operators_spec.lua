@@ -326,14 +326,8 @@ spec: {position: sideways}
       source = "shared-" .. ns
       -- the namespace is the operator's contract; one an earlier run is
       -- still deleting is waited out, and one this run creates it deletes
-      kube.wait_for("namespace secretsync absent or active", 60, function()
-        local n = kube.get("namespace", "secretsync")
-        return n == nil or n.status.phase == "Active"
-      end)
-      if not kube.get("namespace", "secretsync") then
-        kube.must { "create", "namespace", "secretsync" }
-        finally(function() kube.kubectl { "delete", "namespace", "secretsync", "--wait=false" } end)
-      end
+      local made = kube.secretsync_namespace()
+      if made then finally(made) end
       finally(kube.sync_source(source)) -- (its finalizer taken off, if the operator is gone first)
       kube.wait_for("a copy in the spec's namespace and default", 30, function()
         local c = copies()

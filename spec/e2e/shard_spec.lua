@@ -211,6 +211,39 @@ describe("sharded controllers", function()
     end)
   end
 
+  -- A replica that writes some keys (owner: key -> writer), and its keys.
+  local function a_writer(owner, r)
+    if not r then
+      for _, x in ipairs(runs) do
+        for _, id in pairs(owner) do if id == x.id then r = x end end
+      end
+    end
+    local keys_of = {}
+    for k, id in pairs(owner) do if id == r.id then keys_of[#keys_of + 1] = k end end
+    return r, keys_of
+  end
+
+  -- Wait until another replica than gone has written each of its keys at
+  -- or after since (seconds since midnight); how long after since the
+  -- last of them was taken over. A write of gone's among them raises.
+  local function taken_over(gone, keys_of, since, timeout)
+    return kube.wait_for("its keys written by the others", timeout, function()
+      local ws, last = writes(case), 0
+      for _, k in ipairs(keys_of) do
+        local first
+        for _, w in ipairs(ws) do
+          if w.key == k and w.received >= since then
+            if w.id == gone.id then error(k .. " written by the replica gone after " .. since) end
+            first = first or w.received
+          end
+        end
+        if not first then return false end
+        last = math.max(last, first)
+      end
+      return last - since
+    end)
+  end
+
   it("reconciles every object in exactly one of three replicas, by namespace, and says how the API server "
     .. "filters", function()
     for _ = 1, 3 do start("namespace") end
@@ -234,14 +267,8 @@ describe("sharded controllers", function()
   it("runs the four example operators in three replicas, each object written for by one of them", function()
     kube.must { "apply", "-k", "manifests/crds" }
     kube.must { "wait", "--for", "condition=Established", "crd", "--all", "--timeout=30s" }
-    kube.wait_for("namespace secretsync absent or active", 60, function()
-      local n = kube.get("namespace", "secretsync")
-      return n == nil or n.status.phase == "Active"
-    end)
-    if not kube.get("namespace", "secretsync") then
-      kube.must { "create", "namespace", "secretsync" }
-      finally(function() kube.kubectl { "delete", "namespace", "secretsync", "--wait=false" } end)
-    end
+    local made = kube.secretsync_namespace()
+    if made then finally(made) end
     local since = now_seconds()
     for _ = 1, 3 do
       local vol = volume.new {}
@@ -384,31 +411,11 @@ spec: {switches: 2}
     for _ = 1, 3 do start("uid", { exit = false }) end
     local owner = converged(3, now_seconds() + LEASE)
     -- the one with keys
-    local victim
-    for _, r in ipairs(runs) do
-      for _, id in pairs(owner) do if id == r.id then victim = r end end
-    end
-    local mine = {}
-    for k, id in pairs(owner) do if id == victim.id then mine[#mine + 1] = k end end
+    local victim, mine = a_writer(owner)
     victim.run.signal("KILL")
     victim.gone = true
-    local killed = now_seconds()
-    local took = kube.wait_for("its keys written by the others", 30, function()
-      local ws = writes(case)
-      local by = writers(ws, killed)
-      local last = 0
-      for _, k in ipairs(mine) do
-        local first
-        for _, w in ipairs(ws) do
-          if w.key == k and w.received >= killed and w.id ~= victim.id then first = first or w.received end
-        end
-        if not first then return false end
-        last = math.max(last, first)
-        if by[k][victim.id] then error(k .. " written by the killed replica after its death") end
-      end
-      return last - killed
-    end)
-    -- lease 3 s from the last renewal seen, a retry period, the requeue's
+    local took = taken_over(victim, mine, now_seconds(), 30)
+    -- the lease from the last renewal seen, a retry period, the requeue's
     -- second, and the claim's two reads
     assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
     assert.are.same({}, overlaps(writes(case)))
@@ -422,9 +429,7 @@ spec: {switches: 2}
     start("uid")
     start("uid")
     local owner = converged(3, now_seconds() + LEASE)
-    local victim = runs[1]
-    local mine = {}
-    for k, id in pairs(owner) do if id == victim.id then mine[#mine + 1] = k end end
+    local victim, mine = a_writer(owner, runs[1])
     cutter.cut()
     victim.gone = true
     local cut_at, t = system.gettime(), now_seconds()
@@ -432,13 +437,7 @@ spec: {switches: 2}
     assert.are.equal(1, victim.run.stop(1))
     assert.matches("shard ring membership lost", victim.run.stderr(), 1, true)
     assert.is_true(system.gettime() - cut_at > RENEW - RETRY, "it gave up before its renew deadline")
-    kube.wait_for("its keys written by the others", 20, function()
-      local by = writers(writes(case), t)
-      for _, k in ipairs(mine) do
-        if not by[k] then return false end
-      end
-      return true
-    end)
+    taken_over(victim, mine, t, 20)
     cutter.restore()
     assert.are.same({}, overlaps(writes(case)))
   end)
@@ -446,22 +445,10 @@ spec: {switches: 2}
   it("lets a replica paused past its lease write nothing for the keys it lost once it resumes", function()
     for _ = 1, 3 do start("uid", { exit = false }) end
     local owner = converged(3, now_seconds() + LEASE)
-    local victim
-    for _, r in ipairs(runs) do
-      for _, id in pairs(owner) do if id == r.id then victim = r end end
-    end
-    local mine = {}
-    for k, id in pairs(owner) do if id == victim.id then mine[#mine + 1] = k end end
+    local victim, mine = a_writer(owner)
     victim.run.signal("STOP")
     victim.gone = true
-    local stopped = now_seconds()
-    kube.wait_for("its keys written by the others", 30, function()
-      local by = writers(writes(case), stopped)
-      for _, k in ipairs(mine) do
-        if not by[k] then return false end
-      end
-      return true
-    end)
+    taken_over(victim, mine, now_seconds(), 30)
     local resumed = now_seconds()
     victim.run.signal("CONT")
     -- it finds its membership lost (the renew deadline long past) and exits 1

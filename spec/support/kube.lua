@@ -135,6 +135,20 @@ function kube.delete_namespace(name)
   kube.kubectl({ "delete", "namespace", name, "--wait=false" })
 end
 
+-- Namespace secretsync, the secret copier's (operators/secret-copy.lua):
+-- one an earlier run is still deleting is waited out, and one this call
+-- creates is handed back as the function that deletes it (hand it to
+-- finally); nil when it was there already.
+function kube.secretsync_namespace()
+  kube.wait_for("namespace secretsync absent or active", 60, function()
+    local n = kube.get("namespace", "secretsync")
+    return n == nil or n.status.phase == "Active"
+  end)
+  if kube.get("namespace", "secretsync") then return nil end
+  kube.must { "create", "namespace", "secretsync" }
+  return function() kube.kubectl { "delete", "namespace", "secretsync", "--wait=false" } end
+end
+
 -- A source Secret of the secret copier (operators/secret-copy.lua), name,
 -- in namespace secretsync (which must exist), with data password=one.
 -- Returns the function that removes it (hand it to finally): with its
