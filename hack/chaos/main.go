@@ -26,7 +26,9 @@
 //
 // Every fault is a line on stderr ("chaos: FAULT METHOD PATH") and a count
 // in GET /chaos/stats (answered by the proxy, with the requests and the
-// faults by kind). GET /chaos/pause stops new faults, /chaos/resume starts
+// faults by kind); a watch's fault counts when the stream applies it (one
+// drawn for a watch refused upstream, or ended before its moment, never
+// reached the client). GET /chaos/pause stops new faults, /chaos/resume starts
 // them again.
 package main
 
@@ -281,7 +283,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fault == "noend" && r.URL.Query().Get("sendInitialEvents") != "true" {
 		fault = "" // (a plain watch has no end bookmark to drop)
 	}
-	if fault != "" {
+	// a watch's fault is counted where the stream applies it: one drawn
+	// for a watch that answers no line after its moment, or is refused
+	// upstream, never reaches luaop
+	if fault != "" && (!watch || fault == "429" || fault == "503") {
 		count(fault, r)
 	}
 	if fault == "429" || fault == "503" {
@@ -375,6 +380,7 @@ func (p *proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respon
 	}
 	switch fault {
 	case "gone", "status":
+		count(fault, r)
 		code, reason, msg := 410, "Expired", "too old resource version: 1 (2)"
 		if fault == "status" {
 			code, reason, msg = 500, "InternalError", "chaos: an internal error"
@@ -382,6 +388,7 @@ func (p *proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respon
 		send([]byte(fmt.Sprintf(`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%q,"reason":%q,"code":%d}}`+"\n", msg, reason, code)))
 		return
 	case "oversize":
+		count(fault, r)
 		big := append([]byte(`{"type":"ADDED","object":{"metadata":{"name":"`), bytes.Repeat([]byte("x"), 20<<20)...)
 		send(append(big, []byte("\"}}}\n")...))
 		return
@@ -424,9 +431,11 @@ func (p *proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respon
 		case <-deadline:
 			deadline = nil
 			if fault == "reset" {
+				count(fault, r)
 				panic(http.ErrAbortHandler)
 			}
 			if fault == "stall" {
+				count(fault, r)
 				time.Sleep(3 * time.Second)
 				continue
 			}
@@ -439,11 +448,15 @@ func (p *proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respon
 				return
 			}
 			if fault == "noend" && bytes.Contains(line, []byte(`"k8s.io/initial-events-end":"true"`)) {
+				count(fault, r)
 				continue
 			}
 			if !armed {
 				send(line)
 				continue
+			}
+			if fault != "reorder" || held != nil {
+				count(fault, r)
 			}
 			switch fault {
 			case "truncate":
