@@ -4,7 +4,11 @@
  * and UBSan watch), and leave the Lua stack as it found it. A value that
  * decodes must encode (all decoded values are encodable) to a text that
  * decodes again and encodes to the same text. The same input goes through
- * json_decode_page and json_peek too. All of it runs inside a C function
+ * json_decode_page and json_peek too, and through json_scan_string and
+ * the shard filters (shard.h): where the scanner claims a string at
+ * metadata.namespace of a text that decodes, the decoded object has that
+ * very string there (the filter never drops on a value the decoder would
+ * read otherwise). All of it runs inside a C function
  * called with lua_pcall, as luaop's binding calls the codec: an error
  * raised where the codec promises to return one (it raises only when out
  * of memory) is a finding too. */
@@ -17,6 +21,7 @@
 #include <lualib.h>
 
 #include "../src/json.h"
+#include "../src/shard.h"
 
 static lua_State *fuzz_L;
 
@@ -33,10 +38,29 @@ static int fuzz_body(lua_State *L)
     char err[200];
     int top;
 
+    static const char *const nspath[] = {"metadata", "namespace"};
+    const char *ns = NULL;
+    size_t nslen = 0;
+    int scanned = json_scan_string(s, size, nspath, 2, &ns, &nslen);
+    static const shard_range half = {0, UINT64_MAX / 2};
+    shard_set set = {1, (shard_range *)&half};
+
+    (void)shard_item_kept(s, size, &set);
+    (void)shard_event_kept(&set, s, size);
     lua_settop(L, 0);
     top = lua_gettop(L);
     if (json_decode(L, s, size, err, sizeof err)) {
         dbuf once = {0}, twice = {0};
+        if (scanned == 1) {
+            size_t dlen = 0;
+            const char *d = NULL;
+            if (lua_type(L, -1) == LUA_TTABLE && lua_getfield(L, -1, "metadata") == LUA_TTABLE &&
+                lua_getfield(L, -1, "namespace") == LUA_TSTRING)
+                d = lua_tolstring(L, -1, &dlen);
+            if (d == NULL || dlen != nslen || memcmp(d, ns, nslen) != 0)
+                fuzz_die("the scanner read another metadata.namespace than the decoder", "");
+            lua_settop(L, top + 1);
+        }
         if (!json_encode(L, -1, &once, err, sizeof err))
             fuzz_die("a decoded value does not encode", err);
         lua_pop(L, 1);

@@ -44,6 +44,26 @@ int json_peek(lua_State *L, const char *s, size_t len, const char *const *keys, 
  * walk pushes nothing, writes a message to `err` and returns 0. */
 int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen);
 
+/* The same, leaving out silently each item for which keep(item's text,
+ * its length, ud) is 0 (never decoding it); *dropped counts them. */
+int json_decode_page_kept(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
+                          int (*keep)(const char *item, size_t n, void *ud), void *ud, size_t *dropped);
+
+/* The end of the JSON value at p (after leading space), checking only what
+ * finding it needs (quotes, escapes, balanced brackets); NULL when there is
+ * none before end: *at then points where it failed and *why says why (NULL:
+ * the bracket at *at was not expected). */
+const char *json_scan_skip(const char *p, const char *end, const char **at, const char **why);
+
+/* The string at the path keys[0..nkeys) of the object in `len` bytes at s,
+ * without decoding anything: 1 and *v, *vlen its bytes, when it is a string
+ * written without escapes; 0 when there is none such (absent, a non-object
+ * on the way, not a string, escapes in it or in a key of an object on the
+ * way, which might decode to the key sought); -1 when the text cannot be walked
+ * (not an object, unbalanced). Each object on the path is walked to its
+ * end, and the last of a key given twice counts, as when decoding. */
+int json_scan_string(const char *s, size_t len, const char *const *keys, int nkeys, const char **v, size_t *vlen);
+
 /* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
  * a value JSON cannot hold writes a message naming where it is to `err` and
  * returns 0. Raises on memory errors, and when the running task's budget is

@@ -398,55 +398,18 @@ int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errle
     return 1;
 }
 
-/* Skip one value without pushing it. Checks only what finding its end needs
- * (quotes, escapes and balanced brackets): json_peek's caller decodes the
- * text in full anyway. */
+/* Skip one value without pushing it (json_scan_skip). */
 static int json_skip_value(json_dec *d)
 {
-    long depth = 0;
+    const char *at, *why, *q;
 
     json_dec_space(d);
-    do {
-        if (d->p >= d->end)
-            return json_dec_fail(d, "unexpected end of input");
-        switch (*d->p) {
-        case '"': {
-            const char *q = d->p + 1;
-            for (;;) {
-                const char *b;
-                q = memchr(q, '"', (size_t)(d->end - q));
-                if (q == NULL)
-                    return json_dec_fail(d, "unterminated string");
-                for (b = q; b > d->p + 1 && b[-1] == '\\'; b--)
-                    ;
-                if (((q - b) & 1) == 0)
-                    break; /* not escaped */
-                q++;
-            }
-            d->p = q + 1;
-            break;
-        }
-        case '{':
-        case '[':
-            depth++;
-            d->p++;
-            break;
-        case '}':
-        case ']':
-            if (--depth < 0)
-                return json_dec_fail(d, "unexpected '%c'", *d->p);
-            d->p++;
-            break;
-        default:
-            if (depth == 0) {
-                /* a number or literal: up to what ends it */
-                while (d->p < d->end && !strchr(",}] \t\r\n", *d->p))
-                    d->p++;
-            } else {
-                d->p++;
-            }
-        }
-    } while (depth > 0);
+    q = json_scan_skip(d->p, d->end, &at, &why);
+    if (q == NULL) {
+        d->p = at;
+        return why ? json_dec_fail(d, "%s", why) : json_dec_fail(d, "unexpected '%c'", *at);
+    }
+    d->p = q;
     return 1;
 }
 
@@ -522,6 +485,14 @@ int json_peek(lua_State *L, const char *s, size_t len, const char *const *keys, 
 
 int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen)
 {
+    size_t dropped = 0;
+
+    return json_decode_page_kept(L, s, len, key, err, errlen, NULL, NULL, &dropped);
+}
+
+int json_decode_page_kept(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
+                          int (*keep)(const char *item, size_t n, void *ud), void *ud, size_t *dropped)
+{
     json_dec d = {L, s, s, s + len, err, errlen, 0};
     int base = lua_gettop(L);
     lua_Integer n = 0, bad = 0;
@@ -575,7 +546,9 @@ int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, c
                     start = d.p;
                     if (!json_skip_value(&d))
                         goto fail; /* cannot tell where it ends */
-                    if (json_decode(L, start, (size_t)(d.p - start), ierr, sizeof ierr)) {
+                    if (keep != NULL && !keep(start, (size_t)(d.p - start), ud)) {
+                        ++*dropped;
+                    } else if (json_decode(L, start, (size_t)(d.p - start), ierr, sizeof ierr)) {
                         lua_rawseti(L, -2, ++n);
                     } else {
                         /* {index =, error =, text =} for the caller to name it */

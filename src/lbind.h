@@ -32,6 +32,12 @@ int lbind_yaml_open(lua_State *L);
 int lbind_webhook_open(lua_State *L);
 int lbind_shard_open(lua_State *L);
 
+/* lbind_shard.c: the set of hash ranges in the table at idx, a list of
+ * {lo, last} integer pairs (luaop.shard.ranges), into *set (its old ranges
+ * replaced); raises naming `what` on a bad one or when out of memory. */
+struct shard_set;
+void lbind_shard_toset(lua_State *L, int idx, const char *what, struct shard_set *set);
+
 /* Every module finds its runtime (loop, API server) with runtime_of(L). */
 struct runtime;
 

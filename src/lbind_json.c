@@ -10,12 +10,15 @@
  *   json.is_array(t) -> boolean */
 #include "lbind.h"
 
+#include <string.h>
+
 #include <lauxlib.h>
 
 #include "charge.h"
 #include "json.h"
 #include "lbox.h"
 #include "sha256.h"
+#include "shard.h"
 
 /* What the codec's C work is charged (charge.h): the count hook never
  * fires inside it, so a loop of calls would run outside every budget. A
@@ -63,17 +66,37 @@ static int lbind_json_peek(lua_State *L)
     return 2;
 }
 
-/* json.decode_page(text [, key]) -> page, skipped | nil, err (json.h) */
+static int lbind_json_shard_gc(lua_State *L)
+{
+    shard_set_clear(lua_touserdata(L, 1));
+    return 0;
+}
+
+/* json.decode_page(text [, key [, shard]]) -> page, skipped, dropped | nil,
+ * err (json.h); shard: hash ranges, items certainly outside them left out
+ * undecoded (shard_item_kept), counted in dropped */
 static int lbind_json_decode_page(lua_State *L)
 {
-    size_t len;
+    size_t len, dropped = 0;
     const char *s = luaL_checklstring(L, 1, &len);
     const char *key = luaL_optstring(L, 2, "items");
+    shard_set *set = NULL;
     char err[160];
 
+    if (!lua_isnoneornil(L, 3)) {
+        set = lua_newuserdatauv(L, sizeof *set, 0); /* freed with it, whatever raises */
+        memset(set, 0, sizeof *set);
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, lbind_json_shard_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lbind_shard_toset(L, 3, "json.decode_page: shard", set);
+    }
     lbind_json_charge(L, len);
-    if (json_decode_page(L, s, len, key, err, sizeof err))
-        return 2;
+    if (json_decode_page_kept(L, s, len, key, err, sizeof err, set ? shard_item_kept : NULL, set, &dropped)) {
+        lua_pushinteger(L, (lua_Integer)dropped);
+        return 3;
+    }
     luaL_pushfail(L);
     lua_pushstring(L, err);
     return 2;

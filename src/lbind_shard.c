@@ -26,7 +26,7 @@ static int lbind_shard_hash(lua_State *L)
     return 1;
 }
 
-static uint64_t lbind_shard_bound(lua_State *L, int t, int i, lua_Integer k)
+static uint64_t lbind_shard_bound(lua_State *L, int t, const char *what, int i, lua_Integer k)
 {
     int isint;
     lua_Integer v;
@@ -34,35 +34,58 @@ static uint64_t lbind_shard_bound(lua_State *L, int t, int i, lua_Integer k)
     lua_rawgeti(L, t, k);
     v = lua_tointegerx(L, -1, &isint);
     if (!isint)
-        luaL_error(L, "shard.fence: range %d needs two integers {lo, last}", i);
+        luaL_error(L, "%s: range %d needs two integers {lo, last}", what, i);
     lua_pop(L, 1);
     return (uint64_t)v;
+}
+
+/* The ranges of the table at idx, in a userdata pushed on the stack (the
+ * collector frees it if this raises); *n their count. */
+static shard_range *lbind_shard_ranges(lua_State *L, int idx, const char *what, size_t *n)
+{
+    lua_Integer len, i;
+    shard_range *r;
+
+    idx = lua_absindex(L, idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    len = (lua_Integer)lua_rawlen(L, idx);
+    if (len > SHARD_MAX_RANGES)
+        luaL_error(L, "%s: %d ranges (at most %d)", what, (int)len, SHARD_MAX_RANGES);
+    r = lua_newuserdatauv(L, (size_t)(len > 0 ? len : 1) * sizeof *r, 0);
+    for (i = 1; i <= len; i++) {
+        if (lua_rawgeti(L, idx, i) != LUA_TTABLE)
+            luaL_error(L, "%s: range %d is not a table", what, (int)i);
+        r[i - 1].lo = lbind_shard_bound(L, -1, what, (int)i, 1);
+        r[i - 1].last = lbind_shard_bound(L, lua_gettop(L), what, (int)i, 2);
+        lua_pop(L, 1);
+        if (r[i - 1].lo > r[i - 1].last)
+            luaL_error(L, "%s: range %d has lo past last", what, (int)i);
+    }
+    *n = (size_t)len;
+    return r;
+}
+
+void lbind_shard_toset(lua_State *L, int idx, const char *what, shard_set *set)
+{
+    size_t n;
+    shard_range *r = lbind_shard_ranges(L, idx, what, &n);
+
+    if (shard_set_assign(set, r, n) != 0)
+        luaL_error(L, "not enough memory");
+    lua_pop(L, 1);
 }
 
 static int lbind_shard_fence(lua_State *L)
 {
     api *a = runtime_of(L)->api;
-    lua_Integer n, i;
     shard_range *r;
+    size_t n;
     int rc;
 
     if (a == NULL)
         return luaL_error(L, "no API server is configured");
-    luaL_checktype(L, 1, LUA_TTABLE);
-    n = (lua_Integer)lua_rawlen(L, 1);
-    if (n > SHARD_MAX_RANGES)
-        return luaL_error(L, "shard.fence: %d ranges (at most %d)", (int)n, SHARD_MAX_RANGES);
-    r = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *r, 0); /* freed by the collector if we raise */
-    for (i = 1; i <= n; i++) {
-        if (lua_rawgeti(L, 1, i) != LUA_TTABLE)
-            return luaL_error(L, "shard.fence: range %d is not a table", (int)i);
-        r[i - 1].lo = lbind_shard_bound(L, -1, (int)i, 1);
-        r[i - 1].last = lbind_shard_bound(L, lua_gettop(L), (int)i, 2);
-        lua_pop(L, 1);
-        if (r[i - 1].lo > r[i - 1].last)
-            return luaL_error(L, "shard.fence: range %d has lo past last", (int)i);
-    }
-    rc = api_shard_fence(a, r, (size_t)n);
+    r = lbind_shard_ranges(L, 1, "shard.fence", &n);
+    rc = api_shard_fence(a, r, n);
     lua_pop(L, 1);
     if (rc != 0)
         return luaL_error(L, "not enough memory");

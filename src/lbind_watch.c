@@ -1,7 +1,8 @@
 /* lbind_watch.c - streaming watches for Lua: luaop.core.api.watch.
  *
- *   w = api.watch{path =, timeout =}   starts a GET that streams (no yield)
+ *   w = api.watch{path =, timeout =, shard =}   starts a GET that streams (no yield)
  *   w:next() -> line | nil, status, body [, reason] | nil   (yields until one comes)
+ *   w:dropped() -> the events left out by shard (below)
  *   w:close()
  *
  * The API server writes one JSON watch event per line; lines are queued in C
@@ -10,7 +11,12 @@
  * returns nil (clean end) or nil, status, body (an error: status 0 and a
  * message for a transport error; reason "FrameTooLarge" when a line was
  * longer than LBIND_WATCH_MAX_FRAME: the watch is ended there, so that one
- * endless line costs that much memory and no more). */
+ * endless line costs that much memory and no more).
+ *
+ * shard: a set of hash ranges ({lo, last} pairs, luaop.shard.ranges): an
+ * event certainly of an object whose namespace hashes outside them
+ * (shard_event_kept) is left out as it arrives, never queued or decoded
+ * (a sharded informer whose API server does not apply its shardSelector). */
 #include "lbind.h"
 
 #include <stdlib.h>
@@ -23,6 +29,7 @@
 #include "dbuf.h"
 #include "runtime.h"
 #include "scheduler.h"
+#include "shard.h"
 
 #define LBIND_WATCH_MT "luaop.watch"
 
@@ -58,6 +65,9 @@ typedef struct lbind_watch {
     int paused;    /* the stream waits for lines to go (LBIND_WATCH_MAX_QUEUED) */
     int self;      /* registry ref keeping the userdata alive while streaming */
     uv_idle_t *wake; /* wakes the waiter from the loop, not from inside curl */
+    int sharded;     /* only the events of objects in keep are queued */
+    shard_set keep;
+    lua_Integer dropped; /* events left out */
 } lbind_watch;
 
 static void lbind_watch_unpin(lbind_watch *w)
@@ -155,6 +165,10 @@ static int lbind_watch_line(lbind_watch *w, const char *s, size_t n)
         n--;
     if (n == 0)
         return 0;
+    if (w->sharded && !shard_event_kept(&w->keep, s, n)) {
+        w->dropped++;
+        return 0;
+    }
     l = malloc(sizeof *l + n);
     if (l == NULL)
         return -1;
@@ -263,10 +277,15 @@ static int lbind_watch_start(lua_State *L)
     w = lua_newuserdatauv(L, sizeof *w, 0);
     memset(w, 0, sizeof *w);
     w->self = LUA_NOREF;
+    luaL_setmetatable(L, LBIND_WATCH_MT); /* (its __gc frees the set if what follows raises) */
+    if (lbind_rawfield(L, 1, "shard") != LUA_TNIL) {
+        lbind_shard_toset(L, -1, "api.watch: shard", &w->keep);
+        w->sharded = 1;
+    }
+    lua_pop(L, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     w->L = lua_tothread(L, -1);
     lua_pop(L, 1);
-    luaL_setmetatable(L, LBIND_WATCH_MT);
     w->wake = malloc(sizeof *w->wake);
     if (w->wake == NULL)
         return luaL_error(L, "not enough memory");
@@ -320,6 +339,12 @@ static void lbind_watch_stop(lbind_watch *w)
     w->ended = 1;
 }
 
+static int lbind_watch_dropped(lua_State *L)
+{
+    lua_pushinteger(L, lbind_towatch(L)->dropped);
+    return 1;
+}
+
 static int lbind_watch_close(lua_State *L)
 {
     lbind_watch *w = lbind_towatch(L);
@@ -343,6 +368,7 @@ static int lbind_watch_gc(lua_State *L)
     free(w->error);
     w->error = NULL;
     lbind_watch_clear(w);
+    shard_set_clear(&w->keep);
     return 0;
 }
 
@@ -350,6 +376,7 @@ void lbind_watch_add(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         {"next", lbind_watch_next},
+        {"dropped", lbind_watch_dropped},
         {"close", lbind_watch_close},
         {NULL, NULL},
     };

@@ -124,6 +124,10 @@ static const metrics_family metrics_families[] = {
      "1 for the way each sharded informer filters (server: the API server applies the shardSelector; client: "
      "luaop filters), per resource and namespace",
      METRICS_GAUGE, {"resource", "namespace", "mode"}, NULL, 0, 0},
+    {"luaop_shard_objects_filtered_total",
+     "Objects a sharded informer received and left out because their namespace hashes outside this replica's "
+     "ranges (the API server did not apply the shardSelector), per resource",
+     METRICS_COUNTER, {"resource"}, NULL, 0, 0},
 };
 _Static_assert(METRICS_N(metrics_families) == METRICS_NFAMILIES, "METRICS_NFAMILIES (metrics_private.h) counts the families");
 

@@ -9,7 +9,7 @@
 #include "metrics.h"
 
 /* the runtime's families (metrics.c's list) */
-#define METRICS_NFAMILIES 36
+#define METRICS_NFAMILIES 37
 
 enum { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM, METRICS_INFLIGHT_SUM, METRICS_INFLIGHT_MAX };
 

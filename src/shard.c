@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
+
 uint64_t shard_hash(const void *p, size_t len)
 {
     const unsigned char *b = p;
@@ -78,4 +80,40 @@ void shard_set_clear(shard_set *s)
     free(s->r);
     s->r = NULL;
     s->n = 0;
+}
+
+/* Whether the object at text, of which path leads to its namespace, is
+ * certainly outside s. */
+static int shard_outside(const shard_set *s, const char *text, size_t n, const char *const *path, int npath)
+{
+    const char *ns;
+    size_t len;
+
+    return json_scan_string(text, n, path, npath, &ns, &len) == 1 && !shard_set_contains(s, shard_hash(ns, len));
+}
+
+int shard_item_kept(const char *item, size_t n, void *set)
+{
+    static const char *const path[] = {"metadata", "namespace"};
+
+    return !shard_outside(set, item, n, path, 2);
+}
+
+int shard_event_kept(const shard_set *s, const char *line, size_t n)
+{
+    static const char *const type[] = {"type"}, *const path[] = {"object", "metadata", "namespace"};
+    const char *end = line + n, *q, *at, *why, *t;
+    size_t tlen;
+
+    q = json_scan_skip(line, end, &at, &why);
+    if (q == NULL)
+        return 1;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+        q++;
+    if (q != end || json_scan_string(line, n, type, 1, &t, &tlen) != 1)
+        return 1;
+    if (!((tlen == 5 && memcmp(t, "ADDED", 5) == 0) || (tlen == 8 && memcmp(t, "MODIFIED", 8) == 0) ||
+          (tlen == 7 && memcmp(t, "DELETED", 7) == 0)))
+        return 1;
+    return !shard_outside(s, line, n, path, 3);
 }

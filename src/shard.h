@@ -35,4 +35,17 @@ int shard_set_contains(const shard_set *s, uint64_t h);
 
 void shard_set_clear(shard_set *s);
 
+/* A sharded informer's filter, before anything is decoded (luaop filters
+ * when the API server does not: docs/sharding.md). Each answers 0 only when
+ * the text is certainly of an object outside s by its metadata.namespace
+ * (a string written without escapes, hashed); anything else (no namespace,
+ * a shape it cannot walk) is kept, to be decoded and judged in Lua.
+ *
+ * shard_item_kept: an object (an item of a LIST page); its ud is the set.
+ * shard_event_kept: a watch event line, which must also be one JSON object
+ * with nothing after it, of type ADDED, MODIFIED or DELETED (a BOOKMARK, an
+ * ERROR or a broken line always goes on to Lua). */
+int shard_item_kept(const char *item, size_t n, void *set);
+int shard_event_kept(const shard_set *s, const char *line, size_t n);
+
 #endif

@@ -9,6 +9,7 @@ local kube = require "support.kube"
 local luaop = require "support.luaop"
 local volume = require "support.volume"
 local cut = require "support.cut"
+local proc = require "support.proc"
 local chaos = require "support.chaos"
 local json = require("luaop.core").json
 local system = require "system"
@@ -174,11 +175,12 @@ describe("sharded controllers", function()
   local function start(by, opts)
     opts = opts or {}
     local vol = volume.new { ["stamper.lua"] = opts.source or stamper(case, by) }
+    local mport = proc.free_port()
     local run = luaop.start({ vol.dir }, { exit = opts.exit, kubeconfig = opts.kubeconfig, flags = {
       "--shard-ring", case, "--shard-namespace", RING_NS,
       "--leader-elect-lease-duration", LEASE .. "s", "--leader-elect-renew-deadline", RENEW .. "s",
-      "--leader-elect-retry-period", RETRY .. "s" } })
-    local r = { run = run, vol = vol }
+      "--leader-elect-retry-period", RETRY .. "s", "--metrics-bind-address", "127.0.0.1:" .. mport } })
+    local r = { run = run, vol = vol, mport = mport }
     runs[#runs + 1] = r
     r.id = kube.wait_for("the replica's identity", 20, function()
       return run.stderr():match('"identity": "([^"]+)"')
@@ -378,6 +380,12 @@ spec: {switches: 2}
     local server = ok and json.decode(probe).metadata.shardInfo ~= nil
     for _, r in ipairs(runs) do
       local log = r.run.stderr()
+      -- the ConfigMaps of the other replica's namespaces left out before
+      -- they were decoded, and counted; no Secret (the server filtered)
+      local _, metrics = proc.http("http://127.0.0.1:" .. r.mport .. "/metrics")
+      assert.is_true(tonumber(metrics:match('luaop_shard_objects_filtered_total{resource="v1/ConfigMap"} (%d+)') or 0) > 0,
+        metrics)
+      if server then assert.is_nil(metrics:match('luaop_shard_objects_filtered_total{resource="v1/Secret"}')) end
       assert.matches('the API server does not shard this list[^\n]*"kind": "v1/ConfigMap"', log)
       assert.matches((server and "the API server shards this list and watch" or "the API server does not shard this list")
         .. '[^\n]*"kind": "v1/Secret"', log)

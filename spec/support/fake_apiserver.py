@@ -60,6 +60,10 @@ Other label selectors name faults of the watch, the LIST staying the five
               (a namespace that is an object; another namespace than the
               one watched; an empty name; a DELETED cut in half), then
               ADDED "never-seen"; later ones ADDED "watch-after"
+  spread      every watch sends ADDED "plain" (namespace default), ADDED
+              "deep" (namespace elsewhere, nested past the decoder's
+              limit), MODIFIED "escaped" (namespace d\\u0065fault), a
+              BOOKMARK
   stallwatch  the first watch sends its headers, then nothing for 20 s
               (or until the client goes), the later ones ADDED
               "watch-after"
@@ -458,6 +462,18 @@ class Handler(BaseHTTPRequestHandler):
                     return self.stream([bad[w - 1], later])
                 return self.stream([ev("ADDED", {"name": "watch-after", "namespace": "default",
                                                   "resourceVersion": str(40 + w)})])
+            if fault == "spread" and watching:
+                # objects of namespaces for a sharded watch to filter: one
+                # of "default"; one of "elsewhere" nested past what the
+                # decoder takes; one whose namespace is written with an
+                # escape (it decodes to "default"); a BOOKMARK
+                return self.stream([
+                    '{"type":"ADDED","object":{"metadata":{"name":"plain","namespace":"default","resourceVersion":"71"}}}',
+                    '{"type":"ADDED","object":{"metadata":{"name":"deep","namespace":"elsewhere","resourceVersion":"72"},'
+                    '"data":' + '{"a":' * 10300 + '1' + '}' * 10300 + '}}',
+                    '{"type":"MODIFIED","object":{"metadata":{"name":"escaped","namespace":"d\\u0065fault",'
+                    '"resourceVersion":"73"}}}',
+                    '{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"74"}}}'])
             if fault == "gzip" and watching:
                 # one ADDED saying whether the watch asked for gzip (a
                 # v1.37 API server gzips a watch when asked)

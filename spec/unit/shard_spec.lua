@@ -506,6 +506,77 @@ print("unkeyed", tostring(status))
   end)
 end)
 
+describe("shard filter before decoding", function()
+  -- (the API server does not apply the shardSelector: luaop filters, in C,
+  -- what it can judge from the text, so an object of another shard is
+  -- never decoded)
+  local function ns_set(...)
+    local set = {}
+    for _, ns in ipairs { ... } do
+      local h = core.shard.hash(ns)
+      set[#set + 1] = { h, h }
+    end
+    return ranges.normalize(set)
+  end
+
+  it("leaves a LIST page's items of other namespaces out undecoded, keeping what it cannot judge", function()
+    local deep = '{"metadata":{"name":"deep","namespace":"b"},"data":' .. ('{"a":'):rep(10300) .. "1"
+      .. ("}"):rep(10300) .. "}"
+    local page = '{"kind":"ConfigMapList","metadata":{"resourceVersion":"9"},"items":['
+      .. '{"metadata":{"name":"in-a","namespace":"a"}},' .. deep .. ","
+      .. '{"metadata":{"name":"in-b","namespace":"b"}},'
+      .. '{"metadata":{"name":"escaped","namespace":"\\u0062"}},'
+      .. '{"metadata":{"name":"twice","namespace":"a","namespace":"b"}},'
+      .. '{"metadata":{"name":"cluster-scoped"}},'
+      .. '{"metadata":{"name":"escaped-key","namespace":"a","n\\u0061mespace":"b"}}]}'
+    local got, skipped, dropped = json.decode_page(page, "items", ns_set("a"))
+    local names = {}
+    for _, item in ipairs(got.items) do names[#names + 1] = item.metadata.name end
+    -- "deep" (nested past the decoder's limit) was never decoded: not
+    -- among the skipped; "twice" is judged by its last namespace, as
+    -- decoded; what has escapes goes on, to be judged once decoded
+    assert.are.same({ "in-a", "escaped", "cluster-scoped", "escaped-key" }, names)
+    assert.are.same({}, skipped)
+    assert.are.equal(3, dropped)
+    assert.are.equal("9", got.metadata.resourceVersion)
+    -- without a set, the same page as before
+    local all, skipped_all, none = json.decode_page(page)
+    assert.are.equal(6, #all.items)
+    assert.are.equal(1, #skipped_all)
+    assert.are.equal(0, none)
+    assert.has_error(function() json.decode_page(page, "items", { { 2, 1 } }) end,
+      "json.decode_page: shard: range 1 has lo past last")
+  end)
+
+  it("leaves a watch's events of other namespaces out as they arrive, never queued or decoded, and counts them",
+    function()
+      local server = fake.start()
+      finally(server.stop)
+      local program = [[
+local core = require "luaop.core"
+local function lines(set)
+  local w = core.api.watch { path = "/api/v1/namespaces/default/configmaps?watch=true&labelSelector=spread",
+    shard = set }
+  local got = {}
+  for line in function() return w:next() end do
+    got[#got + 1] = core.json.peek(line, "object", "metadata", "name") or core.json.peek(line, "type")
+  end
+  print(table.concat(got, ","), w:dropped())
+end
+local function one(ns) local h = core.shard.hash(ns) return { { h, h } } end
+lines(one("default"))
+lines(one("elsewhere"))
+lines({})
+lines(nil)
+]]
+      local out = luaop.ok(program, { kubeconfig = server.kubeconfig })
+      -- the BOOKMARK and the escaped namespace always go on to be decoded
+      assert.are.equal(table.concat({
+        "plain,escaped,BOOKMARK\t1", "deep,escaped,BOOKMARK\t1", "escaped,BOOKMARK\t2",
+        "plain,deep,escaped,BOOKMARK\t0" }, "\n") .. "\n", out)
+    end)
+end)
+
 describe("shard ring's own requests", function()
   it("are not held behind the client's rate limiter, where a renewal would be late", function()
     local server = fake.start()

@@ -259,8 +259,10 @@ end
 -- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
 -- opts.label_selector, opts.field_selector, opts.shard_selector (KEP-5866's
 -- shardSelector: luaop.shard.ranges), opts.limit (page size, default 500),
--- opts.timeout (seconds for each page, retries included; default none).
--- Pages through continue tokens; returns the list with every item. With
+-- opts.timeout (seconds for each page, retries included; default none),
+-- opts.shard (hash ranges, luaop.shard.ranges: items whose namespace is
+-- certainly outside them are left out before they are decoded, as the
+-- server does with a shardSelector). Pages through continue tokens; returns the list with every item. With
 -- opts.each_page(items), hands over each page's items instead of keeping them.
 -- The next page is asked for before this one is decoded (its continue token
 -- is read first, by json.peek), so the server works on it meanwhile.
@@ -292,8 +294,19 @@ function client:list(kind, opts)
         tokens[continue] = true
       end
       pending = type(continue) == "string" and continue ~= "" and start(continue) or nil
-      page, derr = decode(text)
-      if page == nil then
+      if opts.shard then
+        local skipped, dropped
+        page, skipped, dropped = json.decode_page(text, "items", opts.shard)
+        if page then
+          watch.filtered(r.gv, r.kind, dropped)
+          for _, s in ipairs(skipped) do skip_undecodable(r.gv, r.kind, s.text, s.error, "metadata") end
+        else
+          derr = skipped
+        end
+      else
+        page, derr = decode(text)
+      end
+      if page == nil and not opts.shard then
         -- decode item by item, leaving out the ones that do not decode
         local skipped
         page, skipped = json.decode_page(text)
@@ -436,7 +449,8 @@ end
 -- resource_version_match,
 -- send_initial_events (the streaming list: the state as ADDED events, then
 -- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
--- of the server), bookmarks (default true). Returns a watch whose :next()
+-- of the server), bookmarks (default true), shard (as list's: the events of
+-- objects certainly outside the ranges left out before they are decoded). Returns a watch whose :next()
 -- yields until an event comes; close it when done.
 function client:watch(kind, opts)
   check_kind("client:watch(kind [, opts])", kind, 2)
@@ -455,7 +469,7 @@ function client:watch(kind, opts)
   -- too, 30 s later at most: a server or proxy that stopped sending
   -- without closing (a stall) costs that, never an informer forever
   local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
-  return watch.open(path, limit, r.gv, r.kind, ns)
+  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard)
 end
 
 -- ---- the client --------------------------------------------------------------------

@@ -48,6 +48,7 @@ end
 -- Gone is reason "Expired" or "Gone": list again).
 function Watch:next()
   local line, status, body, reason = self.raw:next()
+  if self.shard then M.count_filtered(self) end
   if not line then
     if status then
       self.err = api_error(status, body)
@@ -102,12 +103,26 @@ function Watch:close()
 end
 Watch.__close = Watch.close
 
+-- luaop_shard_objects_filtered_total of a resource: n more.
+function M.filtered(gv, kind, n)
+  if n > 0 then core.metrics.series("luaop_shard_objects_filtered_total", { gv .. "/" .. kind }):add(n) end
+end
+
+-- The events the C side left out since last counted.
+function M.count_filtered(w)
+  local n = w.raw:dropped()
+  M.filtered(w.gv, w.kind, n - w.counted)
+  w.counted = n
+end
+
 -- A watch of path's stream (api.watch; ended by luaop after `limit`
 -- seconds, when given), decoding gv/kind's events; ns: the namespace
--- watched (nil: all, or a cluster-scoped kind).
-function M.open(path, limit, gv, kind, ns)
-  return setmetatable({ raw = core.api.watch { path = path, timeout = limit }, gv = gv, kind = kind,
-    namespace = ns }, Watch)
+-- watched (nil: all, or a cluster-scoped kind); shard: hash ranges, the
+-- events of objects whose namespace is certainly outside them left out
+-- before they are decoded (api.watch).
+function M.open(path, limit, gv, kind, ns, shard)
+  return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard }, gv = gv, kind = kind,
+    namespace = ns, shard = shard, counted = 0 }, Watch)
 end
 
 return M

@@ -134,7 +134,11 @@ function Informer:upsert(obj, defer)
   if k == nil then return end -- no name: nothing a cache can keep
   if self.keep and not self.keep(obj) then -- sharded: not in its ranges (luaop.informer.shard)
     local old = self.store[k]
-    if old then self:remove(old, defer) end
+    if old then
+      self:remove(old, defer)
+    else
+      core.metrics.series("luaop_shard_objects_filtered_total", { self.kind }):add()
+    end
     return
   end
   local uid = obj.metadata.uid

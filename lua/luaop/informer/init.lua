@@ -176,6 +176,7 @@ function Informer:relist()
   local ok, list, err = pcall(self.client.list, self.client, self.kind, {
     namespace = o.namespace, all_namespaces = o.namespace == nil, timeout = M.LIST_TIMEOUT,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
+    shard = shard.filter(self),
     each_page = function(items)
       if self.stopped then error("informer stopped", 0) end
       for _, obj in ipairs(items) do
@@ -221,6 +222,7 @@ function Informer:open_watch(extra)
   local q = {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
+    shard = shard.filter(self),
     timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true,
   }
   for k, v in pairs(extra) do q[k] = v end

@@ -55,6 +55,17 @@ local function mode_metric(inf, mode)
   end
 end
 
+-- The ranges to filter by in C, before decoding (client:list and
+-- client:watch's opts.shard), when the server does not (client mode, or a
+-- mode not learnt yet); nil when it does. The set a watch was opened with
+-- may be wider than the one held later (a narrower set drops at once, and
+-- the watch goes on): Informer.keep judges what passes.
+function M.filter(inf)
+  local s = inf.shard
+  if s and s.mode ~= "server" and s.set then return s.set end
+  return nil
+end
+
 -- Before a sync: wait for the ranges, then learn (once) whether the server
 -- applies the selector. An empty set: nothing to ask the server for (it
 -- refuses an empty selector), every object dropped here.

@@ -1,0 +1,138 @@
+/* json_scan.c - walking JSON text without building values (json.h): where
+ * a value ends, and the plain string at a path. For a decision about an
+ * object made before it is decoded, or instead of decoding it (a sharded
+ * informer's filter, lbind_watch.c and json_decode_page), and for the
+ * decoder's own skipping. It checks only what finding ends needs (quotes,
+ * escapes and balanced brackets): a caller that keeps the text decodes it
+ * in full anyway. */
+#include "json.h"
+
+#include <string.h>
+
+static const char *json_scan_space(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+const char *json_scan_skip(const char *p, const char *end, const char **at, const char **why)
+{
+    long depth = 0;
+
+    p = json_scan_space(p, end);
+    do {
+        if (p >= end) {
+            *at = p;
+            *why = "unexpected end of input";
+            return NULL;
+        }
+        switch (*p) {
+        case '"': {
+            const char *q = p + 1;
+            for (;;) {
+                const char *b;
+                q = memchr(q, '"', (size_t)(end - q));
+                if (q == NULL) {
+                    *at = p;
+                    *why = "unterminated string";
+                    return NULL;
+                }
+                for (b = q; b > p + 1 && b[-1] == '\\'; b--)
+                    ;
+                if (((q - b) & 1) == 0)
+                    break; /* not escaped */
+                q++;
+            }
+            p = q + 1;
+            break;
+        }
+        case '{':
+        case '[':
+            depth++;
+            p++;
+            break;
+        case '}':
+        case ']':
+            if (--depth < 0) {
+                *at = p;
+                *why = NULL; /* an unexpected bracket: the one at *at */
+                return NULL;
+            }
+            p++;
+            break;
+        default:
+            if (depth == 0) {
+                /* a number or literal: up to what ends it */
+                while (p < end && !strchr(",}] \t\r\n", *p))
+                    p++;
+            } else {
+                p++;
+            }
+        }
+    } while (depth > 0);
+    return p;
+}
+
+int json_scan_string(const char *s, size_t len, const char *const *keys, int nkeys, const char **v, size_t *vlen)
+{
+    const char *p = s, *end = s + len, *q, *at, *why;
+
+    for (int i = 0; i < nkeys; i++) {
+        const char *found = NULL;
+        size_t klen = strlen(keys[i]);
+        int escaped = 0; /* a key written with escapes: it may decode to keys[i] */
+
+        p = json_scan_space(p, end);
+        if (p >= end || *p != '{')
+            return i == 0 ? -1 : 0;
+        p = json_scan_space(p + 1, end);
+        if (p < end && *p == '}')
+            return 0;
+        /* every member, so that the object is walked to its end and, as
+         * the decoder does, the last of a key given twice is the one */
+        for (;;) {
+            int match;
+
+            p = json_scan_space(p, end);
+            if (p >= end || *p != '"')
+                return -1;
+            q = json_scan_skip(p, end, &at, &why);
+            if (q == NULL)
+                return -1;
+            match = (size_t)(q - p - 2) == klen && memcmp(p + 1, keys[i], klen) == 0;
+            if (memchr(p + 1, '\\', (size_t)(q - p - 2)) != NULL)
+                escaped = 1;
+            p = json_scan_space(q, end);
+            if (p >= end || *p != ':')
+                return -1;
+            p = json_scan_space(p + 1, end);
+            if (match)
+                found = p;
+            q = json_scan_skip(p, end, &at, &why);
+            if (q == NULL)
+                return -1;
+            p = json_scan_space(q, end);
+            if (p < end && *p == ',') {
+                p++;
+                continue;
+            }
+            if (p < end && *p == '}')
+                break;
+            return -1;
+        }
+        if (found == NULL || escaped)
+            return 0;
+        p = found;
+    }
+    if (p >= end || *p != '"')
+        return 0;
+    q = json_scan_skip(p, end, &at, &why);
+    if (q == NULL)
+        return -1;
+    if (memchr(p + 1, '\\', (size_t)(q - p - 2)) != NULL)
+        return 0; /* escapes: only the decoder reads it right */
+    *v = p + 1;
+    *vlen = (size_t)(q - p - 2);
+    return 1;
+}
