@@ -14,8 +14,10 @@
 # together), each with a ConfigMap controller that shards by namespace and
 # reconciles nothing, and waits until the ring has settled: the replicas'
 # luaop_shard_share adds up to 1 and their luaop_cache_objects to N. Per
-# replica: launch to settled, VmRSS, bytes received (its TCP connections'
-# bytes_received, ss -ti), CPU (utime + stime) and objects cached.
+# replica: launch to settled, and then VmRSS, bytes received (its TCP
+# connections' bytes_received, ss -ti), CPU (utime + stime) and objects
+# cached; VmRSS again once quiet (each replica's steady for 3 s: luaop
+# ends the sync's collection cycle when it goes quiet), and VmHWM.
 # Prints each three-replica figure over the one replica's: the goal is at
 # most 0.4 for memory either way, and with the server sharding at most 0.4
 # for bytes and CPU too (about 1.0 for those when luaop filters: the cost
@@ -24,9 +26,14 @@
 # Then the useless machine (operators/useless-machine.lua, shard_by "uid":
 # its Machines are in one namespace) converges MACHINES Machines (default
 # 3000; bench/converge.lua) with one replica and with three: the time to
-# every Machine "ddd", the writes each replica made (its trace log), the
-# API server's 409s, and CPU per replica. On two cores the API server is
+# every Machine "ddd", the writes each replica made in the Machines'
+# namespace (its trace log: Switches, Machines' status, Events) and every
+# write by what it wrote (the ring's Leases too), the 409s, and CPU per
+# replica. On two cores the API server is
 # the limit: where the time goes, not a speed-up.
+#
+# PARTS="memory handover converge" (the default) runs all three; name
+# fewer to run fewer.
 n=${1:-100000}
 nns=${2:-300}
 machines=${3:-3000}
@@ -100,20 +107,86 @@ run() {
     [ "$(echo "$share > 0.9999 && $share < 1.0001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ]
   }
   WAIT_SECONDS=600 wait_until "ring $ring to settle" settled
-  local secs
+  local secs stats=()
   secs=$(echo "$(date +%s.%N) - $start" | bc -l)
+  for i in "${!pids[@]}"; do stats+=("$(proc_stat "${pids[$i]}")"); done
+  # VmRSS once quiet: each replica's within 1% of itself 3 s before (luaop
+  # finishes the sync's collection cycle when it goes quiet:
+  # luaop.collector), at most 60 s; and the peak (VmHWM)
+  local hist=() t
+  quiet() {
+    local i now old
+    hist+=("$(for i in "${!pids[@]}"; do awk '/^VmRSS:/ {printf "%s ", $2}' "/proc/${pids[$i]}/status"; done)")
+    [ "${#hist[@]}" -gt 6 ] || return 1
+    now=(${hist[-1]})
+    old=(${hist[-7]})
+    for i in "${!now[@]}"; do
+      [ "$(echo "${now[$i]} <= ${old[$i]} * 1.01 && ${now[$i]} >= ${old[$i]} * 0.99" | bc -l)" = 1 ] || return 1
+    done
+  }
+  for t in $(seq 1 120); do quiet && break; sleep 0.5; done
   for i in "${!pids[@]}"; do
-    read -r rss rchar ticks < <(proc_stat "${pids[$i]}")
-    printf '%s %d %.2f %d %d %.2f %.0f\n' "$mode" "$r" "$secs" "$rss" "$rchar" "$(echo "$ticks / $tck" | bc -l)" \
-      "$(metric "${ports[$i]}" luaop_cache_objects 'resource="v1/ConfigMap"')"
+    read -r rss rchar ticks <<<"${stats[$i]}"
+    printf '%s %d %.2f %d %d %.2f %.0f %d %d\n' "$mode" "$r" "$secs" "$rss" "$rchar" "$(echo "$ticks / $tck" | bc -l)" \
+      "$(metric "${ports[$i]}" luaop_cache_objects 'resource="v1/ConfigMap"')" \
+      "$(awk '/^VmRSS:/ {print $2}' "/proc/${pids[$i]}/status")" "$(awk '/^VmHWM:/ {print $2}' "/proc/${pids[$i]}/status")"
   done
   for i in "${!pids[@]}"; do kill "${pids[$i]}"; wait "${pids[$i]}" 2>/dev/null || true; done
 }
 
-for mode in server client; do
-  run "$mode" 1 >>"$tmp/out"
-  run "$mode" 3 >>"$tmp/out"
-done
+# handover: three replicas (server mode) settled, then a fourth joins, then
+# one leaves (SIGTERM: it releases its ranges), then one is killed
+# (SIGKILL: its Lease must expire first); each time, from the change to
+# every range served again (the live replicas' luaop_shard_share adding up
+# to 1, the newcomer holding some) with every object cached (luaop_cache_objects
+# adding up to N). The ring's timings are luaop's defaults (lease 15 s,
+# renew deadline 10 s, retry period 2 s).
+handover() {
+  local ring="bench-handover-$$" pids=() ports=() i t0
+  start_one() {
+    port=$((port + 1))
+    "$bin" --kubeconfig "$KUBECONFIG" --script "$tmp/scripts" --shard-ring "$ring" --shard-namespace "$ns" \
+      --metrics-bind-address "127.0.0.1:$port" --log-level info 2>"$tmp/$ring-$((${#pids[@]} + 1)).log" &
+    pids+=("$!")
+    replicas+=("$!")
+    ports+=("$port")
+  }
+  served() { # every live replica (those whose PID is still there)
+    local share=0 objs=0 k
+    for k in "${!ports[@]}"; do
+      kill -0 "${pids[$k]}" 2>/dev/null || continue
+      share=$(echo "$share + $(metric "${ports[$k]}" luaop_shard_share)" | bc -l)
+      objs=$(echo "$objs + $(metric "${ports[$k]}" luaop_cache_objects 'resource="v1/ConfigMap"')" | bc -l)
+    done
+    [ "$(echo "$share > 0.9999 && $share < 1.0001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ] &&
+      { [ -z "${1:-}" ] || [ "$(echo "$(metric "${ports[$1]}" luaop_shard_share) > 0" | bc -l)" = 1 ]; }
+  }
+  for i in 1 2 3; do start_one; done
+  WAIT_SECONDS=600 wait_until "ring $ring to settle" served
+  t0=$(date +%s.%N)
+  start_one
+  WAIT_SECONDS=120 wait_until "the fourth replica to serve" served 3
+  echo "handover join $(echo "$(date +%s.%N) - $t0" | bc -l)"
+  t0=$(date +%s.%N)
+  kill -TERM "${pids[0]}"
+  WAIT_SECONDS=120 wait_until "the ring to serve without the first" bash -c "! kill -0 ${pids[0]} 2>/dev/null"
+  WAIT_SECONDS=120 wait_until "the ring to serve without the first" served
+  echo "handover leave $(echo "$(date +%s.%N) - $t0" | bc -l)"
+  t0=$(date +%s.%N)
+  kill -KILL "${pids[1]}"
+  wait "${pids[1]}" 2>/dev/null || true
+  WAIT_SECONDS=120 wait_until "the ring to serve without the second" served
+  echo "handover kill $(echo "$(date +%s.%N) - $t0" | bc -l)"
+  for i in "${!pids[@]}"; do kill "${pids[$i]}" 2>/dev/null; wait "${pids[$i]}" 2>/dev/null || true; done
+}
+
+parts=${PARTS:-memory handover converge}
+if [[ " $parts " == *" memory "* ]]; then
+  for mode in server client; do
+    run "$mode" 1 >>"$tmp/out"
+    run "$mode" 3 >>"$tmp/out"
+  done
+fi
 # converge R: the useless machine with R replicas, MACHINES Machines in a
 # namespace of their own
 kc apply -k manifests/crds >/dev/null
@@ -141,37 +214,62 @@ converge() {
   local secs
   secs=$(echo "$(grep '^end ' "$tmp/um-watch-$r" | cut -d' ' -f2) - $(grep '^start ' "$tmp/um-create-$r" | cut -d' ' -f2)" | bc -l)
   for i in "${!pids[@]}"; do
-    local log=$tmp/um-$r-$((i + 1)).log w c cpu
-    w=$(grep 'response' "$log" | grep -cE '"method": "(POST|PUT|PATCH|DELETE)"' || true)
-    c=$(grep 'response' "$log" | grep -E '"method": "(POST|PUT|PATCH|DELETE)"' | grep -c '"status": 409' || true)
+    local log=$tmp/um-$r-$((i + 1)).log w c cpu kinds
+    w=$(grep 'response' "$log" | grep -E '"method": "(POST|PUT|PATCH|DELETE)"' | grep -c "/namespaces/$cns/" || true)
+    c=$(grep 'response' "$log" | grep -E '"method": "(POST|PUT|PATCH|DELETE)"' | grep "/namespaces/$cns/" |
+      grep -c '"status": 409' || true)
+    # every write by what it wrote: METHOD/resource[/subresource]=count,...
+    kinds=$(grep 'response' "$log" | grep -oE '"method": "(POST|PUT|PATCH|DELETE)", "path": "[^"?]*' |
+      awk -F'"' '{n = split($8, p, "/"); r = p[n]; if (p[n - 1] == "namespaces" || n < 4) r = p[n]
+        else if ($4 == "POST") r = p[n]; else if (p[n] == "status") r = p[n - 2] "/status"; else r = p[n - 1]
+        k[$4 "/" r]++} END {for (x in k) printf "%s%s=%d", (s++ ? "," : ""), x, k[x]}')
     cpu=$(awk '{print $14 + $15}' "/proc/${pids[$i]}/stat")
-    printf 'um %d %.2f %d %d %.2f\n' "$r" "$secs" "$w" "$c" "$(echo "$cpu / $tck" | bc -l)"
+    printf 'um %d %.2f %d %d %.2f %s\n' "$r" "$secs" "$w" "$c" "$(echo "$cpu / $tck" | bc -l)" "$kinds"
   done
   for i in "${!pids[@]}"; do kill "${pids[$i]}"; wait "${pids[$i]}" 2>/dev/null || true; done
   kc delete namespace "$cns" --wait=false >/dev/null
 }
-converge 1 >>"$tmp/um"
-converge 3 >>"$tmp/um"
+if [[ " $parts " == *" handover "* ]]; then
+  handover >"$tmp/handover"
+fi
+if [[ " $parts " == *" converge "* ]]; then
+  converge 1 >>"$tmp/um"
+  converge 3 >>"$tmp/um"
+fi
 
+if [ -s "$tmp/out" ]; then
 mode_seen=$(grep -ho 'the API server [a-z ]*shard[a-z ]*' "$tmp"/bench-server-1-*.log | head -1)
 echo "luaop directly: $mode_seen"
 awk '
-  { k = $1 " " $2; n[k]++; secs[k] = $3; rss[k] += $4; rc[k] += $5; cpu[k] += $6; obj[k] += $7
-    if ($4 > maxrss[k]) maxrss[k] = $4; if ($5 > maxrc[k]) maxrc[k] = $5; if ($6 > maxcpu[k]) maxcpu[k] = $6 }
+  { k = $1 " " $2; n[k]++; secs[k] = $3; rc[k] += $5; cpu[k] += $6; obj[k] += $7
+    if ($4 > maxrss[k]) maxrss[k] = $4; if ($5 > maxrc[k]) maxrc[k] = $5; if ($6 > maxcpu[k]) maxcpu[k] = $6
+    if ($8 > maxq[k]) maxq[k] = $8; if ($9 > maxh[k]) maxh[k] = $9 }
   END {
-    printf "%-7s %-9s %8s %10s %12s %8s %9s\n", "mode", "replicas", "settled", "VmRSS MiB", "recv MiB", "CPU s", "objects"
+    printf "%-7s %-9s %8s %14s %11s %10s %10s %8s %9s\n", "mode", "replicas", "settled", "VmRSS settled", "VmRSS quiet",
+      "VmHWM MiB", "recv MiB", "CPU s", "objects"
     for (m = 0; m < 2; m++) { mode = m ? "client" : "server"
       for (r = 1; r <= 3; r += 2) { k = mode " " r
-        printf "%-7s %-9s %7.1fs %10.1f %12.1f %8.2f %9d   (per replica, the largest)\n", mode, r, secs[k], maxrss[k]/1024, maxrc[k]/1048576, maxcpu[k], obj[k]/n[k] } 
+        printf "%-7s %-9s %7.1fs %14.1f %11.1f %10.1f %10.1f %8.2f %9d   (per replica, the largest)\n", mode, r, secs[k],
+          maxrss[k]/1024, maxq[k]/1024, maxh[k]/1024, maxrc[k]/1048576, maxcpu[k], obj[k]/n[k] }
       o = mode " 1"; t = mode " 3"
-      printf "%-7s 3 over 1:  VmRSS %.2f   bytes received %.2f   CPU %.2f   (goal: VmRSS <= 0.4%s)\n", mode,
-        maxrss[t]/maxrss[o], maxrc[t]/maxrc[o], maxcpu[t]/maxcpu[o], mode == "server" ? ", bytes and CPU <= 0.4" : "; bytes and CPU about 1.0"
+      printf "%-7s 3 over 1:  VmRSS quiet %.2f (settled %.2f, peak %.2f)   bytes received %.2f   CPU %.2f   (goal: VmRSS <= 0.4%s)\n",
+        mode, maxq[t]/maxq[o], maxrss[t]/maxrss[o], maxh[t]/maxh[o], maxrc[t]/maxrc[o], maxcpu[t]/maxcpu[o],
+        mode == "server" ? ", bytes and CPU <= 0.4" : "; bytes and CPU about 1.0"
     }
   }' "$tmp/out"
-awk -v m="$machines" '
-  { n[$2]++; secs[$2] = $3; w[$2] += $4; c[$2] += $5; cpu[$2] += $6; per[$2] = per[$2] sprintf(" %d", $4) }
+fi
+if [ -s "$tmp/handover" ]; then
+  awk '{printf "handover, 3 replicas and %s: every range served again %.1f s after the change\n",
+    $2 == "join" ? "a fourth joining" : $2 == "leave" ? "one leaving (SIGTERM)" : "one killed (SIGKILL)", $3}' "$tmp/handover"
+fi
+[ -s "$tmp/um" ] && awk -v m="$machines" '
+  { n[$2]++; secs[$2] = $3; w[$2] += $4; c[$2] += $5; cpu[$2] += $6; per[$2] = per[$2] sprintf(" %d", $4)
+    split($7, kv, ","); for (i in kv) { split(kv[i], x, "="); by[$2, x[1]] += x[2]; kinds[x[1]] = 1 } }
   END {
-    for (r = 1; r <= 3; r += 2)
-      printf "useless machine, %d Machines, %d replica(s): all ddd in %.1f s, %d writes (per replica:%s), %d Conflicts, CPU %.2f s in all\n",
+    for (r = 1; r <= 3; r += 2) {
+      printf "useless machine, %d Machines, %d replica(s): all ddd in %.1f s, %d writes of its namespace (per replica:%s), %d Conflicts, CPU %.2f s in all\n",
         m, r, secs[r], w[r], per[r], c[r], cpu[r]
+      line = ""; for (k in kinds) if (by[r, k]) line = line sprintf(" %s %d", k, by[r, k])
+      printf "  every write, by what it wrote:%s\n", line
+    }
   }' "$tmp/um"
