@@ -60,6 +60,9 @@ Other label selectors name faults of the watch, the LIST staying the five
               (a namespace that is an object; another namespace than the
               one watched; an empty name; a DELETED cut in half), then
               ADDED "never-seen"; later ones ADDED "watch-after"
+  slowstream  a watch with sendInitialEvents=true streams "s-0".."s-9", one
+              every 0.3 s, then the initial-events-end bookmark, then
+              nothing for 20 s
   spread      every watch sends ADDED "plain" (namespace default), ADDED
               "deep" (namespace elsewhere, nested past the decoder's
               limit), MODIFIED "escaped" (namespace d\\u0065fault), a
@@ -399,6 +402,23 @@ class Handler(BaseHTTPRequestHandler):
                 return self.stream(self.hold(['{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1",'
                                               '"metadata":{"name":"streamed","namespace":"default",'
                                               '"resourceVersion":"5"}}}'], 20))
+            if fault == "slowstream" and query.get("sendInitialEvents") == "true":
+                # a streamed list of ten ConfigMaps "s-0".."s-9", one every
+                # 0.3 s, then the end bookmark, then nothing for 20 s
+                def slow():
+                    for i in range(10):
+                        yield ('{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":'
+                               '{"name":"s-%d","namespace":"default","resourceVersion":"%d"}}}' % (i, 100 + i))
+                        time.sleep(0.3)
+                    yield ('{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":'
+                           '{"resourceVersion":"200","annotations":{"k8s.io/initial-events-end":"true"}}}}')
+                    self.wfile.flush()
+                    self.wait_gone("slowstream", 20)
+                try:
+                    self.stream(slow())
+                except OSError:
+                    self.close_connection = True
+                return None
             if query.get("sendInitialEvents") == "true":
                 # as a server whose WatchList feature gate is off: a LIST
                 # and a watch instead (the informer falls back); with

@@ -577,6 +577,50 @@ lines(nil)
     end)
 end)
 
+describe("sharded informer", function()
+  it("lists again, streaming, when its ranges grow in the middle of its first sync, and misses nothing", function()
+    local server = fake.start()
+    finally(server.stop)
+    local out, err = luaop.ok([[
+local luaop = require "luaop"
+local core = require "luaop.core"
+local informer = require "luaop.informer"
+local ishard = require "luaop.informer.shard"
+local inf = informer.new("ConfigMap", { namespace = "default", label_selector = "slowstream" })
+ishard.attach(inf)
+local h = core.shard.hash("default")
+-- at first the ranges hold another namespace only: the stream's objects
+-- are left out
+ishard.set(inf, { { h + 1, h + 1 } })
+inf:start()
+-- three of the ten streamed, then the ranges grow to hold "default"
+luaop.sleep(1)
+ishard.set(inf, { { h, h + 1 } })
+inf:wait_synced()
+local names = {}
+for _, o in ipairs(inf:list()) do names[#names + 1] = o.metadata.name end
+table.sort(names)
+print(#names, table.concat(names, ","))
+inf:stop()
+]], { kubeconfig = server.kubeconfig })
+    assert.matches("^10\ts%-0,s%-1,s%-2,s%-3,s%-4,s%-5,s%-6,s%-7,s%-8,s%-9\n", out, 1, false, err)
+    -- two streams, the second with the wider ranges; no LIST in pages
+    -- (the probe of one item aside): a stream ended on purpose is no failure
+    local streams, pages = 0, 0
+    for _, line in ipairs(server.requests()) do
+      local q = line:match("^GET /api/v1/namespaces/default/configmaps%?(%S*)")
+      if q and q:find("sendInitialEvents=true", 1, true) then streams = streams + 1 end
+      if q and not q:find("watch=", 1, true) and not q:find("limit=1&", 1, true) and not q:find("limit=1$") then
+        pages = pages + 1
+      end
+    end
+    assert.are.equal(2, streams)
+    assert.are.equal(0, pages)
+    assert.not_matches("streaming the list failed", err)
+    assert.not_matches("list/watch failed", err)
+  end)
+end)
+
 describe("shard ring's own requests", function()
   it("are not held behind the client's rate limiter, where a renewal would be late", function()
     local server = fake.start()

@@ -385,6 +385,9 @@ function Informer:run()
       local synced
       synced, err = guarded(self, "watch_list")
       if synced then need_list = false end
+      -- its ranges changed mid-stream (luaop.informer.shard closed it on
+      -- purpose): streamed again with the new selector, not a failure
+      if self.shard_moved and not synced and not self.stopped then err = nil end
       local fallback = err and not synced and no_stream(err)
       if fallback == "now" then self:failed(failure_reason(err)) end
       if fallback == "always" then
@@ -402,7 +405,8 @@ function Informer:run()
         need_list = not ok
         if ok then list_now = false end
       end
-      if not err and not self.stopped then
+      -- (its ranges grew while it listed in pages: listed again first)
+      if not err and not self.stopped and not self.relist_wanted then
         local ended, failed = guarded(self, "watch_once") -- (its error | nil, a raise's)
         err = failed or ended
       end

@@ -109,7 +109,9 @@ function M.set(inf, set)
   if old and ranges.equal(old, set) then return end
   s.set = set
   s.known:signal()
-  if not old or not inf.synced then return end
+  if not old then return end -- (the first: the first sync waited for it)
+  -- (synced or not: a change in the middle of a sync is no different, the
+  -- sync under way asked for the old set)
   if #ranges.subtract(set, old) > 0 then
     -- wider: what it did not keep is listed again
     inf.relist_wanted = true
@@ -119,8 +121,8 @@ function M.set(inf, set)
       if not inf.keep(obj) then inf:remove(obj) end
     end
   end
-  -- and the watch starts again with the new selector (server mode), from
-  -- where it was
+  -- and the watch (or the stream of a sync) starts again with the new
+  -- selector (server mode), from where it was
   if inf.watching and (s.mode == "server" or inf.relist_wanted) then
     inf.shard_moved = true
     inf.watching:close()
