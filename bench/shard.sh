@@ -177,7 +177,7 @@ handover() {
   wait "${pids[1]}" 2>/dev/null || true
   WAIT_SECONDS=120 wait_until "the ring to serve without the second" served
   echo "handover kill $(echo "$(date +%s.%N) - $t0" | bc -l)"
-  for i in "${!pids[@]}"; do kill "${pids[$i]}" 2>/dev/null; wait "${pids[$i]}" 2>/dev/null || true; done
+  for i in "${!pids[@]}"; do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
 }
 
 parts=${PARTS:-memory handover converge}
