@@ -179,12 +179,19 @@ end
 
 local function collection(ns) return ("/apis/events.k8s.io/v1/namespaces/%s/events"):format(ns) end
 
+local write_series
+
 -- Write (in a task of its own): create the Event, or patch its series.
 -- event: for a patch of its series, the Event to create again, with the
 -- series, when the patch finds none (its create never arrived: an answer
--- lost, a reset; client-go's recordToSink does the same).
-local function write(method, path, body, content_type, what, event)
+-- lost, a reset; client-go's recordToSink does the same). k: its key,
+-- whose writes go one at a time, in order (as client-go's one goroutine
+-- sends them): a series written while the create is on its way would find
+-- no Event, create it again and be refused (AlreadyExists); it waits, and
+-- goes, with the count of then, when the write before it is answered.
+local function write(method, path, body, content_type, what, event, k)
   pending = pending + 1
+  k.writing = true
   core.task.spawn(function()
     local status, text = core.api.request { method = method, path = path, body = core.json.encode(body),
       content_type = content_type, timeout = 30 }
@@ -199,18 +206,26 @@ local function write(method, path, body, content_type, what, event)
       log:error("cannot record an Event", { reason = what.reason, regarding = what.regarding, status = status,
         error = text })
     end
+    k.writing = nil
+    if k.waiting then
+      k.waiting = nil
+      write_series(k, core.task.now())
+    end
     pending = pending - 1
     if pending == 0 then idle:signal() end
   end)
 end
 
-
-local function write_series(k, now)
+function write_series(k, now)
+  if k.writing then
+    k.waiting = true
+    return
+  end
   local e = k.event
   k.written, k.sent = now, k.count
   write("PATCH", collection(e.metadata.namespace) .. "/" .. e.metadata.name, {
     series = { count = k.count, lastObservedTime = micro_time(core.task.wall()) },
-  }, "application/merge-patch+json", { reason = e.reason, regarding = e.regarding.name }, e)
+  }, "application/merge-patch+json", { reason = e.reason, regarding = e.regarding.name }, e, k)
 end
 
 -- k's count, when it grew since it was last written.
@@ -326,7 +341,7 @@ function M.record(e)
   st.keys[key] = k
   count(st, "nkeys", 1)
   heap_push(st.heap, { key_due(k), "key", key, k })
-  write("POST", collection(ns), event, "application/json", { reason = e.reason, regarding = ref.name })
+  write("POST", collection(ns), event, "application/json", { reason = e.reason, regarding = ref.name }, nil, k)
   return true
 end
 

@@ -175,6 +175,27 @@ describe("Events' state", function()
     assert.is_true(events.stats("a").buckets < buckets)
   end)
 
+  it("patches a series only once the create before it is answered, with the count of then", function()
+    -- the Event recurs while its create is on its way (a slow API server):
+    -- its series waits, else it would find no Event, create it again, and
+    -- be refused as AlreadyExists
+    local inner = core.api.request
+    local log = {}
+    core.api.request = function(r)
+      log[#log + 1] = r.method
+      if r.method == "POST" and #log == 1 then
+        record("a", 1) -- count 2, then 3, while the create is unanswered
+        record("a", 1)
+      end
+      local status, body = inner(r)
+      log[#log + 1] = r.method .. " answered"
+      return status, body
+    end
+    record("a", 1)
+    assert.are.same({ "POST", "POST answered", "PATCH", "PATCH answered" }, log)
+    assert.matches('"count":3', sent[2], 1, true)
+  end)
+
   it("creates an Event again, with its series, when the patch of its series finds none (its create was lost)",
     function()
       record("a", 1) -- POST
