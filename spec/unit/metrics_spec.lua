@@ -465,8 +465,11 @@ print(len(kept), "%.1f" % (time.monotonic() - t0))
   it("serves 256 connections at once in all, from 32 addresses and more", function()
     local pport = idle_probes()
     -- 40 addresses x 8 connections, each asking for /healthz at once: the
-    -- server answers 256 of them within a second; the rest wait (in the
+    -- server answers 256 of them within 2.5 s; the rest wait (in the
     -- listen queue or closed) until a slot frees, after the idle timeout
+    -- (3 s from an answer: no slot frees within the window, which is as
+    -- long as that allows, for a loaded machine: within 1 s, a fresh
+    -- root's run under load once answered none)
     local ok, out = proc.sh(("python3 -c %s %d"):format(proc.quote([==[
 import select, socket, sys, time
 port = int(sys.argv[1])
@@ -478,7 +481,7 @@ for a in range(40):
 for s in socks:
     s.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 served, over, t0 = 0, set(), time.monotonic()
-while time.monotonic() - t0 < 1:
+while time.monotonic() - t0 < 2.5:
     ready, _, _ = select.select([s for s in socks if s not in over], [], [], 0.05)
     for s in ready:
         over.add(s)
@@ -490,6 +493,6 @@ print(served)
 ]==]), pport))
     assert.is_true(ok, out)
     local served = out:match("^(%d+)")
-    assert.are.equal("256", served, "connections answered within 1 s, of 320: " .. out)
+    assert.are.equal("256", served, "connections answered within 2.5 s, of 320: " .. out)
   end)
 end)
