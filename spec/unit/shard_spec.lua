@@ -436,17 +436,48 @@ describe("shard ring members claiming at once", function()
   it("never hold one range both, and divide the space once they see each other", function()
     local server = fake.start()
     finally(server.stop)
-    -- two members in one process, their rounds run at once (the fence,
-    -- which is the process's, left out: this is the protocol alone)
+    -- two members in one process (the fence, which is the process's, left
+    -- out: this is the protocol alone). Both join; then a round of each at
+    -- once, made a race on purpose: both read the ring before either
+    -- writes its claim, and a's read misses b (a view from before b
+    -- joined), so a claims the whole space while b claims its part. Only
+    -- the read after the claim keeps them from both holding b's part.
     local program = PROTOCOL .. [[
 local a, b = new("race", "a_1"), new("race", "b_2")
-local overlap = false
+assert(a:round() and b:round()) -- (the first round only joins)
+local arrived, both = 0, core.task.cond()
+local function racing(m, hide)
+  local read, n = m.read, 0
+  m.read = function(self)
+    n = n + 1
+    local others, mine = read(self)
+    if n == 1 then
+      if others and hide then
+        local kept = {}
+        for _, x in ipairs(others) do if x.identity ~= hide then kept[#kept + 1] = x end end
+        others = kept
+      end
+      arrived = arrived + 1
+      both:signal()
+      while arrived < 2 do both:wait() end
+    end
+    return others, mine
+  end
+  return function() m.read = read end
+end
+local ua, ub = racing(a, "b_2"), racing(b, nil)
+local ta = core.task.spawn(function() return a:round() end)
+local tb = core.task.spawn(function() return b:round() end)
+ta:wait() tb:wait()
+ua() ub()
+local overlap = #ranges.intersect(a.held, b.held) > 0
+print(("raced: a %.3f, b %.3f"):format(ranges.share(a.held), ranges.share(b.held)))
 for i = 1, 30 do
-  local ta = core.task.spawn(function() return a:round() end)
-  local tb = core.task.spawn(function() return b:round() end)
-  ta:wait() tb:wait()
+  a.backoff_until, b.backoff_until = 0, 0
+  local t1 = core.task.spawn(function() return a:round() end)
+  local t2 = core.task.spawn(function() return b:round() end)
+  t1:wait() t2:wait()
   if #ranges.intersect(a.held, b.held) > 0 then overlap = true end
-  a.backoff_until, b.backoff_until = 0, 0 -- (at once again: the race every round)
   if ranges.equal(ranges.union(a.held, b.held), ranges.ALL) and #a.held > 0 and #b.held > 0 then
     print("divided after " .. i .. " rounds")
     break
