@@ -86,6 +86,21 @@ proc_stat() { # PID: rss_kib bytes_received cpu_ticks
 }
 tck=$(getconf CLK_TCK)
 
+# served [K]: the ring of the caller's replicas (its arrays pids and ports)
+# serves everything: the live replicas' (those whose PID is still there)
+# luaop_shard_share adds up to 1 and their luaop_cache_objects to N; with
+# K, replica K (0-based) holds some of it too
+served() {
+  local share=0 objs=0 k
+  for k in "${!ports[@]}"; do
+    kill -0 "${pids[$k]}" 2>/dev/null || continue
+    share=$(echo "$share + $(metric "${ports[$k]}" luaop_shard_share)" | bc -l)
+    objs=$(echo "$objs + $(metric "${ports[$k]}" luaop_cache_objects 'resource="v1/ConfigMap"')" | bc -l)
+  done
+  [ "$(echo "$share > 0.9999 && $share < 1.0001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ] &&
+    { [ -z "${1:-}" ] || [ "$(echo "$(metric "${ports[$1]}" luaop_shard_share) > 0" | bc -l)" = 1 ]; }
+}
+
 # run MODE R: R replicas of a fresh ring; one line per replica:
 # MODE R secs rss_kib rchar cpu_s objects
 run() {
@@ -101,15 +116,7 @@ run() {
     replicas+=("$!")
     ports+=("$port")
   done
-  settled() {
-    local share=0 objs=0 p
-    for p in "${ports[@]}"; do
-      share=$(echo "$share + $(metric "$p" luaop_shard_share)" | bc -l)
-      objs=$(echo "$objs + $(metric "$p" luaop_cache_objects 'resource="v1/ConfigMap"')" | bc -l)
-    done
-    [ "$(echo "$share > 0.9999 && $share < 1.0001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ]
-  }
-  WAIT_SECONDS=600 wait_until "ring $ring to settle" settled
+  WAIT_SECONDS=600 wait_until "ring $ring to settle" served
   local secs stats=()
   secs=$(echo "$(date +%s.%N) - $start" | bc -l)
   for i in "${!pids[@]}"; do stats+=("$(proc_stat "${pids[$i]}")"); done
@@ -158,16 +165,6 @@ handover() {
     pids+=("$!")
     replicas+=("$!")
     ports+=("$port")
-  }
-  served() { # every live replica (those whose PID is still there)
-    local share=0 objs=0 k
-    for k in "${!ports[@]}"; do
-      kill -0 "${pids[$k]}" 2>/dev/null || continue
-      share=$(echo "$share + $(metric "${ports[$k]}" luaop_shard_share)" | bc -l)
-      objs=$(echo "$objs + $(metric "${ports[$k]}" luaop_cache_objects 'resource="v1/ConfigMap"')" | bc -l)
-    done
-    [ "$(echo "$share > 0.9999 && $share < 1.0001" | bc -l)" = 1 ] && [ "$(printf '%.0f' "$objs")" = "$n" ] &&
-      { [ -z "${1:-}" ] || [ "$(echo "$(metric "${ports[$1]}" luaop_shard_share) > 0" | bc -l)" = 1 ]; }
   }
   for i in 1 2 3; do start_one; done
   WAIT_SECONDS=600 wait_until "ring $ring to settle" served

@@ -7,26 +7,14 @@
 -- which builds and imports the image (done again here when it runs alone:
 -- cached by its sources' hash).
 local kube = require "support.kube"
-local proc = require "support.proc"
+local incluster = require "support.incluster"
 local ranges = require "luaop.shard.ranges"
 
-local sh = proc.sh
 local ns = "luaop-system"
 
 describe("luaop sharded in a cluster", function()
   setup(function()
-    local log = "build/test/incluster-sharded-image.log"
-    assert(sh("hack/image.sh luaop:latest >" .. log .. " 2>&1 && hack/node.sh import luaop:latest >>" .. log .. " 2>&1",
-      1800), "the image was not built or imported:\n" .. proc.tail(proc.read(log), 40))
-    -- (what incluster_spec.lua's teardown deletes, still going)
-    for _, o in ipairs { { "namespace", ns }, { "namespace", "secretsync" },
-      { "crd", "ats.cnat.programming-kubernetes.info" }, { "crd", "machines.useless.container.training" },
-      { "crd", "switches.useless.container.training" } } do
-      kube.wait_for(o[1] .. " " .. o[2] .. " to finish terminating", 180, function()
-        local got = kube.get(o[1], o[2])
-        return not (got and got.metadata.deletionTimestamp)
-      end)
-    end
+    incluster.prepare("sharded")
     kube.must { "apply", "-k", "manifests/crds" }
     kube.must { "wait", "--for=condition=Established", "--timeout=60s", "-f", "manifests/crds/at.yaml",
       "-f", "manifests/crds/machine.yaml" }

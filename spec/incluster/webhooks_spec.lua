@@ -8,6 +8,7 @@
 -- image (done again here when it runs alone: cached by its sources' hash).
 local kube = require "support.kube"
 local proc = require "support.proc"
+local incluster = require "support.incluster"
 
 local sh, q = proc.sh, proc.quote
 local ns = "luaop-system"
@@ -30,18 +31,7 @@ describe("luaop's webhooks in a cluster", function()
   local dir
 
   setup(function()
-    local log = "build/test/incluster-webhooks-image.log"
-    assert(sh("hack/image.sh luaop:latest >" .. log .. " 2>&1 && hack/node.sh import luaop:latest >>" .. log .. " 2>&1",
-      1800), "the image was not built or imported:\n" .. proc.tail(proc.read(log), 40))
-    -- (what incluster_spec.lua's teardown deletes, still going)
-    for _, o in ipairs { { "namespace", ns }, { "namespace", "secretsync" },
-      { "crd", "ats.cnat.programming-kubernetes.info" }, { "crd", "machines.useless.container.training" },
-      { "crd", "switches.useless.container.training" } } do
-      kube.wait_for(o[1] .. " " .. o[2] .. " to finish terminating", 180, function()
-        local got = kube.get(o[1], o[2])
-        return not (got and got.metadata.deletionTimestamp)
-      end)
-    end
+    incluster.prepare("webhooks")
     dir = proc.tempdir()
     must("hack/certs.sh " .. q(dir .. "/pair") .. " >/dev/null")
     -- as docs/webhooks.md deploys them: the CRDs, the overlay, then the
