@@ -624,8 +624,13 @@ local h = core.shard.hash("default")
 -- are left out
 ishard.set(inf, { { h + 1, h + 1 } })
 inf:start()
--- three of the ten streamed, then the ranges grow to hold "default"
-luaop.sleep(1)
+-- some of the ten streamed (and left out), then the ranges grow to hold
+-- "default"
+local deadline = luaop.time.monotonic() + 10
+while not (inf.watching and inf.watching.raw:dropped() >= 2) and luaop.time.monotonic() < deadline do
+  luaop.sleep(0.01)
+end
+assert(inf.watching and inf.watching.raw:dropped() >= 2, "the stream did not start")
 ishard.set(inf, { { h, h + 1 } })
 inf:wait_synced()
 local names = {}
