@@ -124,6 +124,18 @@ function Informer:count_objects()
   self.objects:set(self.count)
 end
 
+-- The resource label of luaop_shard_objects_filtered_total: "group/version/
+-- Kind" as the client counts what it drops before decoding
+-- (luaop.client.watch), whatever form of the kind the informer was given
+-- ("ConfigMap", "v1/ConfigMap"): one series per resource.
+local function filtered_label(self)
+  if not self.filtered_label then
+    local r = self.client.resolve_seen and self.client:resolve_seen(self.kind)
+    self.filtered_label = type(r) == "table" and r.gv and r.kind and r.gv .. "/" .. r.kind or self.kind
+  end
+  return self.filtered_label
+end
+
 -- Put obj in the cache and tell the handlers.
 -- (defer: the handlers are told from the informer's own dispatcher task,
 -- not from the caller's: a write of one reconcile must not run every
@@ -137,7 +149,7 @@ function Informer:upsert(obj, defer)
     if old then
       self:remove(old, defer)
     else
-      core.metrics.series("luaop_shard_objects_filtered_total", { self.kind }):add()
+      core.metrics.series("luaop_shard_objects_filtered_total", { filtered_label(self) }):add()
     end
     return
   end
