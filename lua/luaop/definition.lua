@@ -84,7 +84,7 @@ end
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
   "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter",
   "finalizer", "finalize", "shard_by" }
-M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter" }
+M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter", "sharded" }
 M.OWNS_FIELDS = { "filter" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
 
 -- The candidate nearest to word, or nil (luaop.nearest).
@@ -189,6 +189,10 @@ function M.problems(def)
       unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i)
       local bad = filter.problem(w.filter)
       if bad then fail("filter", "controller %s: watches[%d].filter: %s", name, i, bad) out[#out].watch = i end
+      if w.sharded ~= nil and type(w.sharded) ~= "boolean" then
+        fail("sharded", "controller %s: watches[%d].sharded must be true or false, got %s", name, i, M.shown(w.sharded))
+        out[#out].watch = i
+      end
     end
   end
   local bad_filter = filter.problem(def.filter)

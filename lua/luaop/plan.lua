@@ -209,9 +209,15 @@ function M.plan(self, c, def)
       end
       for _, req in ipairs(M.map_requests(reqs, w)) do enqueue(req_key(req[1], req[2])) end
     end
+    -- a watched kind's cache is whole (its objects may map to keys of any
+    -- namespace), unless the entry says sharded: its objects map to keys
+    -- of their own namespace, and it keeps only this replica's, as an
+    -- owned kind's (and whole when the kind is cluster-scoped, which its
+    -- first sync learns: the "owner" whose scope decides is itself)
+    local sharded = by_ns and w.sharded == true
     sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
-      field_selector = w.field_selector }), { add = map, update = function(_, o) map(o) end, delete = map },
-      w.filter, "watches " .. w[1])
+      field_selector = w.field_selector, sharded = sharded, owner = sharded and w[1] or nil }),
+      { add = map, update = function(_, o) map(o) end, delete = map }, w.filter, "watches " .. w[1])
   end
   return subs, primary
 end

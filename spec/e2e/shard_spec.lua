@@ -28,6 +28,13 @@ return luaop.controller {
   name = "shard-stamper", resource = "v1/ConfigMap", label_selector = "luaop-e2e-shard=%s", shard_by = %q,
   -- (its own stamps are no events: a write a second per key, by the requeue)
   filter = function(old, new) return old == nil or new == nil end,
+  -- a watched kind sharded with the keys (a Secret names the key of its
+  -- namespace), and one whole (every namespace's default ServiceAccount)
+  watches = {
+    { "v1/Secret", sharded = true, label_selector = "luaop-e2e-shard=%s",
+      map = function(s) return { { namespace = s.metadata.namespace, name = "%s-1" } } end },
+    { "v1/ServiceAccount", field_selector = "metadata.name=default", map = function() return {} end },
+  },
   reconcile = function(ctx, req)
     local k = req.namespace .. "/" .. req.name
     n[k] = (n[k] or 0) + 1
@@ -36,7 +43,7 @@ return luaop.controller {
     return luaop.requeue_after(1)
   end,
 }
-]]):format(case, by)
+]]):format(case, by, case, case)
 end
 
 -- Both kinds stamped, each its own controller.
@@ -248,6 +255,10 @@ describe("sharded controllers", function()
 
   it("reconciles every object in exactly one of three replicas, by namespace, and says how the API server "
     .. "filters", function()
+    for i = 0, NAMESPACES - 1 do
+      kube.must { "create", "secret", "generic", case .. "-s", "-n", ns_of(i), "--from-literal=k=v" }
+      kube.must { "label", "secret", case .. "-s", "-n", ns_of(i), "luaop-e2e-shard=" .. case }
+    end
     for _ = 1, 3 do start("namespace") end
     -- settled: from a moment on, each key has one writer
     local owner = converged(3, now_seconds() + LEASE + 2 * RETRY)
@@ -264,6 +275,19 @@ describe("sharded controllers", function()
       assert.matches(server and "the API server shards this list and watch" or "the API server does not shard this list",
         r.run.stderr(), 1, true)
     end
+    -- the watched kind marked sharded: each Secret in one replica's cache;
+    -- the other whole in each
+    kube.wait_for("the watched kinds' caches", 30, function()
+      local secrets, accounts = 0, {}
+      for _, r in ipairs(runs) do
+        local _, metrics = proc.http("http://127.0.0.1:" .. r.mport .. "/metrics")
+        secrets = secrets + tonumber(metrics:match('luaop_cache_objects{resource="v1/Secret"[^}]*} (%d+)') or 0)
+        accounts[#accounts + 1] = tonumber(metrics:match('luaop_cache_objects{resource="v1/ServiceAccount"[^}]*} (%d+)')
+          or 0)
+      end
+      return secrets == NAMESPACES and accounts[1] >= NAMESPACES and accounts[1] == accounts[2]
+        and accounts[2] == accounts[3]
+    end)
   end)
 
   it("runs the four example operators in three replicas, each object written for by one of them", function()
@@ -392,6 +416,33 @@ spec: {switches: 2}
     end
     assert.is_true((proxy.stats()["fault strip-shard-selector"] or 0) > 0)
     for _, r in ipairs(runs) do r.run.stop(0) end -- (before the proxy goes)
+  end)
+
+  it("hands namespaces over on a join and on a kill when luaop filters (a server that does not shard), without "
+    .. "two writers of one key at any time", function()
+    local proxy = chaos.start { strip_shard_selector = "*" }
+    finally(proxy.stop)
+    local via = { kubeconfig = proxy.kubeconfig, exit = false }
+    start("namespace", via)
+    start("namespace", via)
+    converged(2, now_seconds() + LEASE)
+    -- a third joins: the namespaces it gains were in its cache, filtered
+    -- by luaop, before it took them
+    local t = now_seconds()
+    start("namespace", via)
+    local owner = converged(3, t + LEASE + 4 * RETRY)
+    -- one with keys is killed: the others take them over
+    local victim, mine = a_writer(owner)
+    victim.run.signal("KILL")
+    victim.gone = true
+    local took = taken_over(victim, mine, now_seconds(), 30)
+    assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
+    assert.are.same({}, overlaps(writes(case)))
+    for _, r in ipairs(runs) do
+      assert.matches('the API server does not shard this list[^\n]*"kind": "v1/ConfigMap"', r.run.stderr())
+    end
+    assert.is_true((proxy.stats()["fault strip-shard-selector"] or 0) > 0)
+    for _, r in ipairs(runs) do if not r.gone then r.run.stop(0) end end -- (before the proxy goes)
   end)
 
   it("hands keys to a replica that joins without two writers of one key at any time", function()

@@ -21,8 +21,8 @@ function M.start(opts)
   f:close()
   local cmd = ("%s -upstream %s -dir %s -seed %d -rate %g -watch-rate %g"):format(proc.quote(bin), proc.quote(up),
     proc.quote(dir), opts.seed or 1, opts.rate or 0, opts.watch_rate or opts.rate or 0)
-  if opts.faults then cmd = cmd .. " -faults " .. opts.faults end
-  if opts.strip_shard_selector then cmd = cmd .. " -strip-shard-selector " .. opts.strip_shard_selector end
+  if opts.faults then cmd = cmd .. " -faults " .. proc.quote(opts.faults) end
+  if opts.strip_shard_selector then cmd = cmd .. " -strip-shard-selector " .. proc.quote(opts.strip_shard_selector) end
   local _, stop = proc.background(cmd, dir .. "/log", 600)
   local ok_port, port = pcall(kube.wait_for, "the chaos proxy's port", 10, function()
     local v = proc.read(dir .. "/port")

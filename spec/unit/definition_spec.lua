@@ -50,6 +50,8 @@ describe("luaop.definition", function()
       { "owns lists kinds", def { owns = "v1/Secret" } },
       { "owns \"v1/secret\"", def { owns = { "v1/secret" } } },
       { "watches: each is", def { watches = { { "v1/Secret" } } } },
+      { "watches[1].sharded must be true or false, got", def { watches = { { "v1/Secret", map = reconcile,
+        sharded = "yes" } } } },
       { "instructions must be an integer >= 1", def { instructions = 0 } },
       { "concurrency must be an integer >= 1", def { concurrency = 1.5 } },
       { "memory must be bytes", def { memory = "64 MiB" } },
