@@ -215,8 +215,10 @@ rounds=${ROUNDS:-1}
 if [[ " $parts " == *" memory "* ]]; then
   for round in $(seq 1 "$rounds"); do
     for mode in server client; do
-      run "$mode" 1 | sed "s/\$/ $round/" >>"$tmp/out"
-      run "$mode" 3 | sed "s/\$/ $round/" >>"$tmp/out"
+      # (not in a pipeline: run's replicas and ports stay this shell's, for the cleanup)
+      run "$mode" 1 >"$tmp/round"
+      run "$mode" 3 >>"$tmp/round"
+      sed "s/\$/ $round/" "$tmp/round" >>"$tmp/out"
     done
   done
 fi
