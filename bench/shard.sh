@@ -95,12 +95,12 @@ tck=$(getconf CLK_TCK)
 # (json_dec_value: a watch event, a LIST page), times its CPU once quiet
 perf=
 [ "${PERF:-1}" != 0 ] && command -v perf >/dev/null && perf=perf
-decode_share() { # PERF.DATA: decoding samples over all samples, or "-"
+decode_share() { # PERF.DATA: decoding samples over all samples, or "-" (none: not measured)
   [ -s "$1" ] || { echo -; return; }
   perf script -i "$1" 2>/dev/null | awk '
     /^$/ {if (inside) {n++; d += dec}; inside = 0; dec = 0; next}
     {inside = 1; if ($0 ~ /json_dec_value/) dec = 1}
-    END {if (inside) {n++; d += dec}; if (n) printf "%.4f", d / n; else print "-"}'
+    END {if (inside) {n++; d += dec}; if (n && d) printf "%.4f", d / n; else print "-"}'
 }
 
 # served [K]: the ring of the caller's replicas (its arrays pids and ports)
@@ -283,12 +283,16 @@ awk -v rounds="$rounds" '
   { k = $12 " " $1 " " $2; secs[k] = $3; if ($7 > obj[k]) obj[k] = $7
     if ($4 > rss[k]) rss[k] = $4; if ($5 > rc[k]) rc[k] = $5; if ($6 > cpu[k]) cpu[k] = $6
     if ($8 > q[k]) q[k] = $8; if ($9 > h[k]) h[k] = $9; if ($10 > cq[k]) cq[k] = $10
-    if ($11 == "-") nod = 1; else if ($11 * $10 > dec[k]) dec[k] = $11 * $10 }
+    if ($11 == "-" || $11 + 0 == 0) nod = 1; else if ($11 * $10 > dec[k]) dec[k] = $11 * $10 }
+  function verdict(v) { return v == "-" ? "not measured" : v <= 0.4 ? "met" : "not met" }
   function med(a, c,   i, j, t) { # the median of a[1..c] (sorts a)
     for (i = 2; i <= c; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
     return c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2 }
   function ratio(name, arr, mode,   x, i) { # three over one of arr per round: "median (min-max)", and median in R
-    for (i = 1; i <= rounds; i++) x[i] = arr[i " " mode " 1"] ? arr[i " " mode " 3"] / arr[i " " mode " 1"] : 0
+    # (a figure of one replica that is 0 or missing was not measured: "-", R not a number)
+    for (i = 1; i <= rounds; i++) {
+      if (!arr[i " " mode " 1"]) { R = "-"; return "- (not measured)" }
+      x[i] = arr[i " " mode " 3"] / arr[i " " mode " 1"] }
     R = med(x, rounds)
     return rounds == 1 ? sprintf("%.2f", R) : sprintf("%.2f (%.2f-%.2f)", R, x[1], x[rounds]) }
   END {
@@ -302,15 +306,15 @@ awk -v rounds="$rounds" '
     print rounds == 1 ? head ":" : head ": the median of " rounds " rounds (min-max)"
     for (m = 0; m < 2; m++) { mode = m ? "client" : "server"
       vq = ratio("", q, mode); rq = R; vb = ratio("", rc, mode); rb = R
-      vd = nod ? "- (no perf)" : ratio("", dec, mode); rd = R
+      vd = nod ? "- (not measured: no perf, or no decoder frame in its samples)" : ratio("", dec, mode); rd = R
       printf "%-7s VmRSS quiet %s (settled %s, peak %s)   bytes received %s   decode CPU %s   CPU quiet %s (settled %s)\n",
         mode, vq, ratio("", rss, mode), ratio("", h, mode), vb, vd, ratio("", cq, mode), ratio("", cpu, mode)
       if (mode == "server")
         printf "        goal VmRSS quiet <= 0.4: %s; bytes received <= 0.4: %s; decode CPU <= 0.4: %s\n",
-          rq <= 0.4 ? "met" : "not met", rb <= 0.4 ? "met" : "not met", nod ? "not measured" : rd <= 0.4 ? "met" : "not met"
+          verdict(rq), verdict(rb), nod ? "not measured" : verdict(rd)
       else
         printf "        goal VmRSS quiet <= 0.4: %s; bytes received about 1.0 (the cost KEP-5866 removes; luaop decodes only its own)\n",
-          rq <= 0.4 ? "met" : "not met"
+          verdict(rq)
     }
   }' "$tmp/out"
 fi

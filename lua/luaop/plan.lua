@@ -189,7 +189,8 @@ function M.plan(self, c, def)
   for _, e in ipairs(def.owns or {}) do
     local kind, f = filter.owned(e)
     -- (sharded once its first sync found the resource namespaced)
-    sub(self:entry(kind, { namespace = def.namespace, sharded = by_ns, owner = by_ns and def.resource or nil }),
+    sub(self:entry(kind, { namespace = def.namespace, sharded = by_ns,
+      owner = by_ns and { def.resource, kind } or nil }),
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner }, f, "owns " .. kind)
   end
   -- watched kinds: the map function names the requests
@@ -201,23 +202,34 @@ function M.plan(self, c, def)
   -- (a logger of its own: c.log is the controller's, which luaop logs with)
   local map_ctx = context.new { manager = self, client = self.client, log = c.log:with {}, controller = c }
   for _, w in ipairs(def.watches or {}) do
+    -- a watched kind's cache is whole (its objects may map to keys of any
+    -- namespace), unless the entry says sharded: its objects map to keys
+    -- of their own namespace, and it keeps only this replica's, as an
+    -- owned kind's (whole when the resource or the kind is cluster-scoped,
+    -- which its first sync learns)
+    local sharded = by_ns and w.sharded == true
+    local e = self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
+      field_selector = w.field_selector, sharded = sharded, owner = sharded and { def.resource, w[1] } or nil })
+    local warned = false
     local function map(o)
       local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, copy(o), map_ctx)
       if not ok then
         local text, at = raised_in(w.map, reqs)
         error(("watch map of %s%s: %s"):format(w[1], at, text), 0)
       end
-      for _, req in ipairs(M.map_requests(reqs, w)) do enqueue(req_key(req[1], req[2])) end
+      for _, req in ipairs(M.map_requests(reqs, w)) do
+        if e.inf.shard and not warned and req[1] ~= o.metadata.namespace then
+          -- its replica may not hold that key, and the one that does never
+          -- sees this object: say so, once
+          warned = true
+          c.log:error("a sharded watch's map named a key of another namespace: the replica holding it does not "
+            .. "see this object (drop sharded from the watch)",
+            { watch = w[1], object = informer.key(o), key = req_key(req[1], req[2]) })
+        end
+        enqueue(req_key(req[1], req[2]))
+      end
     end
-    -- a watched kind's cache is whole (its objects may map to keys of any
-    -- namespace), unless the entry says sharded: its objects map to keys
-    -- of their own namespace, and it keeps only this replica's, as an
-    -- owned kind's (and whole when the kind is cluster-scoped, which its
-    -- first sync learns: the "owner" whose scope decides is itself)
-    local sharded = by_ns and w.sharded == true
-    sub(self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
-      field_selector = w.field_selector, sharded = sharded, owner = sharded and w[1] or nil }),
-      { add = map, update = function(_, o) map(o) end, delete = map }, w.filter, "watches " .. w[1])
+    sub(e, { add = map, update = function(_, o) map(o) end, delete = map }, w.filter, "watches " .. w[1])
   end
   return subs, primary
 end

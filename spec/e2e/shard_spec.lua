@@ -429,8 +429,12 @@ spec: {switches: 2}
     -- a third joins: the namespaces it gains were in its cache, filtered
     -- by luaop, before it took them
     local t = now_seconds()
-    start("namespace", via)
+    local new = start("namespace", via)
     local owner = converged(3, t + LEASE + 4 * RETRY)
+    -- a handover happened: the newcomer took ranges the others released
+    assert.matches("acquired ranges", new.run.stderr(), 1, true)
+    assert.is_truthy(runs[1].run.stderr():find("released ranges", 1, true)
+      or runs[2].run.stderr():find("released ranges", 1, true))
     -- one with keys is killed: the others take them over
     local victim, mine = a_writer(owner)
     victim.run.signal("KILL")

@@ -657,6 +657,31 @@ inf:stop()
   end)
 end)
 
+describe("sharded informer of an owned or watched kind", function()
+  it("stays whole when the controller's resource or the kind is cluster-scoped, and is sharded when both are "
+    .. "namespaced", function()
+    local server = fake.start()
+    finally(server.stop)
+    local out, err = luaop.ok([[
+local ishard = require "luaop.informer.shard"
+local namespaced = { ["v1/Namespace"] = false, ["v1/Secret"] = true, ["v1/ConfigMap"] = true }
+local client = { resolve = function(_, kind) return { namespaced = namespaced[kind] } end }
+-- owner: the controller's resource, then the kind
+for _, owner in ipairs { { "v1/Namespace", "v1/Secret" }, { "v1/ConfigMap", "v1/Namespace" },
+    { "v1/ConfigMap", "v1/Secret" } } do
+  local inf = { client = client, opts = {}, log = { info = function() end } }
+  ishard.attach(inf, owner)
+  ishard.set(inf, {}) -- (no ranges: nothing to ask the server)
+  ishard.before_sync(inf)
+  print(table.concat(owner, " "), inf.shard and "sharded" or "whole", inf.keep and "filtered" or "kept")
+end
+]], { kubeconfig = server.kubeconfig })
+    assert.are.equal("v1/Namespace v1/Secret\twhole\tkept\n"
+      .. "v1/ConfigMap v1/Namespace\twhole\tkept\n"
+      .. "v1/ConfigMap v1/Secret\tsharded\tfiltered\n", out, err)
+  end)
+end)
+
 describe("shard filter's count", function()
   it("is one series per resource, whether C left an object out before decoding or Lua after", function()
     local server = fake.start()

@@ -131,7 +131,8 @@ end
 local function filtered_label(self)
   if not self.filtered_label then
     local r = self.client.resolve_seen and self.client:resolve_seen(self.kind)
-    self.filtered_label = type(r) == "table" and r.gv and r.kind and r.gv .. "/" .. r.kind or self.kind
+    if type(r) ~= "table" or not r.gv or not r.kind then return self.kind end -- (not known yet: asked again)
+    self.filtered_label = r.gv .. "/" .. r.kind
   end
   return self.filtered_label
 end

@@ -22,9 +22,12 @@ local M = {}
 M.FIELD = "object.metadata.namespace"
 
 -- Make inf a sharded informer; its ranges come with M.set (until then its
--- first sync waits for them). owner: for an owned kind's informer, its
--- owner's kind: sharded only when that kind is namespaced (an owner's
--- children share its namespace), which its first sync learns.
+-- first sync waits for them). owner: a list of kinds, sharded only when
+-- every one is namespaced, which its first sync learns: for an owned kind's
+-- informer, its owner's kind (an owner's children share its namespace) and
+-- its own; for a watched kind's, the controller's resource and the kind
+-- (a key of a cluster-scoped resource is in no namespace, and a
+-- cluster-scoped object maps to keys of any).
 function M.attach(inf, owner)
   local s = { set = nil, known = core.task.cond(), owner = owner }
   inf.shard = s
@@ -72,14 +75,17 @@ end
 function M.before_sync(inf)
   local s = inf.shard
   if s.owner then
-    local r = inf.client:resolve(s.owner)
-    if not r then return end -- (not known yet: asked again at the next sync)
-    s.owner = nil
-    if not r.namespaced then
-      -- a cluster-scoped owner's children are in every namespace: whole
-      inf.shard, inf.keep = nil, nil
-      return
+    for _, kind in ipairs(s.owner) do
+      local r = inf.client:resolve(kind)
+      if not r then return end -- (not known yet: asked again at the next sync)
+      if not r.namespaced then
+        -- a cluster-scoped owner's children are in every namespace, and so
+        -- are the keys a cluster-scoped object maps to: whole
+        inf.shard, inf.keep = nil, nil
+        return
+      end
     end
+    s.owner = nil
   end
   while not s.set and not inf.stopped do s.known:wait() end
   if inf.stopped or s.mode or #s.set == 0 then return end

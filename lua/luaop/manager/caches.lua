@@ -9,9 +9,11 @@ local kind_name = require("luaop.definition").kind_name
 local M = {}
 local Manager = {} -- methods of a manager
 
+-- (owner: the kinds whose scope decides whether a sharded informer stays
+-- sharded, luaop.informer.shard.attach)
 local function informer_id(kind, namespace, selector, fields, sharded, owner)
   return table.concat({ kind, namespace or "", selector or "", fields or "",
-    sharded and "sharded:" .. (owner or "") or "" }, "|")
+    sharded and "sharded:" .. table.concat(owner or {}, ",") or "" }, "|")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
