@@ -232,6 +232,7 @@ valgrind_skip=(
   spec/unit/requeue_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/sandbox_spec.lua        # drives luaop children only; runs plain and under ASan
   spec/unit/script_spec.lua         # drives luaop children only; runs plain and under ASan
+  spec/unit/shard_ring_spec.lua     # drives luaop children only; runs plain and under ASan
   spec/unit/supervisor_spec.lua     # drives luaop children only; runs plain and under ASan
   spec/unit/task_spec.lua           # drives luaop children only; runs plain and under ASan
   spec/unit/taskthread_spec.lua     # drives luaop children only; runs plain and under ASan
