@@ -253,6 +253,19 @@ describe("sharded controllers", function()
     end)
   end
 
+  -- SIGKILL a replica that writes keys (owner: key -> writer): the others
+  -- write each of its keys within the lease from the last renewal seen, a
+  -- retry period, the requeue's second and the claim's two reads, and no
+  -- key ever has two writers at once.
+  local function kill_one(owner)
+    local victim, mine = a_writer(owner)
+    victim.run.signal("KILL")
+    victim.gone = true
+    local took = taken_over(victim, mine, now_seconds(), 30)
+    assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
+    assert.are.same({}, overlaps(writes(case)))
+  end
+
   it("reconciles every object in exactly one of three replicas, by namespace, and says how the API server "
     .. "filters", function()
     for i = 0, NAMESPACES - 1 do
@@ -436,12 +449,7 @@ spec: {switches: 2}
     assert.is_truthy(runs[1].run.stderr():find("released ranges", 1, true)
       or runs[2].run.stderr():find("released ranges", 1, true))
     -- one with keys is killed: the others take them over
-    local victim, mine = a_writer(owner)
-    victim.run.signal("KILL")
-    victim.gone = true
-    local took = taken_over(victim, mine, now_seconds(), 30)
-    assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
-    assert.are.same({}, overlaps(writes(case)))
+    kill_one(owner)
     for _, r in ipairs(runs) do
       assert.matches('the API server does not shard this list[^\n]*"kind": "v1/ConfigMap"', r.run.stderr())
     end
@@ -472,16 +480,7 @@ spec: {switches: 2}
 
   it("takes a killed replica's keys over within the lease duration and a retry period", function()
     for _ = 1, 3 do start("uid", { exit = false }) end
-    local owner = converged(3, now_seconds() + LEASE)
-    -- the one with keys
-    local victim, mine = a_writer(owner)
-    victim.run.signal("KILL")
-    victim.gone = true
-    local took = taken_over(victim, mine, now_seconds(), 30)
-    -- the lease from the last renewal seen, a retry period, the requeue's
-    -- second, and the claim's two reads
-    assert.is_true(took <= LEASE + RETRY + 1 + 2.5, ("taken over after %.1f s"):format(took))
-    assert.are.same({}, overlaps(writes(case)))
+    kill_one(converged(3, now_seconds() + LEASE))
   end)
 
   it("has a replica cut off from the API server give its membership up at the renew deadline and exit 1, its "

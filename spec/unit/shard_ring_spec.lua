@@ -14,16 +14,7 @@ local volume = require "support.volume"
 local kube = require "support.kube"
 local json = core.json
 
--- Whether the sets of a list are disjoint and together the whole space.
-local function partition(sets)
-  local all, total = {}, 0
-  for _, s in ipairs(sets) do
-    if #ranges.intersect(all, s) > 0 then return false, "overlap" end
-    all = ranges.union(all, s)
-    total = total + ranges.share(s)
-  end
-  return ranges.equal(all, ranges.ALL), ("covers %s"):format(ranges.encode(all))
-end
+local partition = require("support.shard").partition
 
 -- A ConfigMap controller that prints each key it reconciles.
 local printer = [[

@@ -11,16 +11,7 @@ local json = core.json
 
 local MAX = -1
 
--- Whether the sets of a list are disjoint and together the whole space.
-local function partition(sets)
-  local all, total = {}, 0
-  for _, s in ipairs(sets) do
-    if #ranges.intersect(all, s) > 0 then return false, "overlap" end
-    all = ranges.union(all, s)
-    total = total + ranges.share(s)
-  end
-  return ranges.equal(all, ranges.ALL), ("covers %s"):format(ranges.encode(all))
-end
+local partition = require("support.shard").partition
 
 describe("shard hash", function()
   it("is FNV-1a 64 as Go's hash/fnv New64a, which the API server's shardSelector uses", function()
