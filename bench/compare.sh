@@ -35,7 +35,13 @@
 #             the same writes made directly with nothing running (M Machine
 #             creates, 3M Switch creates, M status writes, 64 in flight)
 #
-# Prints each measure's median for both and their ratio, writes every value
+# The peer runs twice in each round: as kubebuilder scaffolds it ("peer":
+# controller-runtime's defaults, managedFields cached) and at its best
+# ("peer -mf": --strip-managed-fields, cache.TransformStripManagedFields() as
+# the DefaultTransform, as luaop's caches always drop them). The ratio is
+# luaop's over the better of the two.
+#
+# Prints each measure's median for each and the ratio, writes every value
 # to $OUT/results.tsv (default build/bench/compare) and draws
 # $OUT/memory.svg and $OUT/converge.svg with gnuplot (hack/deps.sh bench).
 rounds=${1:-3}
@@ -82,23 +88,28 @@ start() {
       configmaps) args=(--operators configmaps) ;;
       machine) args=(--operators machine --workers "$workers") ;;
     esac
+    [ "$impl" = peer-mf ] && args+=(--strip-managed-fields)
     "$peer" --kubeconfig "$KUBECONFIG" --metrics-bind-address "127.0.0.1:$port" "${args[@]}" 2>"$log" &
   fi
   pid=$!
 }
 stop() { kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
 synced() { grep -q "caches synced" "$1"; }
-# the implementations of round R, the one going first alternating
-order() { if (($1 % 2)); then echo luaop peer; else echo peer luaop; fi; }
+# the implementations of round R, the one going first rotating
+impls=(luaop peer peer-mf)
+order() { local i; for i in 0 1 2; do echo "${impls[$((($1 + i) % 3))]}"; done; }
 median() { sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "nan"}'; }
 # value IMPL MEASURE PARAM: the median of the rounds
 value() { awk -F'\t' -v i="$1" -v m="$2" -v p="$3" '$1 == i && $2 == m && $3 == p {print $4}' "$results" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b + 0 == 0) print "-"; else printf "%.2f\n", a / b}'; }
+# the better (lower) of two values; nan when neither is a number
+best() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan") print b; else if (b == "nan") print a; else print (a + 0 <= b + 0 ? a : b)}'; }
 
 # ---- size
 strip -o "$tmp/luaop.stripped" "$bin"
 record luaop size_bytes - "$(stat -c %s "$tmp/luaop.stripped")"
 record peer size_bytes - "$(stat -c %s "$peer")"
+record peer-mf size_bytes - "$(stat -c %s "$peer")"
 
 # ---- idle: the four operators
 kc apply -k manifests/crds >/dev/null
@@ -211,16 +222,39 @@ done
 # ---- the table
 # a number as the table shows it: whole above 100, else 3 decimals
 fmt() { awk -v v="$1" 'BEGIN {if (v == "nan" || v == "-") print v; else if (v + 0 >= 100 || v + 0 <= -100) printf "%.0f\n", v; else printf "%.3f\n", v}'; }
-row() { # LABEL MEASURE PARAM
-  local l p
+# spread IMPL MEASURE PARAM: "min-max" of the rounds, as fmt shows them
+spread() {
+  local lo hi
+  lo=$(awk -F'\t' -v i="$1" -v m="$2" -v p="$3" '$1 == i && $2 == m && $3 == p {print $4}' "$results" | sort -g | head -1)
+  hi=$(awk -F'\t' -v i="$1" -v m="$2" -v p="$3" '$1 == i && $2 == m && $3 == p {print $4}' "$results" | sort -g | tail -1)
+  [ -n "$lo" ] && echo "$(fmt "$lo")-$(fmt "$hi")"
+}
+line() { printf '%-44s %11s %11s %11s %6s  %s\n' "$@"; }
+# row LABEL MEASURE PARAM: the medians, the ratio to the better peer, and
+# the rounds' spread of luaop and of the better peer
+row() {
+  local l p m b who
   l=$(value luaop "$2" "$3")
   p=$(value peer "$2" "$3")
-  printf '%-48s %12s %12s %8s\n' "$1" "$(fmt "$l")" "$(fmt "$p")" "$(ratio "$l" "$p")"
+  m=$(value peer-mf "$2" "$3")
+  b=$(best "$p" "$m")
+  who=peer-mf
+  [ "$b" = "$p" ] && who=peer
+  line "$1" "$(fmt "$l")" "$(fmt "$p")" "$(fmt "$m")" "$(ratio "$l" "$b")" "$(spread luaop "$2" "$3") / $(spread "$who" "$2" "$3")"
+}
+# goal NAME VALUE OP LIMIT: a goal's line, met or not met
+goal() {
+  local ok
+  ok=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN {if (v == "nan" || v == "-" || v == "") print "not measured"; else if ((op == "<=" && v + 0 <= l + 0) || (op == "<" && v + 0 < l + 0)) print "met"; else print "not met"}')
+  printf 'goal: %-56s %8s %s %-6s %s\n' "$1" "$2" "$3" "$4" "$ok"
+}
+per_object() { # IMPL N: VmRSS growth per object, B
+  awk -v a="$(value "$1" rss_kib "$2")" -v b="$(value "$1" rss_kib 0)" -v n="$2" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}'
 }
 {
-  echo "luaop $("$bin" --version | head -1 | awk '{print $2}') against the controller-runtime $(awk '$1 == "sigs.k8s.io/controller-runtime" {print $2}' bench/peer/go.mod) peer, medians of $rounds rounds"
+  echo "luaop $("$bin" --version | head -1 | awk '{print $2}') against the controller-runtime $(awk '$1 == "sigs.k8s.io/controller-runtime" {print $2}' bench/peer/go.mod) peer (peer: its defaults; peer-mf: managedFields stripped), medians of $rounds rounds"
   echo "$(date -u +%Y-%m-%d), $(nproc) cores, Kubernetes $(kc get --raw /version | awk -F'"' '/gitVersion/ {print $4}'), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-  printf '%-48s %12s %12s %8s\n' measure luaop peer ratio
+  line measure luaop peer peer-mf ratio "min-max: luaop / the better peer"
   row "stripped binary, bytes" size_bytes -
   row "idle, four operators: VmRSS KiB" idle_rss_kib -
   row "idle, four operators: launch to synced, s" idle_synced_s -
@@ -230,18 +264,19 @@ row() { # LABEL MEASURE PARAM
     row "$n ConfigMaps: VmHWM KiB" hwm_kib "$n"
   done
   for n in $objects; do
-    l=$(awk -v a="$(value luaop rss_kib "$n")" -v b="$(value luaop rss_kib 0)" -v n="$n" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}')
-    p=$(awk -v a="$(value peer rss_kib "$n")" -v b="$(value peer rss_kib 0)" -v n="$n" 'BEGIN {printf "%.0f", (a - b) * 1024 / n}')
-    printf '%-48s %12s %12s %8s\n' "$n ConfigMaps: VmRSS growth per object, B" "$l" "$p" "$(ratio "$l" "$p")"
-    printf '%-48s %12s %12s\n' "  over the compact JSON ($(fmt "$json") B)" "$(ratio "$l" "$json")" "$(ratio "$p" "$json")"
+    l=$(per_object luaop "$n"); p=$(per_object peer "$n"); m=$(per_object peer-mf "$n")
+    line "$n ConfigMaps: VmRSS growth per object, B" "$l" "$p" "$m" "$(ratio "$l" "$(best "$p" "$m")")"
+    line "  over the compact JSON ($(fmt "$json") B)" "$(ratio "$l" "$json")" "$(ratio "$p" "$json")" "$(ratio "$m" "$json")" ""
     record luaop per_object_b "$n" "$l"
     record peer per_object_b "$n" "$p"
+    record peer-mf per_object_b "$n" "$m"
   done
   for m in $machines; do
     row "$m Machines: converge, s ($workers workers)" converge_s "$m"
-    printf '%-48s %12s %12s\n' "  over the same writes, raw ($(fmt "$(value raw converge_s "$m")") s)" \
+    line "  over the same writes, raw ($(fmt "$(value raw converge_s "$m")") s)" \
       "$(ratio "$(value luaop converge_s "$m")" "$(value raw converge_s "$m")")" \
-      "$(ratio "$(value peer converge_s "$m")" "$(value raw converge_s "$m")")"
+      "$(ratio "$(value peer converge_s "$m")" "$(value raw converge_s "$m")")" \
+      "$(ratio "$(value peer-mf converge_s "$m")" "$(value raw converge_s "$m")")" "" "$(spread raw converge_s "$m")"
     row "  writes (necessary: $((4 * m)))" writes "$m"
     row "  switch creates" switch_creates "$m"
     row "  Machine status writes" status_writes "$m"
@@ -251,16 +286,33 @@ row() { # LABEL MEASURE PARAM
     row "  reconcile time, s (sum)" work_s "$m"
     row "  CPU, s" converge_cpu_s "$m"
   done
+  # the goals of issue 35, in this run
+  ratio_best() { ratio "$(value luaop "$1" "$2")" "$(best "$(value peer "$1" "$2")" "$(value peer-mf "$1" "$2")")"; }
+  for n in 10000 100000; do
+    case " $objects " in *" $n "*)
+      goal "$n ConfigMaps: per object over the compact JSON" "$(ratio "$(per_object luaop "$n")" "$json")" "<=" 1.5
+      goal "$n ConfigMaps: per object over the compact JSON (must)" "$(ratio "$(per_object luaop "$n")" "$json")" "<=" 1.8
+      goal "$n ConfigMaps: per object, over the better peer" "$(ratio "$(per_object luaop "$n")" "$(best "$(per_object peer "$n")" "$(per_object peer-mf "$n")")")" "<" 1
+      goal "$n ConfigMaps: launch to synced, over the better peer" "$(ratio_best synced_s "$n")" "<" 1 ;;
+    esac
+  done
+  goal "idle VmRSS, over the better peer" "$(ratio_best idle_rss_kib -)" "<" 1
+  for m in $machines; do
+    goal "$m Machines: converge over the same writes raw" "$(ratio "$(value luaop converge_s "$m")" "$(value raw converge_s "$m")")" "<=" 1.2
+    goal "$m Machines: converge, over the better peer" "$(ratio_best converge_s "$m")" "<" 1
+  done
 } | tee "$out/table.txt"
 
 # ---- charts
 if command -v gnuplot >/dev/null; then
   for n in $objects; do
-    printf '%s %s %s\n' "$n" "$(awk -v a="$(value luaop rss_kib "$n")" -v b="$(value luaop rss_kib 0)" 'BEGIN {print (a - b) / 1024}')" \
-      "$(awk -v a="$(value peer rss_kib "$n")" -v b="$(value peer rss_kib 0)" 'BEGIN {print (a - b) / 1024}')"
+    printf '%s %s %s %s\n' "$n" "$(awk -v a="$(value luaop rss_kib "$n")" -v b="$(value luaop rss_kib 0)" 'BEGIN {print (a - b) / 1024}')" \
+      "$(awk -v a="$(value peer rss_kib "$n")" -v b="$(value peer rss_kib 0)" 'BEGIN {print (a - b) / 1024}')" \
+      "$(awk -v a="$(value peer-mf rss_kib "$n")" -v b="$(value peer-mf rss_kib 0)" 'BEGIN {print (a - b) / 1024}')"
   done >"$out/memory.dat"
   for m in $machines; do
-    printf '%s %s %s %s\n' "$m" "$(value luaop converge_s "$m")" "$(value peer converge_s "$m")" "$(value raw converge_s "$m")"
+    printf '%s %s %s %s %s\n' "$m" "$(value luaop converge_s "$m")" "$(value peer converge_s "$m")" "$(value raw converge_s "$m")" \
+      "$(value peer-mf converge_s "$m")"
   done >"$out/converge.dat"
   gnuplot <<EOF
 set terminal svg size 640,400 dynamic font "sans,12"
@@ -272,6 +324,7 @@ set xlabel "cached ConfigMaps"
 set ylabel "MiB over no ConfigMaps"
 set logscale xy
 plot "$out/memory.dat" using 1:3 with linespoints lw 2 title "controller-runtime", \
+     "$out/memory.dat" using 1:4 with linespoints lw 2 title "controller-runtime, managedFields stripped", \
      "$out/memory.dat" using 1:2 with linespoints lw 2 title "luaop", \
      "$out/memory.dat" using 1:(\$1 * ${json} / 1048576) with lines dt 2 title "their compact JSON"
 unset logscale
@@ -281,6 +334,7 @@ set xlabel "Machines (3 Switches each)"
 set ylabel "seconds to all ddd"
 set yrange [0:*]
 plot "$out/converge.dat" using 1:3 with linespoints lw 2 title "controller-runtime", \
+     "$out/converge.dat" using 1:5 with linespoints lw 2 title "controller-runtime, managedFields stripped", \
      "$out/converge.dat" using 1:2 with linespoints lw 2 title "luaop", \
      "$out/converge.dat" using 1:4 with linespoints lw 2 dt 2 title "the same writes, raw"
 EOF

@@ -6,6 +6,14 @@
 //	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher[,configmaps,at-webhook]]
 //	     [--metrics-bind-address ADDR] [--health-probe-bind-address ADDR] [--namespace NS]
 //	     [--webhook-bind-address HOST:PORT] [--webhook-cert-path DIR] [--enable-http2]
+//	     [--strip-managed-fields]
+//
+// --strip-managed-fields is the peer at its best: every cache drops
+// managedFields as it stores an object (cache.TransformStripManagedFields()
+// as the DefaultTransform), as a careful controller-runtime user sets, and as
+// luaop's caches always do. "configmaps-meta" is "configmaps" reading
+// metadata only (builder.OnlyMetadata: PartialObjectMetadata from the API
+// server), against luaop's metadata-only informer.
 //
 // "at-webhook" (never run by default) is the validating webhook of
 // operators/webhooks/at-webhooks.lua on controller-runtime's webhook server
@@ -41,7 +49,7 @@ import (
 var allOperators = []string{"at", "machine", "secret-copy", "pod-watcher"}
 
 // benchOperators are known to --operators but not run by default.
-var benchOperators = []string{"configmaps", "at-webhook"}
+var benchOperators = []string{"configmaps", "configmaps-meta", "at-webhook"}
 
 func main() {
 	var (
@@ -53,6 +61,7 @@ func main() {
 		webhookAddr string
 		certDir     string
 		http2       bool
+		stripMF     bool
 		zapOpts     zap.Options
 		setupLog    = ctrl.Log.WithName("setup")
 		scheme      = runtime.NewScheme()
@@ -68,6 +77,7 @@ func main() {
 	flag.StringVar(&webhookAddr, "webhook-bind-address", ":9443", "the webhook server's address (with --operators at-webhook)")
 	flag.StringVar(&certDir, "webhook-cert-path", "", "the directory of tls.crt and tls.key (default: controller-runtime's CertDir)")
 	flag.BoolVar(&http2, "enable-http2", false, "serve webhooks over HTTP/2 too")
+	flag.BoolVar(&stripMF, "strip-managed-fields", false, "drop managedFields from every cached object (cache.TransformStripManagedFields)")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -101,7 +111,10 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 	}
 	if namespace != "" {
-		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	if stripMF {
+		opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	}
 	if enabled["at-webhook"] {
 		host, p, err := net.SplitHostPort(webhookAddr)
@@ -138,6 +151,10 @@ func main() {
 	if enabled["configmaps"] {
 		must((&ConfigMapReconciler{}).SetupWithManager(mgr, copts), "setting up configmaps")
 		watched = append(watched, &corev1.ConfigMap{})
+	}
+	if enabled["configmaps-meta"] {
+		must((&ConfigMapReconciler{}).SetupMetadataWithManager(mgr, copts), "setting up configmaps-meta")
+		watched = append(watched, configMapMetadata())
 	}
 
 	if enabled["at-webhook"] {
