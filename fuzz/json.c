@@ -8,7 +8,10 @@
  * the shard filters (shard.h): where the scanner claims a string at
  * metadata.namespace of a text that decodes, the decoded object has that
  * very string there (the filter never drops on a value the decoder would
- * read otherwise). All of it runs inside a C function
+ * read otherwise). And through json_scan_member and the cache's cut
+ * (json_scan_cut, metadata.managedFields out): the cut text is never
+ * longer than the object, and of a text that decodes it decodes to the
+ * same value without metadata.managedFields. All of it runs inside a C function
  * called with lua_pcall, as luaop's binding calls the codec: an error
  * raised where the codec promises to return one (it raises only when out
  * of memory) is a finding too. */
@@ -76,6 +79,44 @@ static int fuzz_body(lua_State *L)
     }
     if (lua_gettop(L) != top)
         fuzz_die("decode left the stack changed", "");
+    {
+        static const json_cut mf[] = {{"managedFields", NULL, 0}};
+        static const json_cut cut[] = {{"metadata", mf, 1}};
+        const char *v, *why, *e;
+        size_t vlen;
+        char *buf = malloc(size ? size : 1), *w = buf;
+
+        if (buf == NULL)
+            fuzz_die("out of memory", "");
+        if (json_scan_member(s, size, "object", &v, &vlen) == 1 && (v < s || v + vlen > s + size))
+            fuzz_die("json_scan_member's value is outside the text", "");
+        e = json_scan_cut(s, s + size, cut, 1, &w, &why);
+        if (e != NULL && (e > s + size || w - buf > e - s))
+            fuzz_die("the cut text is longer than the object", "");
+        if (e != NULL && json_decode(L, s, size, err, sizeof err)) {
+            dbuf a = {0}, b = {0};
+            if (lua_type(L, -1) == LUA_TTABLE && lua_getfield(L, -1, "metadata") == LUA_TTABLE) {
+                lua_pushnil(L);
+                lua_setfield(L, -2, "managedFields");
+            }
+            lua_settop(L, top + 1);
+            if (!json_encode(L, -1, &a, err, sizeof err))
+                fuzz_die("a decoded value does not encode", err);
+            lua_pop(L, 1);
+            if (!json_decode(L, buf, (size_t)(w - buf), err, sizeof err))
+                fuzz_die("the cut text of a text that decodes does not decode", err);
+            if (!json_encode(L, -1, &b, err, sizeof err))
+                fuzz_die("a decoded cut text does not encode", err);
+            lua_pop(L, 1);
+            if (a.len != b.len || memcmp(a.data, b.data, a.len) != 0)
+                fuzz_die("the cut text decodes to another value", b.data ? b.data : "");
+            dbuf_free(&a);
+            dbuf_free(&b);
+        }
+        free(buf);
+    }
+    if (lua_gettop(L) != top)
+        fuzz_die("the cut left the stack changed", "");
     if (json_decode_page(L, s, size, "items", err, sizeof err))
         lua_pop(L, 2);
     if (lua_gettop(L) != top)

@@ -1,5 +1,7 @@
 /* json_scan.c - walking JSON text without building values (json.h): where
- * a value ends, and the plain string at a path. For a decision about an
+ * a value ends, the plain string at a path, the text of a member, and an
+ * object's text with members cut out (what an informer's cache keeps of a
+ * watch event's object, json_scan_cut). For a decision about an
  * object made before it is decoded, or instead of decoding it (a sharded
  * informer's filter, lbind_watch.c and json_decode_page), and for the
  * decoder's own skipping. It checks only what finding ends needs (quotes,
@@ -135,4 +137,157 @@ int json_scan_string(const char *s, size_t len, const char *const *keys, int nke
     *v = p + 1;
     *vlen = (size_t)(q - p - 2);
     return 1;
+}
+
+int json_scan_member(const char *s, size_t len, const char *key, const char **v, size_t *vlen)
+{
+    const char *p = s, *end = s + len, *q, *at, *why, *found = NULL, *fend = NULL;
+    size_t klen = strlen(key);
+
+    p = json_scan_space(p, end);
+    if (p >= end || *p != '{')
+        return -1;
+    p = json_scan_space(p + 1, end);
+    if (p < end && *p == '}') {
+        p++;
+        goto after;
+    }
+    for (;;) {
+        int match;
+
+        p = json_scan_space(p, end);
+        if (p >= end || *p != '"')
+            return -1;
+        q = json_scan_skip(p, end, &at, &why);
+        if (q == NULL)
+            return -1;
+        if (memchr(p + 1, '\\', (size_t)(q - p - 2)) != NULL)
+            return 0; /* a key with escapes may decode to key: only the decoder reads it right */
+        match = (size_t)(q - p - 2) == klen && memcmp(p + 1, key, klen) == 0;
+        p = json_scan_space(q, end);
+        if (p >= end || *p != ':')
+            return -1;
+        p = json_scan_space(p + 1, end);
+        q = json_scan_skip(p, end, &at, &why);
+        if (q == NULL)
+            return -1;
+        if (match) { /* the last of a key given twice, as the decoder takes */
+            found = p;
+            fend = q;
+        }
+        p = json_scan_space(q, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '}') {
+            p++;
+            break;
+        }
+        return -1;
+    }
+after:
+    if (json_scan_space(p, end) != end)
+        return -1; /* trailing characters */
+    if (found == NULL)
+        return 0;
+    *v = found;
+    *vlen = (size_t)(fend - found);
+    return 1;
+}
+
+/* Copy key text [ks, ke) and ':' to *o; a ',' first unless first. */
+static char *json_cut_key(char *o, const char *ks, const char *ke, int first)
+{
+    if (!first)
+        *o++ = ',';
+    memcpy(o, ks, (size_t)(ke - ks));
+    o += ke - ks;
+    *o++ = ':';
+    return o;
+}
+
+const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, int ncuts, char **out,
+                          const char **why)
+{
+    char *o = *out;
+    int first = 1;
+
+    p = json_scan_space(p, end);
+    if (p >= end || *p != '{') {
+        *why = "expected an object";
+        return NULL;
+    }
+    *o++ = '{';
+    p = json_scan_space(p + 1, end);
+    if (p < end && *p == '}') {
+        *o++ = '}';
+        *out = o;
+        return p + 1;
+    }
+    for (;;) {
+        const char *ks, *ke, *vs, *ve, *at, *w = NULL;
+        const json_cut *c = NULL;
+
+        p = json_scan_space(p, end);
+        if (p >= end || *p != '"') {
+            *why = "expected a string key in object";
+            return NULL;
+        }
+        ks = p;
+        ke = json_scan_skip(p, end, &at, &w);
+        if (ke == NULL) {
+            *why = w ? w : "malformed key";
+            return NULL;
+        }
+        if (memchr(ks + 1, '\\', (size_t)(ke - ks - 2)) != NULL) {
+            *why = "a key written with escapes"; /* it may decode to a key cut */
+            return NULL;
+        }
+        for (int i = 0; i < ncuts; i++) {
+            if (strlen(cuts[i].key) == (size_t)(ke - ks - 2) && memcmp(ks + 1, cuts[i].key, (size_t)(ke - ks - 2)) == 0) {
+                c = &cuts[i];
+                break;
+            }
+        }
+        p = json_scan_space(ke, end);
+        if (p >= end || *p != ':') {
+            *why = "expected ':' after object key";
+            return NULL;
+        }
+        vs = json_scan_space(p + 1, end);
+        if (c != NULL && c->kids != NULL && vs < end && *vs == '{') {
+            o = json_cut_key(o, ks, ke, first);
+            first = 0;
+            *out = o;
+            ve = json_scan_cut(vs, end, c->kids, c->nkids, out, why);
+            if (ve == NULL)
+                return NULL;
+            o = *out;
+        } else {
+            ve = json_scan_skip(vs, end, &at, &w);
+            if (ve == NULL) {
+                *why = w ? w : "malformed value";
+                return NULL;
+            }
+            if (c == NULL || c->kids != NULL) {
+                o = json_cut_key(o, ks, ke, first);
+                first = 0;
+                memcpy(o, vs, (size_t)(ve - vs));
+                o += ve - vs;
+            }
+        }
+        p = json_scan_space(ve, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '}') {
+            *o++ = '}';
+            *out = o;
+            return p + 1;
+        }
+        *why = "expected ',' or '}' in object";
+        return NULL;
+    }
 }

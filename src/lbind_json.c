@@ -3,6 +3,7 @@
  *   json.decode(s)   -> value | nil, err    (malformed input is not misuse)
  *   json.peek(s, key) -> the value of s's member key | nil | nil, err
  *                        (the others skipped, not decoded)
+ *   json.event(line) -> type, object, text | nothing  (a watch event, for a cache)
  *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
  *   json.null        the value of JSON null
  *   json.hash(v)     -> the SHA-256 of encode(v), 64 hex digits (luaop.hash)
@@ -102,6 +103,67 @@ static int lbind_json_decode_page(lua_State *L)
     return 2;
 }
 
+/* json.event's scratch space, for objects whose text fits: no garbage
+ * for each event (the cut text is copied into the string kept, and the
+ * table decoded from that string). Busy from the cut to the copy: an
+ * allocation may run a finalizer, whose Lua may call json.event, which
+ * then takes a userdata. (A raise between leaves it busy: every call
+ * after takes a userdata, correct and a little slower.) */
+static char lbind_json_scratch[16384];
+static int lbind_json_scratch_busy;
+
+/* What a cache never keeps of an object: metadata.managedFields. */
+static const json_cut lbind_json_mf[] = {{"managedFields", NULL, 0}};
+static const json_cut lbind_json_cache_cut[] = {{"metadata", lbind_json_mf, 1}};
+
+/* json.event(line) -> type, object, text: a watch event's type (a string
+ * written without escapes), and its object (an object) with
+ * metadata.managedFields cut out before decoding, as text (what an
+ * informer's cache keeps) and decoded from that text. Nothing (not even
+ * nil) for any line it does not take so: malformed, a type or object of
+ * another shape, a key written with escapes on the way; the caller then
+ * decodes the line whole, which says what is wrong with it. */
+static int lbind_json_event(lua_State *L)
+{
+    size_t len, tlen, olen, n;
+    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *why, *text;
+    const char *const type_key[1] = {"type"};
+    char err[160], *buf, *w;
+    int scratch;
+
+    lbind_json_charge(L, len);
+    if (json_scan_string(s, len, type_key, 1, &t, &tlen) != 1)
+        return 0;
+    if (json_scan_member(s, len, "object", &o, &olen) != 1 || *o != '{')
+        return 0;
+    lua_settop(L, 1);
+    lua_pushlstring(L, t, tlen); /* 2: the type */
+    /* the cut text is never longer than the object's: the scratch, or a
+     * userdata that size, collected however this ends */
+    scratch = olen <= sizeof lbind_json_scratch && !lbind_json_scratch_busy;
+    if (scratch) {
+        buf = w = lbind_json_scratch;
+        lbind_json_scratch_busy = 1;
+    } else {
+        buf = w = lua_newuserdatauv(L, olen, 0); /* 3 */
+    }
+    if (json_scan_cut(o, o + olen, lbind_json_cache_cut, 1, &w, &why) != o + olen) {
+        if (scratch)
+            lbind_json_scratch_busy = 0;
+        return 0;
+    }
+    lua_pushlstring(L, buf, (size_t)(w - buf));
+    if (scratch)
+        lbind_json_scratch_busy = 0;
+    text = lua_tolstring(L, -1, &n); /* the string pushed: anchored, immutable */
+    if (!json_decode(L, text, n, err, sizeof err))
+        return 0;
+    lua_insert(L, -2); /* type, [userdata,] object, text */
+    if (!scratch)
+        lua_remove(L, 3);
+    return 3;
+}
+
 static int lbind_json_encode(lua_State *L)
 {
     char err[160];
@@ -173,6 +235,7 @@ static const luaL_Reg lbind_json_funcs[] = {
     {"decode", lbind_json_decode},
     {"peek", lbind_json_peek},
     {"decode_page", lbind_json_decode_page},
+    {"event", lbind_json_event},
     {"encode", lbind_json_encode},
     {"hash", lbind_json_hash},
     {"array", lbind_json_array},

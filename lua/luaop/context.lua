@@ -1,7 +1,6 @@
 -- luaop.context - the reconcile context, ctx: reads from the caches (copies,
 -- so what a reconcile changes is not the cache's until written), the
 -- client's writes, and a logger naming the object.
-local copy = require("luaop.object").copy
 local client = require "luaop.client"
 local events = require "luaop.events"
 local definition = require "luaop.definition"
@@ -64,7 +63,7 @@ local function own_object(self, kind, ns, name)
   if not p.request or not e or type(name) ~= "string" or not kind_of(e, kind) then return false end
   local k = ns and ns .. "/" .. name or name
   if k ~= p.request then return false end
-  local obj = e.inf.store[k]
+  local obj = e.inf:object(k)
   if obj == nil then return nil end
   for _, inf in ipairs(p.manager:caches_of(kind, ns)) do
     if inf ~= e.inf then
@@ -157,7 +156,9 @@ function Ctx:get(kind, req, ns)
     local o, a = cached(self, kind, dns, name)
     obj, answered = o, answered or a
   end
-  if obj ~= nil then return copy(obj) end -- a copy: what the reconcile changes is not the cache's until written
+  -- (a cache's read is a fresh object: what the reconcile changes is not
+  -- the cache's until written)
+  if obj ~= nil then return obj end
   if answered then return nil, not_found(kind, name) end
   if not coroutine.isyieldable() then error(uncached(self, "ctx:get(kind, name_or_req [, namespace])", kind), 2) end
   local o, err = private[self].client:get(kind, name, ns)
@@ -173,7 +174,7 @@ function Ctx:list(kind, opts)
   local bad
   opts, bad = list_options(kind, opts)
   if not opts then error(bad, 2) end
-  -- (read only: o may be the cache's own; the script's filter gets copies)
+  -- (a cache's objects are fresh: the reconcile's to keep or change)
   local function selected(o)
     local md = o.metadata
     if opts.namespace and md.namespace ~= opts.namespace then return false end
@@ -187,7 +188,6 @@ function Ctx:list(kind, opts)
   if inf then
     items = inf:list(selected, { namespace = opts.namespace, labels = opts.labels,
       holder = private[self].controller }) -- a label index it asks for is held on its script's behalf
-    for i, o in ipairs(items) do items[i] = copy(o) end
   else
     if not coroutine.isyieldable() then error(uncached(self, "ctx:list(kind [, opts])", kind), 2) end
     local list, err = private[self].client:list(kind, {

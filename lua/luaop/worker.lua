@@ -243,9 +243,11 @@ function M.start_workers(self, c)
     if not c.def.reconcile then
       -- handlers: every object cached so far is an add, then each event
       c.log:info("Starting event handlers", {})
-      for _, obj in pairs(c.primary and c.primary.inf.store or {}) do
-        local ok, err = pcall(plan.deliver, self, c, "on_add", obj)
-        if not ok then c.log:error("event handler failed", { event = "add", error = err }) end
+      if c.primary then
+        for _, obj in c.primary.inf:each() do
+          local ok, err = pcall(plan.deliver, self, c, "on_add", obj)
+          if not ok then c.log:error("event handler failed", { event = "add", error = err }) end
+        end
       end
       return
     end

@@ -221,6 +221,59 @@ describe("luaop.core.json", function()
     end)
   end)
 
+  describe("event", function()
+    it("hands a watch event's type, its object decoded and that object's text, metadata.managedFields cut out of both",
+      function()
+      local line = '{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a",'
+        .. '"managedFields":[{"manager":"m","fieldsV1":{"f:data":{".":{}}}}],"namespace":"b","labels":{"x":"y"}},'
+        .. '"data":{"managedFields":"kept: not metadata\'s"}}}'
+      local typ, obj, text = json.event(line)
+      assert.are.equal("MODIFIED", typ)
+      assert.are.equal('{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"b","labels":'
+        .. '{"x":"y"}},"data":{"managedFields":"kept: not metadata\'s"}}', text)
+      assert.are.same(json.decode(text), obj)
+      assert.is_nil(obj.metadata.managedFields)
+      assert.are.equal("kept: not metadata's", obj.data.managedFields)
+      -- the last of a key given twice, as decode takes it; space between
+      -- members goes, values are copied as written
+      typ, obj, text = json.event('{"object":{"metadata":{"managedFields":1,"managedFields":2,"n":{ }} , '
+        .. '"spec" : { "a" : [1, 2] } },"type":"ADDED","type":"DELETED"} ')
+      assert.are.equal("DELETED", typ)
+      assert.are.equal('{"metadata":{"n":{ }},"spec":{ "a" : [1, 2] }}', text)
+      assert.are.same({ metadata = { n = {} }, spec = { a = { 1, 2 } } }, obj)
+      -- an object as long as the scratch space, and longer
+      for _, n in ipairs { 16000, 16384, 70000 } do
+        local big = ('{"metadata":{"name":"n","managedFields":[]},"data":{"a":"%s"}}'):format(("x"):rep(n))
+        typ, obj, text = json.event('{"type":"ADDED","object":' .. big .. '}')
+        assert.are.equal("ADDED", typ)
+        assert.are.equal(n, #obj.data.a)
+        assert.are.equal(big:gsub(',"managedFields":%[%]', ""), text)
+      end
+    end)
+
+    it("hands nothing for a line it does not take so, which decode then says what is wrong with", function()
+      for _, line in ipairs {
+        '{"type":"ADDED","object":{"metadata":{"managed\\u0046ields":[]}}}', -- escapes: only decode reads it right
+        '{"type":"ADD\\u0045D","object":{}}',
+        '{"type":"ADDED","object":{"metadata":{}}} x', -- trailing characters
+        '{"type":"ADDED","object":{"metadata":{"a":}}}',
+        '{"type":"ADDED","object":{"metadata":{"a":[1,2}}}',
+        '{"type":"ADDED","object":[]}',
+        '{"type":"ADDED","object":null}',
+        '{"type":"ADDED"}',
+        '{"object":{}}',
+        '{"type":1,"object":{}}',
+        '{"type":"ADDED","object":{"a":1',
+        '{"type":"ADDED","object":{"a":"\\x"}}', -- skipped by the cut, refused by the decoder
+        '[]', '', 'null', '{"type":"ADDED","object":{}',
+      } do
+        assert.are.equal(0, select("#", json.event(line)), line)
+      end
+      assert.has_error(function() json.event() end)
+      assert.has_error(function() json.event({}) end)
+    end)
+  end)
+
   describe("encode", function()
     it("encodes a sequence as an array and a string-keyed table as an object", function()
       assert.are.equal('[1,"two",true,false]', json.encode { 1, "two", true, false })

@@ -149,6 +149,7 @@ luaop.json.array function
 luaop.json.decode function
 luaop.json.decode_page function
 luaop.json.encode function
+luaop.json.event function
 luaop.json.hash function
 luaop.json.is_array function
 luaop.json.null userdata

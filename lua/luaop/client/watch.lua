@@ -5,7 +5,7 @@ local core = require "luaop.core"
 local errors = require "luaop.client.errors"
 
 local json = core.json
-local decode = json.decode
+local decode, event = json.decode, json.event
 local api_error, skip_undecodable = errors.error, errors.skip_undecodable
 
 local M = {}
@@ -18,8 +18,7 @@ local EVENT_TYPES = { ADDED = true, MODIFIED = true, DELETED = true, BOOKMARK = 
 -- Why a decoded watch event (not an ERROR) cannot be used, or nil: an
 -- unknown type, an object that is not an object, metadata errors.bad_metadata
 -- refuses (a name, but for a BOOKMARK; a namespace that is the watched one).
-local function malformed_event(ev, ns)
-  local typ, obj = rawget(ev, "type"), rawget(ev, "object")
+local function malformed_event(typ, obj, ns)
   if type(typ) ~= "string" or not EVENT_TYPES[typ] then
     return ("an unknown type, %s"):format(type(typ) == "string" and ("%q"):format(typ:sub(1, 64)) or
       (typ == nil or typ == json.null) and "none" or "a " .. type(typ))
@@ -43,9 +42,28 @@ function Watch:count_malformed()
   core.metrics.series("luaop_watch_malformed_events_total", { self.gv .. "/" .. self.kind }):add()
 end
 
--- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object. At the
--- end of the stream nil (a clean end: the server's timeout) or nil, err (410
--- Gone is reason "Expired" or "Gone": list again).
+-- The end of a watch on an event of type ERROR, its object st.
+local function ended(self, st)
+  st = type(st) == "table" and st or {}
+  self.err = api_error(tonumber(st.code) or 500, st)
+  return nil, self.err
+end
+
+-- The end of a watch on an event it cannot use (why).
+local function malformed(self, why)
+  -- what comes after it cannot be trusted either: the watch ends, and an
+  -- informer lists again (reason "MalformedEvent")
+  self:count_malformed()
+  self.err = api_error(0, "malformed watch event: " .. why)
+  self.err.reason = "MalformedEvent"
+  return nil, self.err
+end
+
+-- The next event: type (ADDED, MODIFIED, DELETED, BOOKMARK), object, and
+-- the object's compact text without metadata.managedFields (json.event:
+-- what an informer's cache keeps; nil when the line took the long way). At
+-- the end of the stream nil (a clean end: the server's timeout) or nil, err
+-- (410 Gone is reason "Expired" or "Gone": list again).
 function Watch:next()
   local line, status, body, reason = self.raw:next()
   if self.shard then M.count_filtered(self) end
@@ -60,9 +78,17 @@ function Watch:next()
     end
     return nil
   end
+  local typ, obj, text = event(line)
+  if typ ~= nil then -- the usual line: one pass, managedFields never decoded
+    if typ == "ERROR" then return ended(self, obj) end
+    local why = malformed_event(typ, obj, self.namespace)
+    if why then return malformed(self, why) end
+    return typ, obj, text
+  end
+  -- any other line, decoded whole: what is wrong with it, if anything
   local ev, derr = decode(line)
   if type(ev) ~= "table" then
-    local typ = json.peek(line, "type")
+    typ = json.peek(line, "type")
     if a_limit(derr) and type(typ) == "string" and json.peek(line, "object") == nil then
       -- an event whose object does not decode: skipped, the watch goes on
       -- (a cut or garbled line is no such event: it may have been a
@@ -71,26 +97,13 @@ function Watch:next()
       return self:next()
     end
     -- a line that is not JSON (a garbled or cut frame): as malformed
-    self:count_malformed()
-    self.err = api_error(0, "malformed watch event: " .. tostring(derr))
-    self.err.reason = "MalformedEvent"
-    return nil, self.err
+    return malformed(self, tostring(derr))
   end
-  if ev.type == "ERROR" then
-    local st = type(ev.object) == "table" and ev.object or {}
-    self.err = api_error(tonumber(st.code) or 500, st)
-    return nil, self.err
-  end
-  local why = malformed_event(ev, self.namespace)
-  if why then
-    -- what comes after it cannot be trusted either: the watch ends, and an
-    -- informer lists again (reason "MalformedEvent")
-    self:count_malformed()
-    self.err = api_error(0, "malformed watch event: " .. why)
-    self.err.reason = "MalformedEvent"
-    return nil, self.err
-  end
-  return ev.type, ev.object
+  typ, obj = rawget(ev, "type"), rawget(ev, "object")
+  if typ == "ERROR" then return ended(self, obj) end
+  local why = malformed_event(typ, obj, self.namespace)
+  if why then return malformed(self, why) end
+  return typ, obj
 end
 
 -- for type, obj in w:events() do ... end; afterwards w.err says why it ended.

@@ -2,8 +2,20 @@
 -- staler than what it holds, what this process wrote or deleted (tombstones),
 -- and the indexes by namespace and by label that reads ask for; its methods
 -- are the informer's (luaop.informer).
+--
+-- The store keeps each object as its compact JSON text, without
+-- metadata.managedFields (a watch event's, cut out before decoding:
+-- json.event; an object from elsewhere encoded), not as Lua tables: a
+-- table of tables is about twice its JSON, the text about its length
+-- (docs/benchmarks.md). Every read decodes a fresh object, which is what a
+-- reader gets (a reconcile changes its copy, never the cache's); what the
+-- informer itself needs of a kept object (its uid, resourceVersion, a
+-- label) is peeked at without decoding the rest.
 local core = require "luaop.core"
 local copy = require("luaop.object").copy
+
+local json = core.json
+local decode, encode, peek = json.decode, json.encode, json.peek
 
 local M = {}
 local Informer = {} -- methods of an informer
@@ -28,11 +40,44 @@ local function rv_number(obj)
   return md and math.tointeger(tonumber(md.resourceVersion)) or nil
 end
 
+-- The same of a kept object's text.
+local function rv_text(text)
+  return text and math.tointeger(tonumber((peek(text, "metadata", "resourceVersion")))) or nil
+end
+
+-- The uid of a kept object's text.
+local function uid_text(text)
+  local uid = text and peek(text, "metadata", "uid")
+  return type(uid) == "string" and uid or nil
+end
+
+-- The object of key k, decoded afresh from what the store keeps; nil when
+-- it has none.
+function Informer:object(k)
+  local text = self.store[k]
+  if text == nil then return nil end
+  return (decode(text))
+end
+
+-- The uid of the object of key k, when the store has it.
+function Informer:uid(k) return uid_text(self.store[k]) end
+
+-- for k, obj in inf:each() do ... end: every cached object, decoded.
+function Informer:each()
+  local store, k = self.store, nil
+  return function()
+    local text
+    k, text = next(store, k)
+    if k == nil then return nil end
+    return k, (decode(text))
+  end
+end
+
 -- Whether obj is older than what the cache has of it (or than its delete).
 function Informer:stale(k, obj)
   local uid = obj.metadata.uid
   if uid ~= nil and self.tombstones[uid] then return true end
-  local new, old = rv_number(obj), rv_number(self.store[k])
+  local new, old = rv_number(obj), rv_text(self.store[k])
   return new ~= nil and old ~= nil and new <= old
 end
 
@@ -44,9 +89,9 @@ function Informer:newer(k, obj)
   local uid = obj.metadata and obj.metadata.uid
   if uid ~= nil and self.tombstones[uid] then return "deleted" end
   local mine = self.store[k]
-  if not mine or mine.metadata.uid ~= uid then return nil end
-  local a, b = rv_number(mine), rv_number(obj)
-  if a and b and a > b then return mine end
+  if not mine or uid_text(mine) ~= uid then return nil end
+  local a, b = rv_text(mine), rv_number(obj)
+  if a and b and a > b then return (decode(mine)) end
   return nil
 end
 
@@ -67,8 +112,9 @@ function M.indexes_held(script) return held[script] or 0 end
 -- Indexes of the store, each made the first time a read asks for it
 -- (Informer:list) and kept as objects come and go: by namespace
 -- ("namespace") and by the value of one label ("label:KEY"); each maps a
--- value to the {key = obj} with that value. A controller that lists its
--- dependents by label reads a few objects, not the whole cache.
+-- value to the {key = true} of the objects with that value. A controller
+-- that lists its dependents by label reads a few objects, not the whole
+-- cache.
 local function index_value(name, obj)
   local md = obj.metadata
   if not md then return nil end
@@ -77,15 +123,25 @@ local function index_value(name, obj)
   return type(v) == "string" and v or nil
 end
 
--- Put obj (key k) into index `name`'s map.
-local function index_put(map, name, k, obj)
-  local v = index_value(name, obj)
+-- The same of a kept object's text.
+local function index_value_text(name, text)
+  local v
+  if name == "namespace" then v = peek(text, "metadata", "namespace")
+  else v = peek(text, "metadata", "labels", name:sub(7)) end
+  return type(v) == "string" and v or nil
+end
+
+-- Put key k, of index value v, into an index's map.
+local function index_set(map, k, v)
   if v ~= nil then
     local set = map[v]
     if not set then set = {}; map[v] = set end
-    set[k] = obj
+    set[k] = true
   end
 end
+
+-- Put obj (key k) into index `name`'s map.
+local function index_put(map, name, k, obj) index_set(map, k, index_value(name, obj)) end
 
 local function index_add(self, k, obj)
   for name, map in pairs(self.indexes) do index_put(map, name, k, obj) end
@@ -107,7 +163,7 @@ function Informer:index(name)
   local map = self.indexes[name]
   if map then return map end
   map = {}
-  for k, obj in pairs(self.store) do index_put(map, name, k, obj) end
+  for k, text in pairs(self.store) do index_set(map, k, index_value_text(name, text)) end
   self.indexes[name] = map
   return map
 end
@@ -137,16 +193,18 @@ local function filtered_label(self)
   return self.filtered_label
 end
 
--- Put obj in the cache and tell the handlers.
+-- Put obj in the cache and tell the handlers. text: obj's compact JSON
+-- without managedFields (json.event's), when the caller has it; else obj
+-- is encoded.
 -- (defer: the handlers are told from the informer's own dispatcher task,
 -- not from the caller's: a write of one reconcile must not run every
 -- subscriber's handlers and maps in its task, on its budget)
-function Informer:upsert(obj, defer)
+function Informer:upsert(obj, defer, text)
   strip(obj)
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep
   if self.keep and not self.keep(obj) then -- sharded: not in its ranges (luaop.informer.shard)
-    local old = self.store[k]
+    local old = self:object(k)
     if old then
       self:remove(old, defer)
     else
@@ -156,8 +214,8 @@ function Informer:upsert(obj, defer)
   end
   local uid = obj.metadata.uid
   if uid ~= nil and self.tombstones[uid] then return end -- an event from before this process deleted it
-  local old = self.store[k]
-  self.store[k] = obj
+  local old = self:object(k)
+  self.store[k] = text or encode(obj)
   if next(self.indexes) then
     if old then index_remove(self, k, old) end
     index_add(self, k, obj)
@@ -174,12 +232,13 @@ end
 function Informer:remove(obj, defer)
   local k = key(obj)
   if k == nil then return end
-  local old = self.store[k]
   local uid = obj.metadata and obj.metadata.uid
   -- its DELETED came: the tombstone goes, whatever holds the name now
   if uid ~= nil then self.tombstones[uid] = nil end
-  if old and uid and old.metadata.uid ~= uid then return end -- an earlier object of that name
-  if old == nil then return end -- gone already (this process deleted it)
+  local text = self.store[k]
+  if text == nil then return end -- gone already (this process deleted it)
+  if uid and uid_text(text) ~= uid then return end -- an earlier object of that name
+  local old = decode(text)
   self.store[k] = nil
   if next(self.indexes) then index_remove(self, k, old) end
   self.count = self.count - 1
@@ -206,15 +265,16 @@ function Informer:observe_delete(ns, name, uid, res)
   local md = type(res) == "table" and res.kind ~= "Status" and res.metadata
   if md and md.deletionTimestamp and md.finalizers and #md.finalizers > 0 then return self:observe(res) end
   local old = self.store[k]
-  if old == nil or not uid or old.metadata.uid ~= uid then return end -- only the object deleted
-  self:remove(old, true)
+  if old == nil or not uid or uid_text(old) ~= uid then return end -- only the object deleted
+  self:remove(decode(old), true)
   self.tombstones[uid] = k
 end
 
--- Cache reads (never yield). get(namespace, name) or get(name) when cluster-scoped.
+-- Cache reads (never yield): a fresh object, the reader's to change.
+-- get(namespace, name), or get(name) when cluster-scoped (or a key).
 function Informer:get(namespace, name)
-  if name == nil then return self.store[namespace] end
-  return self.store[namespace .. "/" .. name]
+  if name == nil then return self:object(namespace) end
+  return self:object(namespace .. "/" .. name)
 end
 
 -- Whether holder (a controller: .script) holds label index `name` now,
@@ -262,11 +322,11 @@ function Informer:release_indexes(holder)
   for name in pairs(self.holders) do self:release_index(name, holder) end
 end
 
--- Every cached object, optionally only those for which filter(obj) is
--- true. hint: {namespace =, labels = {key = value}} that filter requires
--- too, and holder (the controller asking): only the objects of one index
--- entry are tried (a label's, as usually the fewer; else the
--- namespace's), not the whole cache.
+-- Every cached object (each decoded afresh), optionally only those for
+-- which filter(obj) is true. hint: {namespace =, labels = {key = value}}
+-- that filter requires too, and holder (the controller asking): only the
+-- objects of one index entry are tried (a label's, as usually the fewer;
+-- else the namespace's), not the whole cache.
 function Informer:list(filter, hint)
   local candidates = self.store
   if hint then
@@ -280,8 +340,9 @@ function Informer:list(filter, hint)
       candidates = self:index("namespace")[hint.namespace] or {}
     end
   end
-  local out = {}
-  for _, obj in pairs(candidates) do
+  local out, store = {}, self.store
+  for k in pairs(candidates) do
+    local obj = decode(store[k])
     if not filter or filter(obj) then out[#out + 1] = obj end
   end
   return out

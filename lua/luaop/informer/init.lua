@@ -194,8 +194,8 @@ function Informer:relist()
 end
 
 -- One event of a running watch into the cache (a BOOKMARK: only its
--- resourceVersion).
-function Informer:apply(typ, obj)
+-- resourceVersion); text: the object's, as the cache keeps it (json.event).
+function Informer:apply(typ, obj, text)
   local rv = obj.metadata and obj.metadata.resourceVersion
   if rv then
     -- (the watch resumes from the newest seen: an event a broken proxy
@@ -208,7 +208,7 @@ function Informer:apply(typ, obj)
     -- two out of order (the API server sends neither; a proxy might)
     local k = key(obj)
     if k and self.store[k] and self:stale(k, obj) then return end
-    self:upsert(obj)
+    self:upsert(obj, nil, text)
   elseif typ == "DELETED" then
     self:remove(obj)
   end
@@ -241,7 +241,7 @@ end
 function Informer:watch_once()
   local w, err = self:open_watch { resource_version = self.rv }
   if not w then return err end
-  for typ, obj in w:events() do self:apply(typ, obj) end
+  for typ, obj, text in w:events() do self:apply(typ, obj, text) end
   w:close()
   self.watching = nil
   return w.err
@@ -255,7 +255,7 @@ M.STREAM = true
 function Informer:synced_from(seen, rv)
   self.relists = self.relists + 1
   for k, old in pairs(self.store) do
-    if not seen[k] then self:remove(old) end
+    if not seen[k] then self:remove(core.json.decode(old)) end
   end
   self.rv = rv
   if not self.synced then
@@ -276,11 +276,11 @@ function Informer:watch_list()
   local seen, initial, n = {}, true, 0
   self.tombstones = {} -- the stream is the truth
   -- an event before the end of the initial ones
-  local function initial_event(typ, obj)
+  local function initial_event(typ, obj, text)
     local k = key(obj)
     if typ == "ADDED" or typ == "MODIFIED" then
       if k then seen[k] = true end
-      self:upsert(obj)
+      self:upsert(obj, nil, text)
       n = n + 1
       if n % 500 == 0 then collectgarbage("step", 0) end
     elseif typ == "DELETED" then
@@ -306,8 +306,8 @@ function Informer:watch_list()
     end
   end)
   local ok, perr = pcall(function()
-    for typ, obj in w:events() do
-      if initial then initial_event(typ, obj) else self:apply(typ, obj) end
+    for typ, obj, text in w:events() do
+      if initial then initial_event(typ, obj, text) else self:apply(typ, obj, text) end
     end
   end)
   finished = true

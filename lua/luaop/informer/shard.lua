@@ -123,7 +123,7 @@ function M.set(inf, set)
     inf.relist_wanted = true
   else
     -- narrower: what left goes now
-    for _, obj in pairs(inf.store) do
+    for _, obj in inf:each() do
       if not inf.keep(obj) then inf:remove(obj) end
     end
   end

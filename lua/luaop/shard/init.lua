@@ -35,8 +35,7 @@ function Shard:hash(c, key)
     local ns = plan.split_key(key)
     return core.shard.hash(ns or "")
   end
-  local obj = c.primary and c.primary.inf.store[key]
-  local uid = obj and obj.metadata and obj.metadata.uid or (c.shard_uids and c.shard_uids[key])
+  local uid = c.primary and c.primary.inf:uid(key) or (c.shard_uids and c.shard_uids[key])
   if type(uid) ~= "string" then return nil end
   return core.shard.hash(uid)
 end
