@@ -81,12 +81,25 @@ return luaop.controller {
     if not machine then return end -- deleted: the garbage collector takes its switches
     local want = machine.spec.switches
     local switches = switches_of(ctx, machine)
-    -- scale: create the missing switches, delete the newest extra ones
+    -- scale: create the missing switches all at once (independent writes:
+    -- one round trip for all of them, not one each), delete the newest
+    -- extra ones
+    local creates, failed = {}, nil
     for _ = #switches + 1, want do
-      local sw = assert(ctx:create(new_switch(machine)))
-      switches[#switches + 1] = sw
-      ctx:event(machine, "Normal", "SwitchCreated", "created switch " .. sw.metadata.name, "Create")
+      creates[#creates + 1] = luaop.spawn(ctx.create, ctx, new_switch(machine))
     end
+    for _, t in ipairs(creates) do
+      local ok, sw, err = t:wait()
+      if ok and sw then
+        switches[#switches + 1] = sw
+        local note = "created switch " .. sw.metadata.name
+        ctx:event(machine, "Normal", "SwitchCreated", note, "Create")
+      else
+        failed = failed or (ok and err or sw)
+      end
+    end
+    -- (raised once every create ended: those made are cached, not made again)
+    if failed then error(failed) end
     while #switches > want do
       assert(ctx:delete(table.remove(switches)))
     end
