@@ -8,7 +8,7 @@
  *     first waits in C memory, so no Lua object outlives it);
  *     r:answered() -> whether it is over: answered, or cancelled (without
  *     waiting); r:cancel() drops it, as does collecting it unanswered
- *   api.watch{path =, timeout =} -> a watch (see lbind_watch.c)
+ *   api.watch{path =, timeout =, accept =, shard =} -> a watch (see lbind_watch.c)
  *   api.info() -> {server =, namespace =}
  *   api.requests() -> requests started so far (retries included)
  *   api.fence(lease_path) -> key   api.fence_until(seconds on task.now's

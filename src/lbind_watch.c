@@ -1,6 +1,6 @@
 /* lbind_watch.c - streaming watches for Lua: luaop.core.api.watch.
  *
- *   w = api.watch{path =, timeout =, shard =}   starts a GET that streams (no yield)
+ *   w = api.watch{path =, timeout =, accept =, shard =}   starts a GET that streams (no yield)
  *   w:next() -> line | nil, status, body [, reason] | nil   (yields until one comes)
  *   w:dropped() -> the events left out by shard (below)
  *   w:close()
@@ -255,7 +255,7 @@ static void lbind_watch_done(const http_response *r, void *ud)
     lbind_watch_wake(w);
 }
 
-/* api.watch{path =, timeout =} -> a watch */
+/* api.watch{path =, timeout =, accept =, shard =} -> a watch */
 static int lbind_watch_start(lua_State *L)
 {
     runtime *rt = runtime_of(L);
@@ -271,6 +271,8 @@ static int lbind_watch_start(lua_State *L)
     if (lbind_rawfield(L, 1, "timeout") != LUA_TNIL)
         s.timeout_ms = (long)(luaL_checknumber(L, -1) * 1000);
     lua_pop(L, 1);
+    if (lbind_rawfield(L, 1, "accept") != LUA_TNIL)
+        s.accept = luaL_checkstring(L, -1); /* anchored: it stays on the stack (api_request copies it) */
     s.method = "GET";
     s.on_data = lbind_watch_data;
 

@@ -140,6 +140,11 @@ end
 function M.bad_object(verb, obj, opts, who)
   local form = ("%s:%s(obj [, opts])"):format(who or "ctx", verb)
   if type(obj) ~= "table" then return misuse(form, "obj must be an object (a table)", obj) end
+  if obj.kind == "PartialObjectMetadata" and obj.apiVersion == "meta.k8s.io/v1" then
+    -- (a write of it would empty the object, were it taken)
+    return form .. ": obj is metadata only (a PartialObjectMetadata, as a metadata-only cache holds it): it has "
+      .. "no body to write; patch it by name (ctx:patch), or get the whole object from the API server (c:get)"
+  end
   local bad = client.bad_object_kind(obj)
   if bad then return form .. ": " .. bad end
   local md = obj.metadata

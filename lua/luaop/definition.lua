@@ -83,9 +83,9 @@ end
 -- The fields a definition may have, and each watch.
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
   "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter",
-  "finalizer", "finalize", "shard_by" }
-M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter", "sharded" }
-M.OWNS_FIELDS = { "filter" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
+  "finalizer", "finalize", "shard_by", "metadata_only" }
+M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter", "sharded", "metadata_only" }
+M.OWNS_FIELDS = { "filter", "metadata_only" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
 
 -- The candidate nearest to word, or nil (luaop.nearest).
 M.nearest = require "luaop.nearest"
@@ -158,6 +158,10 @@ function M.problems(def)
     if type(e) == "table" then
       local n = #out
       unknown_fields(e, M.OWNS_FIELDS, { [1] = true }, out, name, nil, ("owns[%d]: "):format(i))
+      if e.metadata_only ~= nil and type(e.metadata_only) ~= "boolean" then
+        fail("owns", "controller %s: owns[%d].metadata_only must be true or false, got %s", name, i,
+          M.shown(e.metadata_only))
+      end
       for j = n + 1, #out do out[j].field = "owns" end -- (said at the line of owns)
     end
   end
@@ -189,9 +193,11 @@ function M.problems(def)
       unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i)
       local bad = filter.problem(w.filter)
       if bad then fail("filter", "controller %s: watches[%d].filter: %s", name, i, bad) out[#out].watch = i end
-      if w.sharded ~= nil and type(w.sharded) ~= "boolean" then
-        fail("sharded", "controller %s: watches[%d].sharded must be true or false, got %s", name, i, M.shown(w.sharded))
-        out[#out].watch = i
+      for _, f in ipairs { "sharded", "metadata_only" } do
+        if w[f] ~= nil and type(w[f]) ~= "boolean" then
+          fail(f, "controller %s: watches[%d].%s must be true or false, got %s", name, i, f, M.shown(w[f]))
+          out[#out].watch = i
+        end
       end
     end
   end
@@ -222,6 +228,10 @@ function M.problems(def)
   end
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
     fail("resync", "controller %s: resync must be a number of seconds > 0", name)
+  end
+  if def.metadata_only ~= nil and type(def.metadata_only) ~= "boolean" then
+    fail("metadata_only", "controller %s: metadata_only must be true or false, got %s", name,
+      M.shown(def.metadata_only))
   end
   if def.shard_by ~= nil and def.shard_by ~= "namespace" and def.shard_by ~= "uid" and def.shard_by ~= "none" then
     fail("shard_by", "controller %s: shard_by must be \"namespace\", \"uid\" (the field whose hash places a key "

@@ -62,6 +62,43 @@ return luaop.controller { name = "typo", resource = "v1/Secret",
     assert.are.equal(2, #present)
   end)
 
+  it("reads a metadata-only cache's objects as PartialObjectMetadata, patches them, and refuses to write one whole",
+    function()
+    t.env = testing.env { script = write(t.dir, "meta.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "meta", resource = "v1/ConfigMap", metadata_only = true,
+  watches = { { "v1/Secret", metadata_only = true, map = function(s)
+    return { { namespace = s.metadata.namespace, name = s.metadata.labels.for_cm } }
+  end } },
+  reconcile = function(ctx, req)
+    local cm = ctx:get("ConfigMap", req)
+    if not cm then return end
+    local secrets = ctx:list("Secret", { namespace = req.namespace })
+    local ok, err = pcall(ctx.update, ctx, cm)
+    ctx.log:info("read", { kind = cm.kind, api = cm.apiVersion, data = cm.data == nil, labels = cm.metadata.labels.a,
+      secrets = #secrets, secret_kind = secrets[1] and secrets[1].kind, secret_data = secrets[1] and
+      secrets[1].data == nil, update = ok, err = tostring(err) })
+    if cm.metadata.annotations == nil then
+      assert(ctx:patch("ConfigMap", req, { metadata = { annotations = { seen = "yes" } } }))
+    end
+  end }
+]]) }
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", metadata = { name = "s", namespace = "default",
+      labels = { for_cm = "a" } }, data = { k = "dg==" } })
+    local a = cm("a", { big = ("x"):rep(100) })
+    a.metadata.labels = { a = "b" }
+    t.env:create(a)
+    local lines = t.env:logs { msg = "^read$" }
+    local f = lines[#lines].fields
+    assert.are.same({ "PartialObjectMetadata", "meta.k8s.io/v1", true, "b", 1, "PartialObjectMetadata", true, false },
+      { f.kind, f.api, f.data, f.labels, f.secrets, f.secret_kind, f.secret_data, f.update })
+    assert.matches("ctx:update%(obj %[, opts%]%): obj is metadata only %(a PartialObjectMetadata", f.err)
+    -- the patch went through, and nothing of the object was lost
+    local got = t.env:get("ConfigMap", "a")
+    assert.are.equal("yes", got.metadata.annotations.seen)
+    assert.are.equal(("x"):rep(100), got.data.big)
+  end)
+
   it("puts nothing in the caches for a dry-run create", function()
     t.env = testing.env { script = write(t.dir, "dry.lua", [[
 local luaop = require "luaop"

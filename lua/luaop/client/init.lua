@@ -19,6 +19,9 @@ local encode, decode = json.encode, json.decode
 local api_error, malformed, skip_undecodable = errors.error, errors.malformed, errors.skip_undecodable
 
 local client = {}
+-- Accept of a metadata-only list and watch (client-go's metadata client's, JSON)
+local ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+local ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 client.__index = client
 
 -- ---- errors (luaop.client.errors) -----------------------------------------------
@@ -106,9 +109,8 @@ local function load_gv(gv)
   return groups[gv]
 end
 
--- The resource of kind in gv | nil (none) | nil, err. With refresh, a cached
--- group version without the kind is loaded again, unless `fresh` says this
--- lookup loaded it already.
+-- The resource of kind in gv | nil (none) | nil, err. With refresh, a cached group
+-- version without the kind is loaded again, unless `fresh` says this lookup did.
 local function find(gv, kind, refresh, fresh)
   local g = groups[gv]
   if g == nil or (refresh and not fresh[gv] and not (g and g.kinds[kind])) then
@@ -226,9 +228,8 @@ function client:namespace_of(r, ns)
   return ns or self.namespace
 end
 
--- Kind spec and namespace/name of an object.
--- (called by write_path, called by a client's method: level 4 is that
--- method's caller)
+-- Kind spec and namespace/name of an object. (Called by write_path,
+-- called by a client's method: level 4 is that method's caller.)
 local function object_ref(obj, verb)
   local bad = arguments.bad_object(verb, obj, nil, "client")
   if bad then error(bad, 4) end
@@ -262,10 +263,11 @@ end
 -- opts.timeout (seconds for each page, retries included; default none),
 -- opts.shard (hash ranges, luaop.shard.ranges: items whose namespace is
 -- certainly outside them are left out before they are decoded, as the
--- server does with a shardSelector). Pages through continue tokens; returns the list with every item. With
--- opts.each_page(items), hands over each page's items instead of keeping them.
--- The next page is asked for before this one is decoded (its continue token
--- is read first, by json.peek), so the server works on it meanwhile.
+-- server does with a shardSelector), opts.metadata_only (each item's
+-- metadata alone, as PartialObjectMetadata). Pages through continue tokens;
+-- returns the list with every item. With opts.each_page(items), hands over
+-- each page's items instead. The next page is asked for before this one is
+-- decoded (its continue token read first, by json.peek).
 function client:list(kind, opts)
   check_kind("client:list(kind [, opts])", kind, 2)
   opts = opts or {}
@@ -273,8 +275,9 @@ function client:list(kind, opts)
   if not r then return nil, err end
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns)
+  local accept = opts.metadata_only and ACCEPT_METADATA_LIST or nil
   local function start(continue)
-    return api.start { method = "GET", timeout = opts.timeout, path = path .. query {
+    return api.start { method = "GET", timeout = opts.timeout, accept = accept, path = path .. query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
       shardSelector = opts.shard_selector, limit = opts.limit or 500, continue = continue,
     } }
@@ -329,8 +332,8 @@ function client:list(kind, opts)
     end
     for _, item in ipairs(page.items) do
       -- Items of a list carry no apiVersion/kind: give them theirs.
-      item.apiVersion = item.apiVersion or r.gv
-      item.kind = item.kind or r.kind
+      item.apiVersion = item.apiVersion or (opts.metadata_only and "meta.k8s.io/v1" or r.gv)
+      item.kind = item.kind or (opts.metadata_only and "PartialObjectMetadata" or r.kind)
       if not opts.each_page then items[#items + 1] = item end
     end
     if opts.each_page then
@@ -450,8 +453,9 @@ end
 -- send_initial_events (the streaming list: the state as ADDED events, then
 -- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
 -- of the server), bookmarks (default true), shard (as list's: the events of
--- objects certainly outside the ranges left out before they are decoded). Returns a watch whose :next()
--- yields until an event comes; close it when done.
+-- objects certainly outside the ranges left out before they are decoded),
+-- metadata_only (as list's). Returns a watch whose :next() yields until an
+-- event comes; close it when done.
 function client:watch(kind, opts)
   check_kind("client:watch(kind [, opts])", kind, 2)
   opts = opts or {}
@@ -469,7 +473,7 @@ function client:watch(kind, opts)
   -- too, 30 s later at most: a server or proxy that stopped sending
   -- without closing (a stall) costs that, never an informer forever
   local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
-  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard)
+  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard, opts.metadata_only and ACCEPT_METADATA or nil)
 end
 
 -- ---- the client --------------------------------------------------------------------

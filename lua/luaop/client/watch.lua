@@ -132,9 +132,11 @@ end
 -- seconds, when given), decoding gv/kind's events; ns: the namespace
 -- watched (nil: all, or a cluster-scoped kind); shard: hash ranges, the
 -- events of objects whose namespace is certainly outside them left out
--- before they are decoded (api.watch).
-function M.open(path, limit, gv, kind, ns, shard)
-  return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard }, gv = gv, kind = kind,
+-- before they are decoded (api.watch); accept: the Accept header (a
+-- metadata-only watch's).
+function M.open(path, limit, gv, kind, ns, shard, accept)
+  return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard, accept = accept },
+    gv = gv, kind = kind,
     namespace = ns, shard = shard, counted = 0 }, Watch)
 end
 

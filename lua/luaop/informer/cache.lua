@@ -33,6 +33,13 @@ local function strip(obj)
   return obj
 end
 
+-- What a metadata-only cache keeps of an object from elsewhere (the answer
+-- to this process's write): its metadata, as the API server would send it.
+local function partial(obj)
+  if obj.kind == "PartialObjectMetadata" and obj.apiVersion == "meta.k8s.io/v1" then return obj end
+  return { apiVersion = "meta.k8s.io/v1", kind = "PartialObjectMetadata", metadata = obj.metadata }
+end
+
 -- A resourceVersion as a number, when it is one (etcd's are; the API
 -- says they are opaque, so nothing is compared when they are not).
 local function rv_number(obj)
@@ -200,6 +207,7 @@ end
 -- not from the caller's: a write of one reconcile must not run every
 -- subscriber's handlers and maps in its task, on its budget)
 function Informer:upsert(obj, defer, text)
+  if self.opts.metadata_only then obj = partial(obj) end
   strip(obj)
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep

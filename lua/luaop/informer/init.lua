@@ -87,7 +87,9 @@ M.METRIC_SERIES = 1000
 local metrics_pool
 
 -- opts: namespace (nil: all namespaces), label_selector, field_selector,
--- client (default luaop.client()), log (a luaop logger).
+-- metadata_only (each object's metadata alone, as PartialObjectMetadata:
+-- luaop.client's list and watch), client (default luaop.client()), log (a
+-- luaop logger).
 function M.new(kind, opts)
   opts = opts or {}
   metrics_pool = metrics_pool or core.metrics.owner("the informers", M.METRIC_SERIES)
@@ -176,7 +178,7 @@ function Informer:relist()
   local ok, list, err = pcall(self.client.list, self.client, self.kind, {
     namespace = o.namespace, all_namespaces = o.namespace == nil, timeout = M.LIST_TIMEOUT,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
-    shard = shard.filter(self),
+    shard = shard.filter(self), metadata_only = o.metadata_only,
     each_page = function(items)
       if self.stopped then error("informer stopped", 0) end
       for _, obj in ipairs(items) do
@@ -222,7 +224,7 @@ function Informer:open_watch(extra)
   local q = {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
-    shard = shard.filter(self),
+    shard = shard.filter(self), metadata_only = o.metadata_only,
     timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true,
   }
   for k, v in pairs(extra) do q[k] = v end

@@ -11,9 +11,9 @@ local Manager = {} -- methods of a manager
 
 -- (owner: the kinds whose scope decides whether a sharded informer stays
 -- sharded, luaop.informer.shard.attach)
-local function informer_id(kind, namespace, selector, fields, sharded, owner)
+local function informer_id(kind, namespace, selector, fields, sharded, owner, metadata_only)
   return table.concat({ kind, namespace or "", selector or "", fields or "",
-    sharded and "sharded:" .. table.concat(owner or {}, ",") or "" }, "|")
+    sharded and "sharded:" .. table.concat(owner or {}, ",") or "", metadata_only and "metadata" or "" }, "|")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
@@ -21,16 +21,18 @@ end
 function Manager:entry(kind, opts)
   opts = opts or {}
   local sharded = opts.sharded and self.shard ~= nil
-  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector, sharded, opts.owner)
+  local metadata_only = opts.metadata_only == true
+  local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector, sharded, opts.owner,
+    metadata_only)
   local e = self.informers[id]
   if not e then
     e = {
       id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
-      field_selector = opts.field_selector, subs = {}, sharded = sharded,
+      field_selector = opts.field_selector, subs = {}, sharded = sharded, metadata_only = metadata_only,
     }
     e.inf = informer.new(kind, {
       namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
-      client = self.client,
+      metadata_only = metadata_only, client = self.client,
     })
     -- sharded (luaop.shard): only the namespaces of the ranges it holds
     if sharded then self.shard:attach(e.inf, opts.owner) end
@@ -64,13 +66,23 @@ end
 -- are the ones that queue c's reconciles, and another informer's watch is
 -- not in step with it (a child deleted, its owner queued, and the read
 -- finding the child still there in another controller's cache that has
--- not seen the delete yet: nothing would queue the owner again).
+-- not seen the delete yet: nothing would queue the owner again). A cache
+-- of whole objects before a metadata-only one (whose objects are
+-- PartialObjectMetadata), whichever c subscribes to.
 function Manager:cache_for(kind, q, c)
+  local whole = self:cache_for_of(kind, q, c, false)
+  if whole then return whole end
+  return self:cache_for_of(kind, q, c, true)
+end
+
+-- cache_for among the caches that are metadata-only or not.
+function Manager:cache_for_of(kind, q, c, metadata_only)
   local found
   for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
     if (e.kind == kind or not kind:find("/", 1, true))
       and (e.namespace == nil or e.namespace == q.namespace)
       and e.label_selector == q.label_selector and e.field_selector == q.field_selector
+      and e.metadata_only == metadata_only
       -- (a sharded cache holds a namespace only when in its ranges)
       and (not e.inf.keep or (q.namespace and e.inf.keep { metadata = { namespace = q.namespace } })) then
       if c == nil then return e.inf end

@@ -137,7 +137,7 @@ local function install(env)
       end
       s.rules = own
     end
-    local ok, status, text = pcall(s.request, s, spec.method, spec.path, spec.body, spec.content_type)
+    local ok, status, text = pcall(s.request, s, spec.method, spec.path, spec.body, spec.content_type, spec.accept)
     if mine then
       s.rules = rules
       for i = #rules, 1, -1 do
@@ -161,7 +161,7 @@ local function install(env)
       cancel = function() end,
     }
   end
-  api.watch = function(spec) return s:watch(spec.path) end
+  api.watch = function(spec) return s:watch(spec.path, spec.accept) end
   api.info = function() return { server = "https://luaop.test", namespace = env.namespace } end
   client.forget_discovery()
 end

@@ -210,7 +210,7 @@ function Server:_log(r)
 end
 
 -- Serve one request (see the header): HTTP status, response body (JSON).
-function Server:request(method, path, body, content_type)
+function Server:request(method, path, body, content_type, accept)
   if type(method) ~= "string" then error("request needs a method", 2) end
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then error("request needs a path that starts with /", 2) end
   local segs, query = split_path(path)
@@ -239,6 +239,7 @@ function Server:request(method, path, body, content_type)
     return res.code, status_text(res)
   end
   if not raw and r.verb ~= "list" and r.verb ~= "deletecollection" then res = view(r.k, res) end
+  if (r.verb == "get" or r.verb == "list") and values_part.wants_partial(accept) then res = values_part.partial(res) end
   e.code = code
   -- create and update log what was sent, and what came back beside it
   -- (the answer's text too, decoded when the log is read)

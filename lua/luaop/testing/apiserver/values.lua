@@ -68,7 +68,25 @@ local function view(k, obj)
   return out
 end
 
+-- What an Accept header asks for: "PartialObjectMetadata",
+-- "PartialObjectMetadataList" (as client-go's metadata client asks), or nil.
+local function wants_partial(accept)
+  return type(accept) == "string" and accept:match("as=(PartialObjectMetadata%a*)") or nil
+end
+
+-- obj as a metadata-only read serves it; a list's items too.
+local function partial(obj)
+  if obj.items then
+    local items = {}
+    for i, o in ipairs(obj.items) do items[i] = partial(o) end
+    return { apiVersion = "meta.k8s.io/v1", kind = "PartialObjectMetadataList", metadata = obj.metadata,
+      items = setmetatable(items, getmetatable(obj.items)) }
+  end
+  return { apiVersion = "meta.k8s.io/v1", kind = "PartialObjectMetadata", metadata = obj.metadata }
+end
+
 return {
   canonical = canonical, copy = copy, drop_nulls = drop_nulls, has = has, is_object = is_object,
   nonempty = nonempty, same = same, timestamp = timestamp, view = view, without = without,
+  wants_partial = wants_partial, partial = partial,
 }

@@ -22,10 +22,10 @@ Watch.__index = Watch
 -- ---- watches ---------------------------------------------------------------------------------
 
 -- A watch of path (see the header): w:next() -> line | nil | nil, status, body.
-function Server:watch(path)
+function Server:watch(path, accept)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then error("watch needs a path that starts with /", 2) end
   local w = setmetatable({ server = self, path = path, cond = core.task.cond(), lines = {}, head = 1, tail = 0,
-    pos = 1 }, Watch)
+    pos = 1, partial = values_part.wants_partial(accept) ~= nil }, Watch)
   local segs, query = split_path(path)
   local r, err = self:_route(segs)
   if r and r.discovery then r, err = nil, method_not_allowed() end
@@ -59,7 +59,7 @@ function Server:watch(path)
       return w:_end(err)
     end
     for _, obj in ipairs(self:_sorted(r.k, r.namespace)) do
-      if w:_selects(obj) then w:_push(encode { type = "ADDED", object = view(r.k, obj) }) end
+      if w:_selects(obj) then w:_push(encode { type = "ADDED", object = w:_view(obj) }) end
     end
     w:_push(encode { type = "BOOKMARK", object = { apiVersion = r.k.gv, kind = r.k.kind,
       metadata = { resourceVersion = tostring(self.rv), annotations = { ["k8s.io/initial-events-end"] = "true" } } } })
@@ -67,7 +67,7 @@ function Server:watch(path)
   elseif rv == "" or rv == "0" then
     -- the state first, as ADDED, then what changes from now on
     for _, obj in ipairs(self:_sorted(r.k, r.namespace)) do
-      if w:_selects(obj) then w:_push(encode { type = "ADDED", object = view(r.k, obj) }) end
+      if w:_selects(obj) then w:_push(encode { type = "ADDED", object = w:_view(obj) }) end
     end
     w.pos = #self.events + 1
   else
@@ -125,6 +125,13 @@ function Watch:_translate(ev)
   return nil
 end
 
+-- An object as this watch sends it: its version's view, or its metadata
+-- alone (a metadata-only watch's Accept).
+function Watch:_view(obj)
+  if self.partial then return values_part.partial(obj) end
+  return view(self.k, obj)
+end
+
 function Watch:_scan()
   local events = self.server.events
   while self.pos <= #events do
@@ -132,7 +139,7 @@ function Watch:_scan()
     self.pos = self.pos + 1
     self.rv = ev.rv
     local typ, obj = self:_translate(ev)
-    if typ then return encode { type = typ, object = view(self.k, obj) } end
+    if typ then return encode { type = typ, object = self:_view(obj) } end
   end
 end
 
