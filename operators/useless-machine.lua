@@ -81,25 +81,17 @@ return luaop.controller {
     if not machine then return end -- deleted: the garbage collector takes its switches
     local want = machine.spec.switches
     local switches = switches_of(ctx, machine)
-    -- scale: create the missing switches all at once (independent writes:
-    -- one round trip for all of them, not one each), delete the newest
-    -- extra ones
-    local creates, failed = {}, nil
-    for _ = #switches + 1, want do
-      creates[#creates + 1] = luaop.spawn(ctx.create, ctx, new_switch(machine))
+    -- scale: create the missing switches at once (one round trip for all,
+    -- not one each), delete the newest extra ones
+    local creates = {}
+    for i = 1, want - #switches do
+      creates[i] = luaop.spawn(ctx.create, ctx, new_switch(machine))
     end
     for _, t in ipairs(creates) do
-      local ok, sw, err = t:wait()
-      if ok and sw then
-        switches[#switches + 1] = sw
-        local note = "created switch " .. sw.metadata.name
-        ctx:event(machine, "Normal", "SwitchCreated", note, "Create")
-      else
-        failed = failed or (ok and err or sw)
-      end
+      local _, sw, err = assert(t:wait())
+      switches[#switches + 1] = assert(sw, err)
+      ctx:event(machine, "Normal", "SwitchCreated", "created switch " .. sw.metadata.name, "Create")
     end
-    -- (raised once every create ended: those made are cached, not made again)
-    if failed then error(failed) end
     while #switches > want do
       assert(ctx:delete(table.remove(switches)))
     end

@@ -73,6 +73,39 @@ describe("luaop.informer", function()
     assert.is_nil(err:find("list/watch failed", 1, true), err)
   end)
 
+  it("syncs a metadata-only cache (PartialObjectMetadata) from the API server, streamed and by paged LIST, and "
+    .. "follows the watch, keeping each object's metadata alone as text", function()
+    kube.must { "create", "configmap", "meta", "-n", ns, "--from-literal=big=" .. ("x"):rep(2000) }
+    kube.must { "label", "configmap", "meta", "-n", ns, "team=a" }
+    local out = luaop.ok((prelude .. [[
+      for _, stream in ipairs { true, false } do
+        informer.STREAM = stream
+        local inf = informer.new("ConfigMap", { namespace = ns, metadata_only = true })
+        record(inf)
+        inf:start()
+        inf:wait_synced()
+        local m = assert(inf:get(ns, "meta"))
+        local text = inf.store[ns .. "/meta"]
+        print("synced", stream, m.kind, m.apiVersion, m.data == nil, m.metadata.labels.team,
+          m.metadata.managedFields == nil, #text < 600, text:find("xxxx", 1, true) == nil)
+        local cm = assert(c:get("ConfigMap", "meta", ns))
+        cm.metadata.labels.team = stream and "b" or "c"
+        assert(c:update(cm))
+        for _ = 1, 200 do
+          if inf:get(ns, "meta").metadata.labels.team == cm.metadata.labels.team then break end
+          luaop.sleep(0.05)
+        end
+        print("followed", stream, inf:get(ns, "meta").metadata.labels.team, inf:get(ns, "meta").kind)
+        inf:stop()
+        inf.task:wait()
+      end
+    ]]):format(ns))
+    assert.matches("synced	true	PartialObjectMetadata	meta.k8s.io/v1	true	a	true	true	true", out)
+    assert.matches("followed	true	b	PartialObjectMetadata", out)
+    assert.matches("synced	false	PartialObjectMetadata	meta.k8s.io/v1	true	b	true	true	true", out)
+    assert.matches("followed	false	c	PartialObjectMetadata", out)
+  end)
+
   it("lists again after a 410, turning what vanished meanwhile into deletes", function()
     local function create(name)
       return kube.json.decode(kube.must({ "create", "-f", "-", "-o", "json" }, ([[
