@@ -80,8 +80,9 @@ static int fuzz_body(lua_State *L)
     if (lua_gettop(L) != top)
         fuzz_die("decode left the stack changed", "");
     {
-        static const json_cut mf[] = {{"managedFields", NULL, 0}};
-        static const json_cut cut[] = {{"metadata", mf, 1}};
+        static const json_cut mf[] = {{"managedFields", NULL, 0, 0}};
+        static const json_cut md[] = {{"metadata", mf, 1, 0}};
+        static const json_cut cut[] = {{NULL, md, 1, 0}};
         const char *v, *why, *e;
         size_t vlen;
         char *buf = malloc(size ? size : 1), *w = buf;
@@ -90,7 +91,7 @@ static int fuzz_body(lua_State *L)
             fuzz_die("out of memory", "");
         if (json_scan_member(s, size, "object", &v, &vlen) == 1 && (v < s || v + vlen > s + size))
             fuzz_die("json_scan_member's value is outside the text", "");
-        e = json_scan_cut(s, s + size, cut, 1, &w, &why);
+        e = json_scan_cut(s, s + size, cut, &w, &why);
         if (e != NULL && (e > s + size || w - buf > e - s))
             fuzz_die("the cut text is longer than the object", "");
         if (e != NULL && json_decode(L, s, size, err, sizeof err)) {
@@ -112,6 +113,24 @@ static int fuzz_body(lua_State *L)
                 fuzz_die("the cut text decodes to another value", b.data ? b.data : "");
             dbuf_free(&a);
             dbuf_free(&b);
+        }
+        /* a keep cut (a trimmed cache's): never longer, and of a text
+         * that decodes, a text that decodes */
+        {
+            static const json_cut kept[] = {{"b", NULL, 0, 1}};
+            static const json_cut top_keep[] = {{"metadata", mf, 1, 0}, {"kind", NULL, 0, 0},
+                                                {"spec", kept, 1, 1}, {"status", NULL, 0, 0}};
+            static const json_cut keep = {NULL, top_keep, 4, 1};
+            w = buf;
+            e = json_scan_cut(s, s + size, &keep, &w, &why);
+            if (e != NULL && (e > s + size || w - buf > e - s))
+                fuzz_die("the kept text is longer than the object", "");
+            if (e != NULL && json_decode(L, s, size, err, sizeof err)) {
+                lua_pop(L, 1);
+                if (!json_decode(L, buf, (size_t)(w - buf), err, sizeof err))
+                    fuzz_die("the kept text of a text that decodes does not decode", err);
+                lua_pop(L, 1);
+            }
         }
         free(buf);
     }

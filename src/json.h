@@ -70,22 +70,26 @@ int json_scan_string(const char *s, size_t len, const char *const *keys, int nke
  * key); -1 when the text cannot be walked or has anything but space after
  * the object. */
 int json_scan_member(const char *s, size_t len, const char *key, const char **v, size_t *vlen);
-/* What json_scan_cut leaves out: the member `key`, or, with kids, the
- * members they name inside its value (when that is an object). */
+/* What json_scan_cut keeps of an object: its members named by kids (a
+ * node each) kept, the others cut, when keep; else those named cut, the
+ * others kept. A member named by a node with kids is an object whose
+ * members that node says the same of (a value that is no object is taken
+ * as a whole); one named by a node without kids is taken or cut whole.
+ * key: the member's name (none at the root). */
 typedef struct json_cut {
     const char *key;
     const struct json_cut *kids;
     int nkids;
+    int keep;
 } json_cut;
-/* Copy the object at p (after leading space) to *out, leaving out the
- * members cuts name, compactly between members (values are copied as
- * written); *out is left after what was written, which is never longer
- * than the object's text. Returns the end of the object in the input, or
- * NULL with *why when it cannot be walked, or a key on the way is written
- * with escapes (it might decode to a key cut: only the decoder reads it
- * right). Recursion is as deep as cuts, never as the text. */
-const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, int ncuts, char **out,
-                          const char **why);
+/* Copy the object at p (after leading space) to *out as node says,
+ * compactly between members (values are copied as written); *out is left
+ * after what was written, which is never longer than the object's text.
+ * Returns the end of the object in the input, or NULL with *why when it
+ * cannot be walked, or a key on the way is written with escapes (it might
+ * decode to a key named: only the decoder reads it right). Recursion is
+ * as deep as node's tree, never as the text. */
+const char *json_scan_cut(const char *p, const char *end, const json_cut *node, char **out, const char **why);
 /* Append the encoding of the value at `idx` to `b`. Returns 1 on success; on
  * a value JSON cannot hold writes a message naming where it is to `err` and
  * returns 0. Raises on memory errors, and when the running task's budget is

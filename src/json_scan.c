@@ -207,8 +207,7 @@ static char *json_cut_key(char *o, const char *ks, const char *ke, int first)
     return o;
 }
 
-const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, int ncuts, char **out,
-                          const char **why)
+const char *json_scan_cut(const char *p, const char *end, const json_cut *node, char **out, const char **why)
 {
     char *o = *out;
     int first = 1;
@@ -228,6 +227,7 @@ const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, 
     for (;;) {
         const char *ks, *ke, *vs, *ve, *at, *w = NULL;
         const json_cut *c = NULL;
+        size_t klen;
 
         p = json_scan_space(p, end);
         if (p >= end || *p != '"') {
@@ -240,13 +240,14 @@ const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, 
             *why = w ? w : "malformed key";
             return NULL;
         }
-        if (memchr(ks + 1, '\\', (size_t)(ke - ks - 2)) != NULL) {
-            *why = "a key written with escapes"; /* it may decode to a key cut */
+        klen = (size_t)(ke - ks - 2);
+        if (memchr(ks + 1, '\\', klen) != NULL) {
+            *why = "a key written with escapes"; /* it may decode to a key named */
             return NULL;
         }
-        for (int i = 0; i < ncuts; i++) {
-            if (strlen(cuts[i].key) == (size_t)(ke - ks - 2) && memcmp(ks + 1, cuts[i].key, (size_t)(ke - ks - 2)) == 0) {
-                c = &cuts[i];
+        for (int i = 0; i < node->nkids; i++) {
+            if (strlen(node->kids[i].key) == klen && memcmp(ks + 1, node->kids[i].key, klen) == 0) {
+                c = &node->kids[i];
                 break;
             }
         }
@@ -260,7 +261,7 @@ const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, 
             o = json_cut_key(o, ks, ke, first);
             first = 0;
             *out = o;
-            ve = json_scan_cut(vs, end, c->kids, c->nkids, out, why);
+            ve = json_scan_cut(vs, end, c, out, why);
             if (ve == NULL)
                 return NULL;
             o = *out;
@@ -270,7 +271,8 @@ const char *json_scan_cut(const char *p, const char *end, const json_cut *cuts, 
                 *why = w ? w : "malformed value";
                 return NULL;
             }
-            if (c == NULL || c->kids != NULL) {
+            /* kept: named, where names are kept; else not named as a whole */
+            if (node->keep ? c != NULL : c == NULL || c->kids != NULL) {
                 o = json_cut_key(o, ks, ke, first);
                 first = 0;
                 memcpy(o, vs, (size_t)(ve - vs));

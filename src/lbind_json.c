@@ -3,7 +3,9 @@
  *   json.decode(s)   -> value | nil, err    (malformed input is not misuse)
  *   json.peek(s, key) -> the value of s's member key | nil | nil, err
  *                        (the others skipped, not decoded)
- *   json.event(line) -> type, object, text | nothing  (a watch event, for a cache)
+ *   json.event(line [, cut]) -> type, object, text | nothing  (a watch event, for a cache)
+ *   json.cut{drop = {paths}} or json.cut{keep = {paths}} -> a cut (what a trimmed cache keeps)
+ *   json.trim(text [, cut]) -> text | nothing  (an object's text, cut)
  *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
  *   json.null        the value of JSON null
  *   json.hash(v)     -> the SHA-256 of encode(v), 64 hex digits (luaop.hash)
@@ -11,6 +13,7 @@
  *   json.is_array(t) -> boolean */
 #include "lbind.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -113,55 +116,252 @@ static char lbind_json_scratch[16384];
 static int lbind_json_scratch_busy;
 
 /* What a cache never keeps of an object: metadata.managedFields. */
-static const json_cut lbind_json_mf[] = {{"managedFields", NULL, 0}};
-static const json_cut lbind_json_cache_cut[] = {{"metadata", lbind_json_mf, 1}};
+static const json_cut lbind_json_mf[] = {{"managedFields", NULL, 0, 0}};
+static const json_cut lbind_json_md[] = {{"metadata", lbind_json_mf, 1, 0}};
+static const json_cut lbind_json_cache_cut = {NULL, lbind_json_md, 1, 0};
 
-/* json.event(line) -> type, object, text: a watch event's type (a string
- * written without escapes), and its object (an object) with
- * metadata.managedFields cut out before decoding, as text (what an
- * informer's cache keeps) and decoded from that text. Nothing (not even
- * nil) for any line it does not take so: malformed, a type or object of
- * another shape, a key written with escapes on the way; the caller then
- * decodes the line whole, which says what is wrong with it. */
+/* ---- json.cut: what a trimmed cache keeps ------------------------------ */
+
+#define LBIND_JSON_CUT_MT "luaop.json.cut"
+#define LBIND_JSON_CUT_PATHS 64 /* paths in one cut */
+#define LBIND_JSON_CUT_DEPTH 16 /* names in one path */
+#define LBIND_JSON_CUT_NAME 253 /* bytes in one name */
+
+/* A cut json.cut made: its tree, in memory this userdata owns (its __gc
+ * frees it, so a raise while it is built leaks nothing). */
+typedef struct lbind_cut {
+    json_cut root;
+} lbind_cut;
+
+static void lbind_cut_free(json_cut *n)
+{
+    json_cut *kids = (json_cut *)n->kids;
+
+    for (int i = 0; i < n->nkids; i++) {
+        free((char *)kids[i].key);
+        lbind_cut_free(&kids[i]); /* as deep as LBIND_JSON_CUT_DEPTH */
+    }
+    free(kids);
+    n->kids = NULL;
+    n->nkids = 0;
+}
+
+static int lbind_cut_gc(lua_State *L)
+{
+    lbind_cut_free(&((lbind_cut *)lua_touserdata(L, 1))->root);
+    return 0;
+}
+
+/* n's kid named name[0..len), made when absent (*made), its own kids in
+ * mode keep. */
+static json_cut *lbind_cut_kid(lua_State *L, json_cut *n, const char *name, size_t len, int keep, int *made)
+{
+    json_cut *kids = (json_cut *)n->kids;
+    char *key;
+
+    for (int i = 0; i < n->nkids; i++) {
+        if (strlen(kids[i].key) == len && memcmp(kids[i].key, name, len) == 0) {
+            *made = 0;
+            return &kids[i];
+        }
+    }
+    if ((key = malloc(len + 1)) == NULL)
+        luaL_error(L, "not enough memory");
+    if ((kids = realloc(kids, (size_t)(n->nkids + 1) * sizeof *kids)) == NULL) {
+        free(key);
+        luaL_error(L, "not enough memory");
+    }
+    memcpy(key, name, len);
+    key[len] = '\0';
+    kids[n->nkids] = (json_cut){key, NULL, 0, keep};
+    n->kids = kids;
+    *made = 1;
+    return &kids[n->nkids++];
+}
+
+/* Add a path (names joined by '.') under root, each member it makes in
+ * mode keep: the member at its end taken or cut whole (a path that goes on
+ * past a member another path takes whole changes nothing). */
+static void lbind_cut_add(lua_State *L, json_cut *root, const char *path, size_t len, int keep)
+{
+    json_cut *n = root;
+    const char *p = path, *end = path + len;
+
+    for (int depth = 1;; depth++) {
+        const char *dot = memchr(p, '.', (size_t)(end - p)), *e = dot ? dot : end;
+        json_cut *k;
+        int made;
+
+        if (e == p || e - p > LBIND_JSON_CUT_NAME)
+            luaL_error(L, "json.cut: path \"%s\": each name between dots is 1 to %d bytes", path, LBIND_JSON_CUT_NAME);
+        if (depth > LBIND_JSON_CUT_DEPTH)
+            luaL_error(L, "json.cut: path \"%s\": at most %d names", path, LBIND_JSON_CUT_DEPTH);
+        k = lbind_cut_kid(L, n, p, (size_t)(e - p), keep, &made);
+        if (!made && k->kids == NULL)
+            return; /* taken or cut whole already */
+        if (e == end) {
+            lbind_cut_free(k); /* whole, whatever paths went on from it */
+            return;
+        }
+        n = k;
+        p = e + 1;
+    }
+}
+
+/* Whether path is at, or under, the member named by prefix. */
+static int lbind_cut_under(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '.');
+}
+
+/* json.cut{drop = {path...}} or json.cut{keep = {path...}} -> a cut: what a
+ * trimmed cache leaves out of each object (drop), or the only members it
+ * keeps beside apiVersion, kind and metadata (keep); metadata.managedFields
+ * always goes. A path is names joined by '.' ("spec.template"); under
+ * metadata only annotations may be dropped, and nothing named under
+ * apiVersion, kind or metadata is kept (they always are). */
+static int lbind_json_cut(lua_State *L)
+{
+    lbind_cut *c;
+    int keep, made, n;
+    json_cut *md;
+
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    lua_getfield(L, 1, "drop");
+    lua_getfield(L, 1, "keep");
+    if (lua_isnil(L, 2) == lua_isnil(L, 3))
+        return luaL_error(L, "json.cut: give drop = {paths} or keep = {paths}, one of the two");
+    keep = !lua_isnil(L, 3);
+    luaL_checktype(L, keep ? 3 : 2, LUA_TTABLE);
+    n = (int)lua_rawlen(L, keep ? 3 : 2);
+    if (n < 1 || n > LBIND_JSON_CUT_PATHS)
+        return luaL_error(L, "json.cut: %s lists 1 to %d paths", keep ? "keep" : "drop", LBIND_JSON_CUT_PATHS);
+    c = lua_newuserdatauv(L, sizeof *c, 0); /* 4 */
+    memset(c, 0, sizeof *c);
+    if (luaL_newmetatable(L, LBIND_JSON_CUT_MT)) {
+        lua_pushcfunction(L, lbind_cut_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushboolean(L, 0);
+        lua_setfield(L, -2, "__metatable");
+    }
+    lua_setmetatable(L, 4);
+    c->root.keep = keep;
+    md = lbind_cut_kid(L, &c->root, "metadata", 8, 0, &made);
+    lbind_cut_kid(L, md, "managedFields", 13, 0, &made);
+    if (keep) {
+        lbind_cut_kid(L, &c->root, "apiVersion", 10, 0, &made);
+        lbind_cut_kid(L, &c->root, "kind", 4, 0, &made);
+    }
+    for (int i = 1; i <= n; i++) {
+        size_t len;
+        const char *path;
+
+        if (lua_rawgeti(L, keep ? 3 : 2, i) != LUA_TSTRING)
+            return luaL_error(L, "json.cut: %s[%d] is no path (a string)", keep ? "keep" : "drop", i);
+        path = lua_tolstring(L, -1, &len);
+        if (strlen(path) != len)
+            return luaL_error(L, "json.cut: %s[%d] holds a zero byte", keep ? "keep" : "drop", i);
+        if ((lbind_cut_under(path, "metadata") || lbind_cut_under(path, "apiVersion") ||
+             lbind_cut_under(path, "kind")) &&
+            (keep || !lbind_cut_under(path, "metadata.annotations")))
+            return luaL_error(L, "json.cut: %s \"%s\": apiVersion, kind and metadata are always kept%s",
+                              keep ? "keep" : "drop", path, keep ? "" : " (but for metadata.annotations)");
+        lbind_cut_add(L, &c->root, path, len, keep);
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
+/* The cut at idx (json.cut's), or the cache's own when none. */
+static const json_cut *lbind_json_cutarg(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx))
+        return &lbind_json_cache_cut;
+    return &((lbind_cut *)luaL_checkudata(L, idx, LBIND_JSON_CUT_MT))->root;
+}
+
+/* Push the text of the object at o (olen bytes, ending where it ends) cut
+ * as node says; 0 (nothing pushed) when it cannot be cut. The cut text is
+ * never longer than the object's: written to the scratch, or to a
+ * userdata that size (pushed, then removed), collected however this
+ * ends. */
+static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const json_cut *node)
+{
+    const char *why;
+    char *buf, *w;
+    int scratch = olen <= sizeof lbind_json_scratch && !lbind_json_scratch_busy;
+
+    if (scratch) {
+        buf = w = lbind_json_scratch;
+        lbind_json_scratch_busy = 1;
+    } else {
+        buf = w = lua_newuserdatauv(L, olen ? olen : 1, 0);
+    }
+    if (json_scan_cut(o, o + olen, node, &w, &why) != o + olen) {
+        if (scratch)
+            lbind_json_scratch_busy = 0;
+        else
+            lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushlstring(L, buf, (size_t)(w - buf));
+    if (scratch)
+        lbind_json_scratch_busy = 0;
+    else
+        lua_remove(L, -2);
+    return 1;
+}
+
+/* json.event(line [, cut]) -> type, object, text: a watch event's type (a
+ * string written without escapes), and its object (an object) cut as cut
+ * says (default: metadata.managedFields out) before decoding, as text
+ * (what an informer's cache keeps) and decoded from that text. Nothing
+ * (not even nil) for any line it does not take so: malformed, a type or
+ * object of another shape, a key written with escapes on the way; the
+ * caller then decodes the line whole, which says what is wrong with it. */
 static int lbind_json_event(lua_State *L)
 {
     size_t len, tlen, olen, n;
-    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *why, *text;
+    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *text;
     const char *const type_key[1] = {"type"};
-    char err[160], *buf, *w;
-    int scratch;
+    const json_cut *node = lbind_json_cutarg(L, 2);
+    char err[160];
 
     lbind_json_charge(L, len);
     if (json_scan_string(s, len, type_key, 1, &t, &tlen) != 1)
         return 0;
     if (json_scan_member(s, len, "object", &o, &olen) != 1 || *o != '{')
         return 0;
-    lua_settop(L, 1);
-    lua_pushlstring(L, t, tlen); /* 2: the type */
-    /* the cut text is never longer than the object's: the scratch, or a
-     * userdata that size, collected however this ends */
-    scratch = olen <= sizeof lbind_json_scratch && !lbind_json_scratch_busy;
-    if (scratch) {
-        buf = w = lbind_json_scratch;
-        lbind_json_scratch_busy = 1;
-    } else {
-        buf = w = lua_newuserdatauv(L, olen, 0); /* 3 */
-    }
-    if (json_scan_cut(o, o + olen, lbind_json_cache_cut, 1, &w, &why) != o + olen) {
-        if (scratch)
-            lbind_json_scratch_busy = 0;
+    lua_settop(L, 2);
+    lua_pushlstring(L, t, tlen); /* 3: the type */
+    if (!lbind_json_cut_push(L, o, olen, node)) /* 4: the text */
         return 0;
-    }
-    lua_pushlstring(L, buf, (size_t)(w - buf));
-    if (scratch)
-        lbind_json_scratch_busy = 0;
-    text = lua_tolstring(L, -1, &n); /* the string pushed: anchored, immutable */
-    if (!json_decode(L, text, n, err, sizeof err))
+    text = lua_tolstring(L, 4, &n); /* anchored, immutable */
+    if (!json_decode(L, text, n, err, sizeof err)) /* 5 */
         return 0;
-    lua_insert(L, -2); /* type, [userdata,] object, text */
-    if (!scratch)
-        lua_remove(L, 3);
+    lua_insert(L, 4); /* type, object, text */
     return 3;
+}
+
+/* json.trim(text [, cut]) -> the object's text cut as cut says (default:
+ * metadata.managedFields out) | nothing, when it is no object it can cut
+ * (as json.event). For an object from elsewhere than a watch line. */
+static int lbind_json_trim(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len), *o, *at, *why, *e;
+    const json_cut *node = lbind_json_cutarg(L, 2);
+
+    lbind_json_charge(L, len);
+    o = s;
+    while (o < s + len && (*o == ' ' || *o == '\t' || *o == '\n' || *o == '\r'))
+        o++;
+    if (o >= s + len || *o != '{' || (e = json_scan_skip(o, s + len, &at, &why)) == NULL)
+        return 0;
+    return lbind_json_cut_push(L, o, (size_t)(e - o), node);
 }
 
 static int lbind_json_encode(lua_State *L)
@@ -236,6 +436,8 @@ static const luaL_Reg lbind_json_funcs[] = {
     {"peek", lbind_json_peek},
     {"decode_page", lbind_json_decode_page},
     {"event", lbind_json_event},
+    {"cut", lbind_json_cut},
+    {"trim", lbind_json_trim},
     {"encode", lbind_json_encode},
     {"hash", lbind_json_hash},
     {"array", lbind_json_array},

@@ -137,6 +137,11 @@ end
 
 -- What is wrong with the object and opts of a write (who:verb(obj [, opts]),
 -- who "ctx" unless said), or nil.
+-- Objects a trimmed cache handed out (luaop.informer.cache): what it left
+-- out is not in them, so a write of one would drop it. (Weak: gone with
+-- them; never reachable from a script.)
+M.trimmed = setmetatable({}, { __mode = "k" })
+
 function M.bad_object(verb, obj, opts, who)
   local form = ("%s:%s(obj [, opts])"):format(who or "ctx", verb)
   if type(obj) ~= "table" then return misuse(form, "obj must be an object (a table)", obj) end
@@ -144,6 +149,10 @@ function M.bad_object(verb, obj, opts, who)
     -- (a write of it would empty the object, were it taken)
     return form .. ": obj is metadata only (a PartialObjectMetadata, as a metadata-only cache holds it): it has "
       .. "no body to write; patch it by name (ctx:patch), or get the whole object from the API server (c:get)"
+  end
+  if M.trimmed[obj] then
+    return form .. ": obj comes from a trimmed cache (trim): what the cache leaves out is not in it, and a write "
+      .. "of it would drop that; patch it by name (ctx:patch), or get the whole object from the API server (c:get)"
   end
   local bad = client.bad_object_kind(obj)
   if bad then return form .. ": " .. bad end

@@ -66,8 +66,9 @@ local function own_object(self, kind, ns, name)
   local obj = e.inf:object(k)
   if obj == nil then return nil end
   for _, inf in ipairs(p.manager:caches_of(kind, ns)) do
-    -- (a metadata-only cache's copy, newer or not, is no whole object)
-    if inf ~= e.inf and not inf.opts.metadata_only and not e.inf.opts.metadata_only then
+    -- (a metadata-only or trimmed cache's copy, newer or not, is no whole object)
+    if inf ~= e.inf and not inf.opts.metadata_only and not e.inf.opts.metadata_only and not inf.cut
+      and not e.inf.cut then
       local newer = inf:newer(k, obj)
       if newer == "deleted" then return nil end
       obj = newer or obj

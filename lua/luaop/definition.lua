@@ -83,9 +83,28 @@ end
 -- The fields a definition may have, and each watch.
 M.FIELDS = { "name", "resource", "namespace", "label_selector", "field_selector", "owns", "watches", "concurrency",
   "resync", "instructions", "memory", "retry", "reconcile", "on_add", "on_update", "on_delete", "filter",
-  "finalizer", "finalize", "shard_by", "metadata_only" }
-M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter", "sharded", "metadata_only" }
-M.OWNS_FIELDS = { "filter", "metadata_only" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
+  "finalizer", "finalize", "shard_by", "metadata_only", "trim" }
+M.WATCH_FIELDS = { "map", "namespace", "label_selector", "field_selector", "filter", "sharded", "metadata_only",
+  "trim" }
+M.OWNS_FIELDS = { "filter", "metadata_only", "trim" } -- an owns entry's, beside its kind: { "v1/Pod", filter = ... }
+
+-- What is wrong with t's trim and metadata_only (a controller, an owns
+-- entry or a watch), or nil: json.cut says what is wrong with the paths.
+local function bad_cache(t)
+  if t.metadata_only ~= nil and type(t.metadata_only) ~= "boolean" then
+    return "metadata_only", "metadata_only must be true or false, got " .. M.shown(t.metadata_only)
+  end
+  if t.trim == nil then return nil end
+  if type(t.trim) ~= "table" then
+    return "trim", "trim must be { drop = { paths } } or { keep = { paths } }, got " .. M.shown(t.trim)
+  end
+  for k in pairs(t.trim) do
+    if k ~= "drop" and k ~= "keep" then return "trim", ("trim has %s: only drop or keep"):format(M.shown(k)) end
+  end
+  if t.metadata_only then return "trim", "trim and metadata_only: a metadata-only cache keeps metadata alone" end
+  local ok, err = pcall(core.json.cut, t.trim)
+  if not ok then return "trim", "trim: " .. tostring(err):gsub("^json%.cut: ", "") end
+end
 
 -- The candidate nearest to word, or nil (luaop.nearest).
 M.nearest = require "luaop.nearest"
@@ -158,10 +177,8 @@ function M.problems(def)
     if type(e) == "table" then
       local n = #out
       unknown_fields(e, M.OWNS_FIELDS, { [1] = true }, out, name, nil, ("owns[%d]: "):format(i))
-      if e.metadata_only ~= nil and type(e.metadata_only) ~= "boolean" then
-        fail("owns", "controller %s: owns[%d].metadata_only must be true or false, got %s", name, i,
-          M.shown(e.metadata_only))
-      end
+      local _, why = bad_cache(e)
+      if why then fail("owns", "controller %s: owns[%d].%s", name, i, why) end
       for j = n + 1, #out do out[j].field = "owns" end -- (said at the line of owns)
     end
   end
@@ -193,11 +210,14 @@ function M.problems(def)
       unknown_fields(w, M.WATCH_FIELDS, { [1] = true }, out, name, i)
       local bad = filter.problem(w.filter)
       if bad then fail("filter", "controller %s: watches[%d].filter: %s", name, i, bad) out[#out].watch = i end
-      for _, f in ipairs { "sharded", "metadata_only" } do
-        if w[f] ~= nil and type(w[f]) ~= "boolean" then
-          fail(f, "controller %s: watches[%d].%s must be true or false, got %s", name, i, f, M.shown(w[f]))
-          out[#out].watch = i
-        end
+      if w.sharded ~= nil and type(w.sharded) ~= "boolean" then
+        fail("sharded", "controller %s: watches[%d].sharded must be true or false, got %s", name, i, M.shown(w.sharded))
+        out[#out].watch = i
+      end
+      local field, why = bad_cache(w)
+      if why then
+        fail(field, "controller %s: watches[%d].%s", name, i, why)
+        out[#out].watch = i
       end
     end
   end
@@ -229,10 +249,8 @@ function M.problems(def)
   if def.resync ~= nil and (type(def.resync) ~= "number" or def.resync <= 0) then
     fail("resync", "controller %s: resync must be a number of seconds > 0", name)
   end
-  if def.metadata_only ~= nil and type(def.metadata_only) ~= "boolean" then
-    fail("metadata_only", "controller %s: metadata_only must be true or false, got %s", name,
-      M.shown(def.metadata_only))
-  end
+  local cache_field, bad_cache_why = bad_cache(def)
+  if bad_cache_why then fail(cache_field, "controller %s: %s", name, bad_cache_why) end
   if def.shard_by ~= nil and def.shard_by ~= "namespace" and def.shard_by ~= "uid" and def.shard_by ~= "none" then
     fail("shard_by", "controller %s: shard_by must be \"namespace\", \"uid\" (the field whose hash places a key "
       .. "in a shard ring) or \"none\" (all keys on one replica)", name)

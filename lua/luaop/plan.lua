@@ -136,7 +136,7 @@ function M.plan(self, c, def)
   local by_ns = self.shard and def.reconcile and (def.shard_by or "namespace") == "namespace"
   local primary = self:entry(def.resource, {
     namespace = def.namespace, label_selector = def.label_selector, field_selector = def.field_selector,
-    sharded = by_ns, metadata_only = def.metadata_only,
+    sharded = by_ns, metadata_only = def.metadata_only, trim = def.trim,
   })
   if def.reconcile then
     sub(primary, {
@@ -190,7 +190,8 @@ function M.plan(self, c, def)
     local kind, f = filter.owned(e)
     -- (sharded once its first sync found the resource namespaced)
     sub(self:entry(kind, { namespace = def.namespace, sharded = by_ns,
-      owner = by_ns and { def.resource, kind } or nil, metadata_only = type(e) == "table" and e.metadata_only }),
+      owner = by_ns and { def.resource, kind } or nil, metadata_only = type(e) == "table" and e.metadata_only,
+      trim = type(e) == "table" and e.trim or nil }),
       { add = owner, update = function(old, o) owner(old); owner(o) end, delete = owner }, f, "owns " .. kind)
   end
   -- watched kinds: the map function names the requests
@@ -210,7 +211,7 @@ function M.plan(self, c, def)
     local sharded = by_ns and w.sharded == true
     local e = self:entry(w[1], { namespace = w.namespace, label_selector = w.label_selector,
       field_selector = w.field_selector, sharded = sharded, owner = sharded and { def.resource, w[1] } or nil,
-      metadata_only = w.metadata_only })
+      metadata_only = w.metadata_only, trim = w.trim })
     local warned = false
     local function map(o)
       local ok, reqs = core.task.call_limited(definition.budgets(def), w.map, copy(o), map_ctx)

@@ -99,6 +99,41 @@ return luaop.controller { name = "meta", resource = "v1/ConfigMap", metadata_onl
     assert.are.equal(("x"):rep(100), got.data.big)
   end)
 
+  it("reads a trimmed cache's objects without what it drops or keeps not, patches them, and refuses to write one "
+    .. "whole", function()
+    t.env = testing.env { script = write(t.dir, "trim.lua", [[
+local luaop = require "luaop"
+return luaop.controller { name = "trim", resource = "v1/ConfigMap", trim = { drop = { "data.big" } },
+  watches = { { "v1/Secret", trim = { keep = { "type" } }, map = function(s)
+    return { { namespace = s.metadata.namespace, name = s.metadata.labels.for_cm } }
+  end } },
+  reconcile = function(ctx, req)
+    local cm = ctx:get("ConfigMap", req)
+    if not cm then return end
+    local s = ctx:list("Secret", { namespace = req.namespace })[1]
+    local ok, err = pcall(ctx.update, ctx, cm)
+    local copy = luaop.copy(cm)
+    ctx.log:info("read", { big = cm.data.big == nil, small = cm.data.small, kind = cm.kind,
+      secret_type = s and s.type, secret_data = s and s.data == nil, secret_label = s and s.metadata.labels.for_cm,
+      update = ok, err = tostring(err), copy_big = copy.data.big == nil })
+    if cm.metadata.annotations == nil then
+      assert(ctx:patch("ConfigMap", req, { metadata = { annotations = { seen = "yes" } } }))
+    end
+  end }
+]]) }
+    assert(t.env:create { apiVersion = "v1", kind = "Secret", type = "Opaque", metadata = { name = "s",
+      namespace = "default", labels = { for_cm = "a" } }, data = { k = "dg==" } })
+    t.env:create(cm("a", { big = ("x"):rep(100), small = "s" }))
+    local lines = t.env:logs { msg = "^read$" }
+    local f = lines[#lines].fields
+    assert.are.same({ true, "s", "ConfigMap", "Opaque", true, "a", false, true },
+      { f.big, f.small, f.kind, f.secret_type, f.secret_data, f.secret_label, f.update, f.copy_big })
+    assert.matches("ctx:update%(obj %[, opts%]%): obj comes from a trimmed cache %(trim%)", f.err)
+    local got = t.env:get("ConfigMap", "a")
+    assert.are.equal("yes", got.metadata.annotations.seen)
+    assert.are.equal(("x"):rep(100), got.data.big)
+  end)
+
   it("puts nothing in the caches for a dry-run create", function()
     t.env = testing.env { script = write(t.dir, "dry.lua", [[
 local luaop = require "luaop"

@@ -251,6 +251,49 @@ describe("luaop.core.json", function()
       end
     end)
 
+    it("cuts what a trimmed cache drops, or all but what it keeps, apiVersion, kind and metadata always kept",
+      function()
+      local line = json.encode { type = "ADDED", object = { apiVersion = "v1", kind = "Pod",
+        metadata = { name = "a", namespace = "b", annotations = { big = "x" }, labels = { l = "v" },
+          managedFields = json.array { { manager = "m" } } },
+        spec = { nodeName = "n", containers = json.array { { name = "c" } }, template = { a = 1 } },
+        status = { phase = "Running", conditions = json.array { 1, 2 } } } }
+      local drop = json.cut { drop = { "spec.template", "status.conditions", "metadata.annotations", "nothing.here" } }
+      local _, obj, text = json.event(line, drop)
+      assert.are.same({ apiVersion = "v1", kind = "Pod", metadata = { name = "a", namespace = "b", labels = { l = "v" } },
+        spec = { nodeName = "n", containers = { { name = "c" } } }, status = { phase = "Running" } }, obj)
+      assert.are.same(json.decode(text), obj)
+      local keep = json.cut { keep = { "spec.nodeName", "status" } }
+      _, obj = json.event(line, keep)
+      assert.are.same({ apiVersion = "v1", kind = "Pod", metadata = { name = "a", namespace = "b",
+        annotations = { big = "x" }, labels = { l = "v" } }, spec = { nodeName = "n" },
+        status = { phase = "Running", conditions = { 1, 2 } } }, obj)
+      -- a path that ends where another goes on takes the member whole, in
+      -- either order; a value that is no object is taken whole
+      for _, paths in ipairs { { "a", "a.b" }, { "a.b", "a" } } do
+        assert.are.equal('{"d":3}', json.trim('{"a":{"b":1,"c":2},"d":3}', json.cut { drop = paths }))
+      end
+      assert.are.equal('{"a":{"b":1}}', json.trim('{"a":{"b":1,"c":2},"d":3}', json.cut { keep = { "a.b" } }))
+      assert.are.equal('{"a":5}', json.trim(' {"a":5,"d":3} ', json.cut { keep = { "a.b" } }))
+      -- no cut: the cache's own (managedFields out)
+      assert.are.equal('{"metadata":{"name":"x"}}', json.trim('{"metadata":{"managedFields":[],"name":"x"}}'))
+      assert.are.equal(0, select("#", json.trim("[1]")))
+      assert.are.equal(0, select("#", json.trim('{"a":1')))
+      for _, bad in ipairs { { keep = { "metadata.labels" } }, { drop = { "metadata" } }, { drop = { "kind" } },
+        { drop = { "a..b" } }, { drop = { "" } }, { drop = {} }, { drop = { "a" }, keep = { "b" } }, {},
+        { drop = { ("a."):rep(16) .. "b" } }, { drop = { ("x"):rep(254) } }, { keep = { 1 } }, { drop = "a" },
+        { drop = { "a\0b" } } } do
+        assert.has_error(function() json.cut(bad) end)
+      end
+      local many = {}
+      for i = 1, 65 do many[i] = "p" .. i end
+      assert.has_error(function() json.cut { drop = many } end)
+      assert.has_error(function() json.event(line, {}) end)
+      -- a cut is collected as any value (its __gc frees its tree)
+      for _ = 1, 1000 do json.cut { drop = { "spec.a.b.c", "status" } } end
+      collectgarbage()
+    end)
+
     it("hands nothing for a line it does not take so, which decode then says what is wrong with", function()
       for _, line in ipairs {
         '{"type":"ADDED","object":{"metadata":{"managed\\u0046ields":[]}}}', -- escapes: only decode reads it right

@@ -146,6 +146,7 @@ luaop.hash function
 luaop.is_error function
 luaop.json table
 luaop.json.array function
+luaop.json.cut function
 luaop.json.decode function
 luaop.json.decode_page function
 luaop.json.encode function
@@ -154,6 +155,7 @@ luaop.json.hash function
 luaop.json.is_array function
 luaop.json.null userdata
 luaop.json.peek function
+luaop.json.trim function
 luaop.json<metatable> boolean
 luaop.log table
 luaop.log.name string

@@ -30,8 +30,7 @@ client.error = errors.error
 client.is_error = errors.is_error
 client.error_text = errors.error_text
 
--- Seconds a watch asked to end after timeoutSeconds may run past it
--- before luaop ends it.
+-- Seconds a watch asked to end after timeoutSeconds may run past it before luaop ends it.
 client.WATCH_SLACK = 30
 
 -- ---- requests -----------------------------------------------------------------
@@ -454,8 +453,8 @@ end
 -- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
 -- of the server), bookmarks (default true), shard (as list's: the events of
 -- objects certainly outside the ranges left out before they are decoded),
--- metadata_only (as list's). Returns a watch whose :next() yields until an
--- event comes; close it when done.
+-- metadata_only (as list's), cut (json.cut: what each object's text keeps).
+-- Returns a watch whose :next() yields until an event comes; close it when done.
 function client:watch(kind, opts)
   check_kind("client:watch(kind [, opts])", kind, 2)
   opts = opts or {}
@@ -473,7 +472,8 @@ function client:watch(kind, opts)
   -- too, 30 s later at most: a server or proxy that stopped sending
   -- without closing (a stall) costs that, never an informer forever
   local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
-  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard, opts.metadata_only and ACCEPT_METADATA or nil)
+  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard, opts.metadata_only and ACCEPT_METADATA or nil,
+    opts.cut)
 end
 
 -- ---- the client --------------------------------------------------------------------

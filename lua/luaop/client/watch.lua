@@ -78,7 +78,7 @@ function Watch:next()
     end
     return nil
   end
-  local typ, obj, text = event(line)
+  local typ, obj, text = event(line, self.cut)
   if typ ~= nil then -- the usual line: one pass, managedFields never decoded
     if typ == "ERROR" then return ended(self, obj) end
     local why = malformed_event(typ, obj, self.namespace)
@@ -133,11 +133,11 @@ end
 -- watched (nil: all, or a cluster-scoped kind); shard: hash ranges, the
 -- events of objects whose namespace is certainly outside them left out
 -- before they are decoded (api.watch); accept: the Accept header (a
--- metadata-only watch's).
-function M.open(path, limit, gv, kind, ns, shard, accept)
+-- metadata-only watch's); cut: what of each object the text it hands
+-- keeps (json.cut; default: all but managedFields).
+function M.open(path, limit, gv, kind, ns, shard, accept, cut)
   return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard, accept = accept },
-    gv = gv, kind = kind,
-    namespace = ns, shard = shard, counted = 0 }, Watch)
+    gv = gv, kind = kind, namespace = ns, shard = shard, counted = 0, cut = cut }, Watch)
 end
 
 return M

@@ -13,9 +13,10 @@
 -- label) is peeked at without decoding the rest.
 local core = require "luaop.core"
 local copy = require("luaop.object").copy
+local trimmed = require("luaop.arguments").trimmed
 
 local json = core.json
-local decode, encode, peek = json.decode, json.encode, json.peek
+local decode, encode, peek, trim = json.decode, json.encode, json.peek, json.trim
 
 local M = {}
 local Informer = {} -- methods of an informer
@@ -58,12 +59,20 @@ local function uid_text(text)
   return type(uid) == "string" and uid or nil
 end
 
+-- An object decoded afresh from text the store keeps: marked when the
+-- cache is trimmed (a write of it is refused: luaop.arguments).
+local function fresh(self, text)
+  local obj = decode(text)
+  if self.cut then trimmed[obj] = true end
+  return obj
+end
+
 -- The object of key k, decoded afresh from what the store keeps; nil when
 -- it has none.
 function Informer:object(k)
   local text = self.store[k]
   if text == nil then return nil end
-  return (decode(text))
+  return fresh(self, text)
 end
 
 -- The uid of the object of key k, when the store has it.
@@ -76,7 +85,7 @@ function Informer:each()
     local text
     k, text = next(store, k)
     if k == nil then return nil end
-    return k, (decode(text))
+    return k, fresh(self, text)
   end
 end
 
@@ -98,7 +107,7 @@ function Informer:newer(k, obj)
   local mine = self.store[k]
   if not mine or uid_text(mine) ~= uid then return nil end
   local a, b = rv_text(mine), rv_number(obj)
-  if a and b and a > b then return (decode(mine)) end
+  if a and b and a > b then return fresh(self, mine) end
   return nil
 end
 
@@ -209,6 +218,12 @@ end
 function Informer:upsert(obj, defer, text)
   if self.opts.metadata_only then obj = partial(obj) end
   strip(obj)
+  if text == nil and self.cut then
+    -- from elsewhere (a write's answer, a LIST page) into a trimmed cache:
+    -- as its watch would bring it
+    text = trim(encode(obj), self.cut)
+    if text then obj = decode(text) end
+  end
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep
   if self.keep and not self.keep(obj) then -- sharded: not in its ranges (luaop.informer.shard)
@@ -350,7 +365,7 @@ function Informer:list(filter, hint)
   end
   local out, store = {}, self.store
   for k in pairs(candidates) do
-    local obj = decode(store[k])
+    local obj = fresh(self, store[k])
     if not filter or filter(obj) then out[#out + 1] = obj end
   end
   return out

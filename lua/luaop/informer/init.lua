@@ -88,8 +88,9 @@ local metrics_pool
 
 -- opts: namespace (nil: all namespaces), label_selector, field_selector,
 -- metadata_only (each object's metadata alone, as PartialObjectMetadata:
--- luaop.client's list and watch), client (default luaop.client()), log (a
--- luaop logger).
+-- luaop.client's list and watch), trim ({drop = {paths}} or {keep =
+-- {paths}}: what of each object the cache leaves out, json.cut), client
+-- (default luaop.client()), log (a luaop logger).
 function M.new(kind, opts)
   opts = opts or {}
   metrics_pool = metrics_pool or core.metrics.owner("the informers", M.METRIC_SERIES)
@@ -108,6 +109,7 @@ function M.new(kind, opts)
   }, Informer)
   inf.objects, inf.objects_refused = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" },
     owner)
+  if opts.trim then inf.cut = core.json.cut(opts.trim) end
   return inf
 end
 
@@ -224,7 +226,7 @@ function Informer:open_watch(extra)
   local q = {
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
-    shard = shard.filter(self), metadata_only = o.metadata_only,
+    shard = shard.filter(self), metadata_only = o.metadata_only, cut = self.cut,
     timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true,
   }
   for k, v in pairs(extra) do q[k] = v end

@@ -11,9 +11,21 @@ local Manager = {} -- methods of a manager
 
 -- (owner: the kinds whose scope decides whether a sharded informer stays
 -- sharded, luaop.informer.shard.attach)
-local function informer_id(kind, namespace, selector, fields, sharded, owner, metadata_only)
+local function informer_id(kind, namespace, selector, fields, sharded, owner, metadata_only, trim)
   return table.concat({ kind, namespace or "", selector or "", fields or "",
-    sharded and "sharded:" .. table.concat(owner or {}, ",") or "", metadata_only and "metadata" or "" }, "|")
+    sharded and "sharded:" .. table.concat(owner or {}, ",") or "", metadata_only and "metadata" or "",
+    M.trim_id(trim) }, "|")
+end
+
+-- A trim ({drop = {paths}} or {keep = {paths}}) as one string: the same
+-- for the same paths in any order ("" for none).
+function M.trim_id(trim)
+  if type(trim) ~= "table" then return "" end
+  local mode = trim.keep and "keep" or "drop"
+  local paths = {}
+  for i, p in ipairs(trim[mode] or {}) do paths[i] = tostring(p) end
+  table.sort(paths)
+  return mode .. ":" .. table.concat(paths, ",")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
@@ -23,16 +35,17 @@ function Manager:entry(kind, opts)
   local sharded = opts.sharded and self.shard ~= nil
   local metadata_only = opts.metadata_only == true
   local id = informer_id(kind, opts.namespace, opts.label_selector, opts.field_selector, sharded, opts.owner,
-    metadata_only)
+    metadata_only, opts.trim)
   local e = self.informers[id]
   if not e then
     e = {
       id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
       field_selector = opts.field_selector, subs = {}, sharded = sharded, metadata_only = metadata_only,
+      partial = metadata_only and 2 or opts.trim and 1 or 0, -- what reads rank it by
     }
     e.inf = informer.new(kind, {
       namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector,
-      metadata_only = metadata_only, client = self.client,
+      metadata_only = metadata_only, trim = opts.trim, client = self.client,
     })
     -- sharded (luaop.shard): only the namespaces of the ranges it holds
     if sharded then self.shard:attach(e.inf, opts.owner) end
@@ -67,22 +80,23 @@ end
 -- not in step with it (a child deleted, its owner queued, and the read
 -- finding the child still there in another controller's cache that has
 -- not seen the delete yet: nothing would queue the owner again). A cache
--- of whole objects before a metadata-only one (whose objects are
--- PartialObjectMetadata), whichever c subscribes to.
+-- of whole objects before a trimmed one, and that before a metadata-only
+-- one (whose objects are PartialObjectMetadata), whichever c subscribes to.
 function Manager:cache_for(kind, q, c)
-  local whole = self:cache_for_of(kind, q, c, false)
-  if whole then return whole end
-  return self:cache_for_of(kind, q, c, true)
+  for partial = 0, 2 do
+    local inf = self:cache_for_of(kind, q, c, partial)
+    if inf then return inf end
+  end
 end
 
--- cache_for among the caches that are metadata-only or not.
-function Manager:cache_for_of(kind, q, c, metadata_only)
+-- cache_for among the caches of one rank (entry.partial).
+function Manager:cache_for_of(kind, q, c, partial)
   local found
   for _, e in ipairs(self.by_kind[kind_name(kind)] or {}) do
     if (e.kind == kind or not kind:find("/", 1, true))
       and (e.namespace == nil or e.namespace == q.namespace)
       and e.label_selector == q.label_selector and e.field_selector == q.field_selector
-      and e.metadata_only == metadata_only
+      and e.partial == partial
       -- (a sharded cache holds a namespace only when in its ranges)
       and (not e.inf.keep or (q.namespace and e.inf.keep { metadata = { namespace = q.namespace } })) then
       if c == nil then return e.inf end
