@@ -6,6 +6,9 @@
 -- pod, as client-go's AddFunc, UpdateFunc and DeleteFunc are (the pods
 -- there at the start are adds). They run as events arrive and must not
 -- wait: they may read the caches, log and record Events, not write.
+--
+-- It reads a pod's name and phase, nothing else: its cache keeps each
+-- pod's metadata and status.phase alone (trim): the rest never becomes Lua.
 local luaop = require "luaop"
 
 local function key(pod) return pod.metadata.namespace .. "/" .. pod.metadata.name end
@@ -13,6 +16,7 @@ local function key(pod) return pod.metadata.namespace .. "/" .. pod.metadata.nam
 return luaop.controller {
   name = "pod-watcher",
   resource = "v1/Pod",
+  trim = { keep = { "status.phase" } },
 
   on_add = function(ctx, pod)
     ctx.log:info("pod added", { pod = key(pod) })
