@@ -137,8 +137,8 @@ if mode == "memory" then
   inf:stop()
   -- what one cached object is as compact JSON (managedFields were cut):
   -- the store's own text (luaop.informer.cache)
-  local bytes = 0
-  for _, text in pairs(inf.store) do bytes = bytes + #text end
+  local bytes, keys = 0, 0
+  for k, text in pairs(inf.store) do bytes, keys = bytes + #text, keys + #k end
   local count = inf.count
   out("objects", count)
   out("json_bytes", ("%.1f"):format(bytes / count))
@@ -148,6 +148,14 @@ if mode == "memory" then
   out("rss_per_obj_nogc", ("%.1f"):format((after_nogc - before_nogc) * 1024 / count))
   out("lua_per_obj", ("%.1f"):format((heap_after - heap_before) * 1024 / count))
   out("lua_per_obj_nogc", ("%.1f"):format((heap_after_nogc - heap_before_nogc) * 1024 / count))
+  -- where the Lua heap's bytes go (lstring.h, ltable.c: a string is a
+  -- 24-byte header and its bytes and a zero; the store's hash part is a
+  -- power of two of 24-byte slots)
+  local slots = 1
+  while slots < count do slots = slots * 2 end
+  out("text_string_b", ("%.1f"):format(24 + bytes / count + 1))
+  out("key_string_b", ("%.1f"):format(24 + keys / count + 1))
+  out("store_slot_b", ("%.1f"):format(slots * 24 / count))
   return 0
 end
 

@@ -230,8 +230,10 @@ static int lbind_json_cut(lua_State *L)
 
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    lua_getfield(L, 1, "drop");
-    lua_getfield(L, 1, "keep");
+    lua_pushliteral(L, "drop");
+    lua_rawget(L, 1); /* 2 */
+    lua_pushliteral(L, "keep");
+    lua_rawget(L, 1); /* 3 */
     if (lua_isnil(L, 2) == lua_isnil(L, 3))
         return luaL_error(L, "json.cut: give drop = {paths} or keep = {paths}, one of the two");
     keep = !lua_isnil(L, 3);
