@@ -108,6 +108,7 @@ local luaop = require "luaop"
 return luaop.controller {
   name = "a", resource = "v1/ConfigMap", namespace = "default",
   watches = { { "v1/ConfigMap", namespace = "default", map = function(o, ctx)
+    ctx.log:info("a's map sees", { got = o.metadata.name })
     o.metadata.name = "changed-by-a"
     for _, other in ipairs(ctx:list("v1/ConfigMap", { namespace = "default" })) do other.data = { by = "a" } end
     local got = ctx:get("v1/ConfigMap", { namespace = "default", name = "cm-2" })
@@ -117,11 +118,18 @@ return luaop.controller {
   reconcile = function() end,
 }
 ]],
-      -- b reconciles the same kind, from the same informer
+      -- b reconciles the same kind, from the same informer, and its map
+      -- changes what it is given too (whichever map runs second would see
+      -- the other's change, were they given one object)
       ["b.lua"] = [[
 local luaop = require "luaop"
 return luaop.controller {
   name = "b", resource = "v1/ConfigMap", namespace = "default",
+  watches = { { "v1/ConfigMap", namespace = "default", map = function(o, ctx)
+    ctx.log:info("b's map sees", { got = o.metadata.name })
+    o.metadata.name = "changed-by-b"
+    return {}
+  end } },
   reconcile = function(ctx, req)
     local o = ctx:get("v1/ConfigMap", req)
     ctx.log:info("b sees", { name = o.metadata.name, data = o.data and o.data.by or "none",
@@ -138,8 +146,10 @@ return luaop.controller {
     end)
     for i = 0, 4 do
       assert.matches('b sees\t{"data": "none", "labels": "none", "name": "cm%-' .. i .. '"', err)
+      assert.matches("a's map sees\t{\"got\": \"cm%-" .. i .. '"', err)
+      assert.matches("b's map sees\t{\"got\": \"cm%-" .. i .. '"', err)
     end
-    assert.is_nil(err:find("changed-by-a", 1, true))
+    assert.is_nil(err:find("changed-by-", 1, true))
     assert.is_nil(err:find("event handler failed", 1, true), err)
     assert.are.equal(0, run.stop())
   end)
