@@ -3,7 +3,7 @@
 // and behaviour as operators/*.lua, written as a kubebuilder user would,
 // with controller-runtime's defaults.
 //
-//	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher[,configmaps,at-webhook]]
+//	peer [--kubeconfig FILE] [--workers N] [--operators at,machine,secret-copy,pod-watcher[,configmaps,configmaps-meta,pods,at-webhook]]
 //	     [--metrics-bind-address ADDR] [--health-probe-bind-address ADDR] [--namespace NS]
 //	     [--webhook-bind-address HOST:PORT] [--webhook-cert-path DIR] [--enable-http2]
 //	     [--strip-managed-fields]
@@ -49,7 +49,7 @@ import (
 var allOperators = []string{"at", "machine", "secret-copy", "pod-watcher"}
 
 // benchOperators are known to --operators but not run by default.
-var benchOperators = []string{"configmaps", "configmaps-meta", "at-webhook"}
+var benchOperators = []string{"configmaps", "configmaps-meta", "pods", "at-webhook"}
 
 func main() {
 	var (
@@ -151,6 +151,10 @@ func main() {
 	if enabled["configmaps"] {
 		must((&ConfigMapReconciler{}).SetupWithManager(mgr, copts), "setting up configmaps")
 		watched = append(watched, &corev1.ConfigMap{})
+	}
+	if enabled["pods"] {
+		must((&PodReconciler{}).SetupWithManager(mgr, copts), "setting up pods")
+		watched = append(watched, &corev1.Pod{})
 	}
 	if enabled["configmaps-meta"] {
 		must((&ConfigMapReconciler{}).SetupMetadataWithManager(mgr, copts), "setting up configmaps-meta")

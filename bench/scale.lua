@@ -1,0 +1,89 @@
+-- bench/scale.lua MODE ... - the objects bench/scale.sh caches, and the
+-- steady stream of changes it measures a running controller under; prints
+-- one "name value" line per measure.
+--
+--   create KIND NS FROM TO [NODE]
+--                create objects FROM..TO of KIND in NS, 100 at once:
+--                ConfigMaps cm-N of about 1 KiB of compact JSON (800
+--                bytes of random base64 text, as bench/cache.lua's), or
+--                Pods pod-N bound to NODE by spec.nodeName (so that the
+--                scheduler is not the bottleneck; kwok runs them)
+--   churn KIND NS N RATE SECONDS
+--                change one object after another (a merge patch of label
+--                bench-tick, over the N objects in turn) at RATE a second
+--                for SECONDS, at most 64 at once: each change due at its
+--                time on a fixed schedule, so a slow answer delays only
+--                what waits for it; prints the changes made and the rate
+--                achieved
+local luaop = require "luaop"
+
+local mode, kind, ns = arg[1], arg[2], arg[3]
+local c = luaop.client()
+local function out(name, v) print(("%s %s"):format(name, v)) end
+local function name_of(i) return (kind == "Pod" and "pod-%07d" or "cm-%07d"):format(i) end
+
+if mode == "create" then
+  local from, to, node = tonumber(arg[4]), tonumber(arg[5]), arg[6]
+  local abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  local chunk = {}
+  for i = 1, 1 << 20 do
+    local r = math.random(1, 64)
+    chunk[i] = abc:sub(r, r)
+  end
+  local pool = table.concat(chunk)
+  local function object(i)
+    if kind == "Pod" then
+      return { apiVersion = "v1", kind = "Pod", metadata = { name = name_of(i), namespace = ns,
+        labels = { bench = "scale" } },
+        spec = { nodeName = node, containers = { { name = "c", image = "busybox" } },
+          tolerations = { { operator = "Exists" } } } }
+    end
+    local off = math.random(1, #pool - 800)
+    local payload = pool:sub(off, off + 799)
+    return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name_of(i), namespace = ns,
+      labels = { bench = "scale" } }, data = { a = payload:sub(1, 400), b = payload:sub(401) } }
+  end
+  local next_i, failed = from - 1, 0
+  local function worker()
+    while next_i < to do
+      next_i = next_i + 1
+      local _, err = c:create(object(next_i))
+      if err and not luaop.is_error(err, "AlreadyExists") then
+        failed = failed + 1
+        luaop.log:error("create failed", { error = tostring(err) })
+      end
+    end
+  end
+  local t0, tasks = luaop.time.monotonic(), {}
+  for i = 1, 100 do tasks[i] = luaop.spawn(worker) end
+  for _, t in ipairs(tasks) do assert(t:wait()) end
+  out("create_s", ("%.3f"):format(luaop.time.monotonic() - t0))
+  return failed == 0 and 0 or 1
+end
+
+if mode == "churn" then
+  local n, rate, seconds = tonumber(arg[4]), tonumber(arg[5]), tonumber(arg[6])
+  local total = math.floor(rate * seconds)
+  local t0, next_i, done, failed = luaop.time.monotonic(), 0, 0, 0
+  local function worker()
+    while next_i < total do
+      next_i = next_i + 1
+      local i = next_i
+      local wait = t0 + (i - 1) / rate - luaop.time.monotonic()
+      if wait > 0 then luaop.sleep(wait) end
+      local _, err = c:patch(kind, { namespace = ns, name = name_of((i - 1) % n + 1) },
+        { metadata = { labels = { ["bench-tick"] = tostring(i) } } })
+      if err then failed = failed + 1 else done = done + 1 end
+    end
+  end
+  local tasks = {}
+  for i = 1, 64 do tasks[i] = luaop.spawn(worker) end
+  for _, t in ipairs(tasks) do assert(t:wait()) end
+  local elapsed = luaop.time.monotonic() - t0
+  out("changes", done)
+  out("failed", failed)
+  out("rate", ("%.1f"):format(done / elapsed))
+  return 0
+end
+
+error("mode: create or churn")
