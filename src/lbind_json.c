@@ -127,36 +127,46 @@ static const json_cut lbind_json_cache_cut = {NULL, lbind_json_md, 1, 0};
 #define LBIND_JSON_CUT_DEPTH 16 /* names in one path */
 #define LBIND_JSON_CUT_NAME 253 /* bytes in one name */
 
-/* A cut json.cut made: its tree, in memory this userdata owns (its __gc
- * frees it, so a raise while it is built leaks nothing). */
+/* A cut json.cut made: its tree, in memory this userdata owns, taken from
+ * Lua's allocator as lbox.h's boxes are (so it counts in the collector's
+ * debt and the running task's memory budget), and given back by its __gc
+ * (so a raise while it is built leaks nothing). */
 typedef struct lbind_cut {
     json_cut root;
+    lua_Alloc alloc;
+    void *ud;
 } lbind_cut;
 
-static void lbind_cut_free(json_cut *n)
+static void lbind_cut_free(lbind_cut *c, json_cut *n)
 {
     json_cut *kids = (json_cut *)n->kids;
 
     for (int i = 0; i < n->nkids; i++) {
-        free((char *)kids[i].key);
-        lbind_cut_free(&kids[i]); /* as deep as LBIND_JSON_CUT_DEPTH */
+        c->alloc(c->ud, (char *)kids[i].key, strlen(kids[i].key) + 1, 0);
+        lbind_cut_free(c, &kids[i]); /* as deep as LBIND_JSON_CUT_DEPTH */
     }
-    free(kids);
+    if (kids != NULL)
+        c->alloc(c->ud, kids, (size_t)n->nkids * sizeof *kids, 0);
     n->kids = NULL;
     n->nkids = 0;
 }
 
 static int lbind_cut_gc(lua_State *L)
 {
-    lbind_cut_free(&((lbind_cut *)lua_touserdata(L, 1))->root);
+    lbind_cut *c = lua_touserdata(L, 1);
+
+    if (c->alloc != NULL)
+        lbind_cut_free(c, &c->root);
     return 0;
 }
 
 /* n's kid named name[0..len), made when absent (*made), its own kids in
  * mode keep. */
-static json_cut *lbind_cut_kid(lua_State *L, json_cut *n, const char *name, size_t len, int keep, int *made)
+static json_cut *lbind_cut_kid(lua_State *L, lbind_cut *c, json_cut *n, const char *name, size_t len, int keep,
+                               int *made)
 {
     json_cut *kids = (json_cut *)n->kids;
+    size_t size = (size_t)n->nkids * sizeof *kids;
     char *key;
 
     for (int i = 0; i < n->nkids; i++) {
@@ -165,10 +175,10 @@ static json_cut *lbind_cut_kid(lua_State *L, json_cut *n, const char *name, size
             return &kids[i];
         }
     }
-    if ((key = malloc(len + 1)) == NULL)
+    if ((key = c->alloc(c->ud, NULL, 0, len + 1)) == NULL)
         luaL_error(L, "not enough memory");
-    if ((kids = realloc(kids, (size_t)(n->nkids + 1) * sizeof *kids)) == NULL) {
-        free(key);
+    if ((kids = c->alloc(c->ud, kids, size, size + sizeof *kids)) == NULL) {
+        c->alloc(c->ud, key, len + 1, 0);
         luaL_error(L, "not enough memory");
     }
     memcpy(key, name, len);
@@ -182,9 +192,9 @@ static json_cut *lbind_cut_kid(lua_State *L, json_cut *n, const char *name, size
 /* Add a path (names joined by '.') under root, each member it makes in
  * mode keep: the member at its end taken or cut whole (a path that goes on
  * past a member another path takes whole changes nothing). */
-static void lbind_cut_add(lua_State *L, json_cut *root, const char *path, size_t len, int keep)
+static void lbind_cut_add(lua_State *L, lbind_cut *c, const char *path, size_t len, int keep)
 {
-    json_cut *n = root;
+    json_cut *n = &c->root;
     const char *p = path, *end = path + len;
 
     for (int depth = 1;; depth++) {
@@ -196,11 +206,11 @@ static void lbind_cut_add(lua_State *L, json_cut *root, const char *path, size_t
             luaL_error(L, "json.cut: path \"%s\": each name between dots is 1 to %d bytes", path, LBIND_JSON_CUT_NAME);
         if (depth > LBIND_JSON_CUT_DEPTH)
             luaL_error(L, "json.cut: path \"%s\": at most %d names", path, LBIND_JSON_CUT_DEPTH);
-        k = lbind_cut_kid(L, n, p, (size_t)(e - p), keep, &made);
+        k = lbind_cut_kid(L, c, n, p, (size_t)(e - p), keep, &made);
         if (!made && k->kids == NULL)
             return; /* taken or cut whole already */
         if (e == end) {
-            lbind_cut_free(k); /* whole, whatever paths went on from it */
+            lbind_cut_free(c, k); /* whole, whatever paths went on from it */
             return;
         }
         n = k;
@@ -250,12 +260,13 @@ static int lbind_json_cut(lua_State *L)
         lua_setfield(L, -2, "__metatable");
     }
     lua_setmetatable(L, 4);
+    c->alloc = lua_getallocf(L, &c->ud);
     c->root.keep = keep;
-    md = lbind_cut_kid(L, &c->root, "metadata", 8, 0, &made);
-    lbind_cut_kid(L, md, "managedFields", 13, 0, &made);
+    md = lbind_cut_kid(L, c, &c->root, "metadata", 8, 0, &made);
+    lbind_cut_kid(L, c, md, "managedFields", 13, 0, &made);
     if (keep) {
-        lbind_cut_kid(L, &c->root, "apiVersion", 10, 0, &made);
-        lbind_cut_kid(L, &c->root, "kind", 4, 0, &made);
+        lbind_cut_kid(L, c, &c->root, "apiVersion", 10, 0, &made);
+        lbind_cut_kid(L, c, &c->root, "kind", 4, 0, &made);
     }
     for (int i = 1; i <= n; i++) {
         size_t len;
@@ -271,7 +282,7 @@ static int lbind_json_cut(lua_State *L)
             (keep || !lbind_cut_under(path, "metadata.annotations")))
             return luaL_error(L, "json.cut: %s \"%s\": apiVersion, kind and metadata are always kept%s",
                               keep ? "keep" : "drop", path, keep ? "" : " (but for metadata.annotations)");
-        lbind_cut_add(L, &c->root, path, len, keep);
+        lbind_cut_add(L, c, path, len, keep);
         lua_pop(L, 1);
     }
     return 1;
