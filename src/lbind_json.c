@@ -229,28 +229,39 @@ static int lbind_cut_under(const char *path, const char *prefix)
 /* json.cut{drop = {path...}} or json.cut{keep = {path...}} -> a cut: what a
  * trimmed cache leaves out of each object (drop), or the only members it
  * keeps beside apiVersion, kind and metadata (keep); metadata.managedFields
- * always goes. A path is names joined by '.' ("spec.template"); under
+ * always goes. json.cut{metadata_only = true}: metadata alone (a
+ * metadata-only cache's: its apiVersion and kind are always the same). A path is names joined by '.' ("spec.template"); under
  * metadata only annotations may be dropped, and nothing named under
  * apiVersion, kind or metadata is kept (they always are). */
 static int lbind_json_cut(lua_State *L)
 {
     lbind_cut *c;
-    int keep, made, n;
+    int keep, made, n, metadata_only;
     json_cut *md;
 
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
+    lua_pushliteral(L, "metadata_only");
+    metadata_only = lua_rawget(L, 1) != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
     lua_pushliteral(L, "drop");
     lua_rawget(L, 1); /* 2 */
     lua_pushliteral(L, "keep");
     lua_rawget(L, 1); /* 3 */
-    if (lua_isnil(L, 2) == lua_isnil(L, 3))
-        return luaL_error(L, "json.cut: give drop = {paths} or keep = {paths}, one of the two");
-    keep = !lua_isnil(L, 3);
-    luaL_checktype(L, keep ? 3 : 2, LUA_TTABLE);
-    n = (int)lua_rawlen(L, keep ? 3 : 2);
-    if (n < 1 || n > LBIND_JSON_CUT_PATHS)
-        return luaL_error(L, "json.cut: %s lists 1 to %d paths", keep ? "keep" : "drop", LBIND_JSON_CUT_PATHS);
+    if (metadata_only) {
+        if (!lua_isnil(L, 2) || !lua_isnil(L, 3))
+            return luaL_error(L, "json.cut: metadata_only keeps metadata alone: no drop or keep beside it");
+        keep = 1; /* nothing named but metadata */
+        n = 0;
+    } else {
+        if (lua_isnil(L, 2) == lua_isnil(L, 3))
+            return luaL_error(L, "json.cut: give drop = {paths} or keep = {paths}, one of the two");
+        keep = !lua_isnil(L, 3);
+        luaL_checktype(L, keep ? 3 : 2, LUA_TTABLE);
+        n = (int)lua_rawlen(L, keep ? 3 : 2);
+        if (n < 1 || n > LBIND_JSON_CUT_PATHS)
+            return luaL_error(L, "json.cut: %s lists 1 to %d paths", keep ? "keep" : "drop", LBIND_JSON_CUT_PATHS);
+    }
     c = lua_newuserdatauv(L, sizeof *c, 0); /* 4 */
     memset(c, 0, sizeof *c);
     if (luaL_newmetatable(L, LBIND_JSON_CUT_MT)) {
@@ -264,7 +275,7 @@ static int lbind_json_cut(lua_State *L)
     c->root.keep = keep;
     md = lbind_cut_kid(L, c, &c->root, "metadata", 8, 0, &made);
     lbind_cut_kid(L, c, md, "managedFields", 13, 0, &made);
-    if (keep) {
+    if (keep && !metadata_only) {
         lbind_cut_kid(L, c, &c->root, "apiVersion", 10, 0, &made);
         lbind_cut_kid(L, c, &c->root, "kind", 4, 0, &made);
     }

@@ -275,6 +275,11 @@ describe("luaop.core.json", function()
       end
       assert.are.equal('{"a":{"b":1}}', json.trim('{"a":{"b":1,"c":2},"d":3}', json.cut { keep = { "a.b" } }))
       assert.are.equal('{"a":5}', json.trim(' {"a":5,"d":3} ', json.cut { keep = { "a.b" } }))
+      -- a metadata-only cache's: metadata alone (its apiVersion and kind
+      -- are always the same)
+      assert.are.equal('{"metadata":{"name":"a"}}', json.trim('{"kind":"PartialObjectMetadata","apiVersion":'
+        .. '"meta.k8s.io/v1","metadata":{"name":"a","managedFields":[]},"spec":{}}', json.cut { metadata_only = true }))
+      assert.has_error(function() json.cut { metadata_only = true, drop = { "a" } } end)
       -- no cut: the cache's own (managedFields out)
       assert.are.equal('{"metadata":{"name":"x"}}', json.trim('{"metadata":{"managedFields":[],"name":"x"}}'))
       assert.are.equal(0, select("#", json.trim("[1]")))

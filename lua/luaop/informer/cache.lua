@@ -63,7 +63,12 @@ end
 -- cache is trimmed (a write of it is refused: luaop.arguments).
 local function fresh(self, text)
   local obj = decode(text)
-  if self.cut then trimmed[obj] = true end
+  if self.opts.metadata_only then
+    -- (kept without them: a metadata-only cache's are always these)
+    obj.apiVersion, obj.kind = "meta.k8s.io/v1", "PartialObjectMetadata"
+  elseif self.cut then
+    trimmed[obj] = true
+  end
   return obj
 end
 
@@ -216,14 +221,14 @@ end
 -- not from the caller's: a write of one reconcile must not run every
 -- subscriber's handlers and maps in its task, on its budget)
 function Informer:upsert(obj, defer, text)
-  if self.opts.metadata_only then obj = partial(obj) end
   strip(obj)
   if text == nil and self.cut then
-    -- from elsewhere (a write's answer, a LIST page) into a trimmed cache:
-    -- as its watch would bring it
+    -- from elsewhere (a write's answer, a LIST page) into a trimmed or
+    -- metadata-only cache: as its watch would bring it
     text = trim(encode(obj), self.cut)
     if text then obj = decode(text) end
   end
+  if self.opts.metadata_only then obj = partial(obj) end
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep
   if self.keep and not self.keep(obj) then -- sharded: not in its ranges (luaop.informer.shard)
@@ -261,7 +266,7 @@ function Informer:remove(obj, defer)
   local text = self.store[k]
   if text == nil then return end -- gone already (this process deleted it)
   if uid and uid_text(text) ~= uid then return end -- an earlier object of that name
-  local old = decode(text)
+  local old = fresh(self, text)
   self.store[k] = nil
   if next(self.indexes) then index_remove(self, k, old) end
   self.count = self.count - 1

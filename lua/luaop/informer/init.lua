@@ -109,7 +109,10 @@ function M.new(kind, opts)
   }, Informer)
   inf.objects, inf.objects_refused = core.metrics.series("luaop_cache_objects", { kind, opts.namespace or "" },
     owner)
-  if opts.trim then inf.cut = core.json.cut(opts.trim) end
+  -- (a metadata-only cache keeps metadata alone: its apiVersion and kind
+  -- are put back as it is read)
+  if opts.trim or opts.metadata_only then inf.cut = core.json.cut(opts.metadata_only and { metadata_only = true }
+    or opts.trim) end
   return inf
 end
 
