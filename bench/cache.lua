@@ -11,7 +11,9 @@
 --                decoded: the continue token is read from the text), the same
 --                pages decoded but not kept, and an informer from start() to
 --                wait_synced(); each after a full GC
---   memory NS    an informer only (so no LIST's garbage is in the heap):
+--   memory NS [metadata]
+--                an informer only (so no LIST's garbage is in the heap;
+--                with "metadata", a metadata-only one):
 --                VmRSS and the Lua heap before start() and after
 --                wait_synced(), read once before a full GC and once after
 --                it; then the average compact JSON size of a cached object
@@ -104,7 +106,7 @@ local function timed(name, fn)
 end
 
 local function sync()
-  local inf = informer.new("v1/ConfigMap", { namespace = ns, client = c })
+  local inf = informer.new("v1/ConfigMap", { namespace = ns, client = c, metadata_only = arg[3] == "metadata" })
   inf:start()
   inf:wait_synced()
   return inf
