@@ -8,9 +8,11 @@
 --                bytes of random base64 text, as bench/cache.lua's), or
 --                Pods pod-N bound to NODE by spec.nodeName (so that the
 --                scheduler is not the bottleneck; kwok runs them)
---   churn KIND NS N RATE SECONDS
+--   churn KIND NS N RATE SECONDS TAG
 --                change one object after another (a merge patch of label
---                bench-tick, over the N objects in turn) at RATE a second
+--                bench-tick to TAG-i, over the N objects in turn: a TAG of
+--                its own for each run, or a value an earlier run set
+--                would change nothing) at RATE a second
 --                for SECONDS, at most 64 at once: each change due at its
 --                time on a fixed schedule, so a slow answer delays only
 --                what waits for it; prints the changes made and the rate
@@ -62,7 +64,7 @@ if mode == "create" then
 end
 
 if mode == "churn" then
-  local n, rate, seconds = tonumber(arg[4]), tonumber(arg[5]), tonumber(arg[6])
+  local n, rate, seconds, tag = tonumber(arg[4]), tonumber(arg[5]), tonumber(arg[6]), arg[7] or "t"
   local total = math.floor(rate * seconds)
   local t0, next_i, done, failed = luaop.time.monotonic(), 0, 0, 0
   local function worker()
@@ -72,7 +74,7 @@ if mode == "churn" then
       local wait = t0 + (i - 1) / rate - luaop.time.monotonic()
       if wait > 0 then luaop.sleep(wait) end
       local _, err = c:patch(kind, { namespace = ns, name = name_of((i - 1) % n + 1) },
-        { metadata = { labels = { ["bench-tick"] = tostring(i) } } })
+        { metadata = { labels = { ["bench-tick"] = tag .. "-" .. i } } })
       if err then failed = failed + 1 else done = done + 1 end
     end
   end

@@ -145,7 +145,7 @@ for kind in $kinds; do
         buckets >"$tmp/b0"
         c0=$(cpu "$pid")
         "$bin" --kubeconfig "$KUBECONFIG" --program bench/scale.lua -- churn "$kind" "$kns" "$n" "$rate" "$churn" \
-          >"$tmp/churn"
+          "$impl-$r-$n" >"$tmp/churn"
         # until the last change was reconciled: its event is in within a
         # second of its answer, then nothing queued
         sleep 1
