@@ -76,51 +76,73 @@ const char *json_scan_skip(const char *p, const char *end, const char **at, cons
     return p;
 }
 
-int json_scan_string(const char *s, size_t len, const char *const *keys, int nkeys, const char **v, size_t *vlen)
+/* Walk the object at *pp (after leading space) to its end, *pp left after
+ * it: *found and *fend the value of member key (the last of a key given
+ * twice, as the decoder takes it), or NULL; *escaped whether a key was
+ * written with escapes (it might decode to key). 0 when what is at *pp is
+ * no object, -1 when it cannot be walked, else 1. */
+static int json_scan_find(const char **pp, const char *end, const char *key, const char **found,
+                          const char **fend, int *escaped)
 {
-    const char *p = s, *end = s + len, *q, *at, *why;
+    const char *p = json_scan_space(*pp, end), *q, *at, *why;
+    size_t klen = strlen(key);
 
-    for (int i = 0; i < nkeys; i++) {
-        const char *found = NULL;
-        size_t klen = strlen(keys[i]);
-        int escaped = 0; /* a key written with escapes: it may decode to keys[i] */
+    *found = *fend = NULL;
+    *escaped = 0;
+    if (p >= end || *p != '{')
+        return 0;
+    p = json_scan_space(p + 1, end);
+    if (p < end && *p == '}') {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;;) {
+        int match;
 
         p = json_scan_space(p, end);
-        if (p >= end || *p != '{')
-            return i == 0 ? -1 : 0;
+        if (p >= end || *p != '"')
+            return -1;
+        q = json_scan_skip(p, end, &at, &why);
+        if (q == NULL)
+            return -1;
+        match = (size_t)(q - p - 2) == klen && memcmp(p + 1, key, klen) == 0;
+        if (memchr(p + 1, '\\', (size_t)(q - p - 2)) != NULL)
+            *escaped = 1;
+        p = json_scan_space(q, end);
+        if (p >= end || *p != ':')
+            return -1;
         p = json_scan_space(p + 1, end);
-        if (p < end && *p == '}')
-            return 0;
-        /* every member, so that the object is walked to its end and, as
-         * the decoder does, the last of a key given twice is the one */
-        for (;;) {
-            int match;
+        q = json_scan_skip(p, end, &at, &why);
+        if (q == NULL)
+            return -1;
+        if (match) {
+            *found = p;
+            *fend = q;
+        }
+        p = json_scan_space(q, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '}') {
+            *pp = p + 1;
+            return 1;
+        }
+        return -1;
+    }
+}
 
-            p = json_scan_space(p, end);
-            if (p >= end || *p != '"')
-                return -1;
-            q = json_scan_skip(p, end, &at, &why);
-            if (q == NULL)
-                return -1;
-            match = (size_t)(q - p - 2) == klen && memcmp(p + 1, keys[i], klen) == 0;
-            if (memchr(p + 1, '\\', (size_t)(q - p - 2)) != NULL)
-                escaped = 1;
-            p = json_scan_space(q, end);
-            if (p >= end || *p != ':')
-                return -1;
-            p = json_scan_space(p + 1, end);
-            if (match)
-                found = p;
-            q = json_scan_skip(p, end, &at, &why);
-            if (q == NULL)
-                return -1;
-            p = json_scan_space(q, end);
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == '}')
-                break;
+int json_scan_string(const char *s, size_t len, const char *const *keys, int nkeys, const char **v, size_t *vlen)
+{
+    const char *p = s, *end = s + len, *q, *at, *why, *found, *fend;
+    int escaped;
+
+    for (int i = 0; i < nkeys; i++) {
+        /* every member, so that the object is walked to its end */
+        switch (json_scan_find(&p, end, keys[i], &found, &fend, &escaped)) {
+        case 0:
+            return i == 0 ? -1 : 0;
+        case -1:
             return -1;
         }
         if (found == NULL || escaped)
@@ -141,55 +163,12 @@ int json_scan_string(const char *s, size_t len, const char *const *keys, int nke
 
 int json_scan_member(const char *s, size_t len, const char *key, const char **v, size_t *vlen)
 {
-    const char *p = s, *end = s + len, *q, *at, *why, *found = NULL, *fend = NULL;
-    size_t klen = strlen(key);
+    const char *p = s, *end = s + len, *found, *fend;
+    int escaped;
 
-    p = json_scan_space(p, end);
-    if (p >= end || *p != '{')
-        return -1;
-    p = json_scan_space(p + 1, end);
-    if (p < end && *p == '}') {
-        p++;
-        goto after;
-    }
-    for (;;) {
-        int match;
-
-        p = json_scan_space(p, end);
-        if (p >= end || *p != '"')
-            return -1;
-        q = json_scan_skip(p, end, &at, &why);
-        if (q == NULL)
-            return -1;
-        if (memchr(p + 1, '\\', (size_t)(q - p - 2)) != NULL)
-            return 0; /* a key with escapes may decode to key: only the decoder reads it right */
-        match = (size_t)(q - p - 2) == klen && memcmp(p + 1, key, klen) == 0;
-        p = json_scan_space(q, end);
-        if (p >= end || *p != ':')
-            return -1;
-        p = json_scan_space(p + 1, end);
-        q = json_scan_skip(p, end, &at, &why);
-        if (q == NULL)
-            return -1;
-        if (match) { /* the last of a key given twice, as the decoder takes */
-            found = p;
-            fend = q;
-        }
-        p = json_scan_space(q, end);
-        if (p < end && *p == ',') {
-            p++;
-            continue;
-        }
-        if (p < end && *p == '}') {
-            p++;
-            break;
-        }
-        return -1;
-    }
-after:
-    if (json_scan_space(p, end) != end)
-        return -1; /* trailing characters */
-    if (found == NULL)
+    if (json_scan_find(&p, end, key, &found, &fend, &escaped) != 1 || json_scan_space(p, end) != end)
+        return -1; /* no object, not walkable, or trailing characters */
+    if (found == NULL || escaped)
         return 0;
     *v = found;
     *vlen = (size_t)(fend - found);
