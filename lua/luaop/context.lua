@@ -1,5 +1,5 @@
--- luaop.context - the reconcile context, ctx: reads from the caches (copies,
--- so what a reconcile changes is not the cache's until written), the
+-- luaop.context - the reconcile context, ctx: reads from the caches (fresh
+-- objects, so what a reconcile changes is not the cache's until written), the
 -- client's writes, and a logger naming the object.
 local client = require "luaop.client"
 local events = require "luaop.events"
@@ -66,9 +66,9 @@ local function own_object(self, kind, ns, name)
   local obj = e.inf:object(k)
   if obj == nil then return nil end
   for _, inf in ipairs(p.manager:caches_of(kind, ns)) do
-    -- (a metadata-only or trimmed cache's copy, newer or not, is no whole object)
-    if inf ~= e.inf and not inf.opts.metadata_only and not e.inf.opts.metadata_only and not inf.cut
-      and not e.inf.cut then
+    -- (a metadata-only or trimmed cache's copy, newer or not, is no whole
+    -- object: such a cache has a cut)
+    if inf ~= e.inf and not inf.cut and not e.inf.cut then
       local newer = inf:newer(k, obj)
       if newer == "deleted" then return nil end
       obj = newer or obj

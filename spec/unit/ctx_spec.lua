@@ -67,7 +67,8 @@ return luaop.controller { name = "typo", resource = "v1/Secret",
     t.env = testing.env { script = write(t.dir, "meta.lua", [[
 local luaop = require "luaop"
 return luaop.controller { name = "meta", resource = "v1/ConfigMap", metadata_only = true,
-  watches = { { "v1/Secret", metadata_only = true, map = function(s)
+  watches = { { "v1/Secret", metadata_only = true, map = function(s, ctx)
+    ctx.log:info("mapped", { kind = s.kind, data = s.data == nil })
     return { { namespace = s.metadata.namespace, name = s.metadata.labels.for_cm } }
   end } },
   reconcile = function(ctx, req)
@@ -93,6 +94,9 @@ return luaop.controller { name = "meta", resource = "v1/ConfigMap", metadata_onl
     assert.are.same({ "PartialObjectMetadata", "meta.k8s.io/v1", true, "b", 1, "PartialObjectMetadata", true, false },
       { f.kind, f.api, f.data, f.labels, f.secrets, f.secret_kind, f.secret_data, f.update })
     assert.matches("ctx:update%(obj %[, opts%]%): obj is metadata only %(a PartialObjectMetadata", f.err)
+    -- a watch's map gets what the cache keeps too
+    local mapped = t.env:logs { msg = "^mapped$" }[1].fields
+    assert.are.same({ "PartialObjectMetadata", true }, { mapped.kind, mapped.data })
     -- the patch went through, and nothing of the object was lost
     local got = t.env:get("ConfigMap", "a")
     assert.are.equal("yes", got.metadata.annotations.seen)

@@ -34,11 +34,15 @@ local function strip(obj)
   return obj
 end
 
--- What a metadata-only cache keeps of an object from elsewhere (the answer
--- to this process's write): its metadata, as the API server would send it.
+-- obj as a metadata-only cache hands it out, in place: its metadata alone,
+-- as a PartialObjectMetadata (the store keeps metadata alone; the API
+-- server sends it so).
 local function partial(obj)
-  if obj.kind == "PartialObjectMetadata" and obj.apiVersion == "meta.k8s.io/v1" then return obj end
-  return { apiVersion = "meta.k8s.io/v1", kind = "PartialObjectMetadata", metadata = obj.metadata }
+  for k in pairs(obj) do
+    if k ~= "metadata" then obj[k] = nil end
+  end
+  obj.apiVersion, obj.kind = "meta.k8s.io/v1", "PartialObjectMetadata"
+  return obj
 end
 
 -- A resourceVersion as a number, when it is one (etcd's are; the API
@@ -64,8 +68,7 @@ end
 local function fresh(self, text)
   local obj = decode(text)
   if self.opts.metadata_only then
-    -- (kept without them: a metadata-only cache's are always these)
-    obj.apiVersion, obj.kind = "meta.k8s.io/v1", "PartialObjectMetadata"
+    partial(obj)
   elseif self.cut then
     trimmed[obj] = true
   end
@@ -228,7 +231,7 @@ function Informer:upsert(obj, defer, text)
     text = trim(encode(obj), self.cut)
     if text then obj = decode(text) end
   end
-  if self.opts.metadata_only then obj = partial(obj) end
+  if self.opts.metadata_only then partial(obj) end
   local k = key(obj)
   if k == nil then return end -- no name: nothing a cache can keep
   if self.keep and not self.keep(obj) then -- sharded: not in its ranges (luaop.informer.shard)

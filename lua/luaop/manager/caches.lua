@@ -9,23 +9,23 @@ local kind_name = require("luaop.definition").kind_name
 local M = {}
 local Manager = {} -- methods of a manager
 
--- (owner: the kinds whose scope decides whether a sharded informer stays
--- sharded, luaop.informer.shard.attach)
-local function informer_id(kind, namespace, selector, fields, sharded, owner, metadata_only, trim)
-  return table.concat({ kind, namespace or "", selector or "", fields or "",
-    sharded and "sharded:" .. table.concat(owner or {}, ",") or "", metadata_only and "metadata" or "",
-    M.trim_id(trim) }, "|")
-end
-
 -- A trim ({drop = {paths}} or {keep = {paths}}) as one string: the same
 -- for the same paths in any order ("" for none).
-function M.trim_id(trim)
+local function trim_id(trim)
   if type(trim) ~= "table" then return "" end
   local mode = trim.keep and "keep" or "drop"
   local paths = {}
   for i, p in ipairs(trim[mode] or {}) do paths[i] = tostring(p) end
   table.sort(paths)
   return mode .. ":" .. table.concat(paths, ",")
+end
+
+-- (owner: the kinds whose scope decides whether a sharded informer stays
+-- sharded, luaop.informer.shard.attach)
+local function informer_id(kind, namespace, selector, fields, sharded, owner, metadata_only, trim)
+  return table.concat({ kind, namespace or "", selector or "", fields or "",
+    sharded and "sharded:" .. table.concat(owner or {}, ",") or "", metadata_only and "metadata" or "",
+    trim_id(trim) }, "|")
 end
 
 -- The informer entry for kind + namespace + selector, made (not started)
@@ -40,7 +40,7 @@ function Manager:entry(kind, opts)
   if not e then
     e = {
       id = id, kind = kind, namespace = opts.namespace, label_selector = opts.label_selector,
-      field_selector = opts.field_selector, subs = {}, sharded = sharded, metadata_only = metadata_only,
+      field_selector = opts.field_selector, subs = {}, sharded = sharded,
       partial = metadata_only and 2 or opts.trim and 1 or 0, -- what reads rank it by
     }
     e.inf = informer.new(kind, {
