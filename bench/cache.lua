@@ -26,40 +26,21 @@ local c = luaop.client()
 local function out(name, v) print(("%s %s"):format(name, v)) end
 
 if mode == "create" then
-  -- 1 MiB of random base64-alphabet text; each object takes 800 bytes at a
-  -- random offset (so gzip cannot fold objects onto each other)
-  local abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-  local chunk = {}
-  for i = 1, 1 << 20 do
-    local r = math.random(1, 64)
-    chunk[i] = abc:sub(r, r)
-  end
-  local pool = table.concat(chunk)
+  local creator = require "bench.creator"
   local nns = tonumber(arg[5])
   for i = 0, (nns or 0) - 1 do
     local _, err = c:create { apiVersion = "v1", kind = "Namespace",
       metadata = { name = ns .. "-" .. i, labels = { ["bench-shard"] = ns } } }
     if err and not luaop.is_error(err, "AlreadyExists") then error(err) end
   end
-  local next_i, failed = (tonumber(arg[4]) or 1) - 1, 0
-  local function worker()
-    while next_i < n do
-      next_i = next_i + 1
-      local i, off = next_i, math.random(1, #pool - 800)
-      local payload = pool:sub(off, off + 799)
-      local _, err = c:create {
-        apiVersion = "v1", kind = "ConfigMap",
-        metadata = { name = ("cm-%06d"):format(i), namespace = nns and ns .. "-" .. (i % nns) or ns,
-          labels = { bench = "cache" } },
-        data = { a = payload:sub(1, 400), b = payload:sub(401) },
-      }
-      if err then failed = failed + 1; luaop.log:error("create failed", { error = tostring(err) }) end
-    end
-  end
-  local t0, tasks = luaop.time.monotonic(), {}
-  for i = 1, 100 do tasks[i] = luaop.spawn(worker) end
-  for _, t in ipairs(tasks) do assert(t:wait()) end
-  out("create_s", ("%.3f"):format(luaop.time.monotonic() - t0))
+  local seconds, failed = creator.create(c, tonumber(arg[4]) or 1, n, function(i)
+    local payload = creator.payload()
+    return { apiVersion = "v1", kind = "ConfigMap",
+      metadata = { name = ("cm-%06d"):format(i), namespace = nns and ns .. "-" .. (i % nns) or ns,
+        labels = { bench = "cache" } },
+      data = { a = payload:sub(1, 400), b = payload:sub(401) } }
+  end)
+  out("create_s", ("%.3f"):format(seconds))
   return failed == 0 and 0 or 1
 end
 

@@ -32,7 +32,6 @@ creates() { # round kind
     printf 'data = "{\\"apiVersion\\":\\"v1\\",\\"kind\\":\\"ConfigMap\\",\\"metadata\\":{\\"name\\":\\"curl-%s-%s-%d\\"},\\"data\\":{\\"k\\":\\"v\\"}}"\n' "$1" "$2" "$i"
   done
 }
-now() { date +%s.%N; }
 timed() { # name command...
   local t0 t1
   t0=$(now)

@@ -63,12 +63,6 @@ prog() { "$bin" --kubeconfig "$KUBECONFIG" --program "$@"; }
 
 # record IMPL MEASURE PARAM VALUE
 record() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$results"; }
-now() { date +%s.%N; }
-rss() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; } # KiB
-cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; } # s
-metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }
-# the sum of a metric's samples (all labels) in the process's /metrics
-msum() { metrics | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $NF} END {printf "%.6f\n", s}'; }
 
 # start IMPL WHAT LOG: the implementation IMPL (luaop or peer) running WHAT
 # (four, configmaps or machine) in the background, its pid in $pid
@@ -135,14 +129,6 @@ objns=$ns-objects
 kc create namespace "$objns" >/dev/null
 cleanup_objects() { kc delete namespace "$objns" --timeout=300s >/dev/null 2>&1 || true; }
 trap 'cleanup_objects; bench_cleanup' EXIT
-# reconciled N: at least N reconciles (the namespace's N ConfigMaps; the
-# cluster's others come and go with other namespaces), nothing queued
-reconciled() {
-  local total depth
-  total=$(msum controller_runtime_reconcile_total 2>/dev/null) || return 1
-  depth=$(msum workqueue_depth 2>/dev/null) || return 1
-  awk -v t="$total" -v d="$depth" -v want="$1" 'BEGIN {exit !(t >= want && d == 0)}'
-}
 have=0
 for n in 0 $objects; do
   if [ "$n" -gt "$have" ]; then

@@ -37,6 +37,22 @@ wait_until() {
     sleep 0.05
   done
 }
+# Measuring a process (bench/compare.sh, bench/scale.sh): now (s, the
+# epoch's), rss PID FIELD (VmRSS or VmHWM, KiB), cpu PID (user and system
+# time, s); metrics: the /metrics of the process on $port; msum METRIC: the
+# sum of its samples (all labels); reconciled N: at least N reconciles
+# (controller-runtime's names, which luaop serves too), nothing queued.
+now() { date +%s.%N; }
+rss() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }
+msum() { metrics | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $NF} END {printf "%.6f\n", s}'; }
+reconciled() {
+  local total depth
+  total=$(msum controller_runtime_reconcile_total 2>/dev/null) || return 1
+  depth=$(msum workqueue_depth 2>/dev/null) || return 1
+  awk -v t="$total" -v d="$depth" -v want="$1" 'BEGIN {exit !(t >= want && d == 0)}'
+}
 # configmaps N [LABELS]: ConfigMaps cm-1 .. cm-N in $ns, each with data k: v
 # and LABELS (a YAML flow mapping's insides, such as "app: reload"), made
 # in one kubectl call

@@ -25,41 +25,20 @@ local function out(name, v) print(("%s %s"):format(name, v)) end
 local function name_of(i) return (kind == "Pod" and "pod-%07d" or "cm-%07d"):format(i) end
 
 if mode == "create" then
+  local creator = require "bench.creator"
   local from, to, node = tonumber(arg[4]), tonumber(arg[5]), arg[6]
-  local abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-  local chunk = {}
-  for i = 1, 1 << 20 do
-    local r = math.random(1, 64)
-    chunk[i] = abc:sub(r, r)
-  end
-  local pool = table.concat(chunk)
-  local function object(i)
+  local seconds, failed = creator.create(c, from, to, function(i)
     if kind == "Pod" then
       return { apiVersion = "v1", kind = "Pod", metadata = { name = name_of(i), namespace = ns,
         labels = { bench = "scale" } },
         spec = { nodeName = node, containers = { { name = "c", image = "busybox" } },
           tolerations = { { operator = "Exists" } } } }
     end
-    local off = math.random(1, #pool - 800)
-    local payload = pool:sub(off, off + 799)
+    local payload = creator.payload()
     return { apiVersion = "v1", kind = "ConfigMap", metadata = { name = name_of(i), namespace = ns,
       labels = { bench = "scale" } }, data = { a = payload:sub(1, 400), b = payload:sub(401) } }
-  end
-  local next_i, failed = from - 1, 0
-  local function worker()
-    while next_i < to do
-      next_i = next_i + 1
-      local _, err = c:create(object(next_i))
-      if err and not luaop.is_error(err, "AlreadyExists") then
-        failed = failed + 1
-        luaop.log:error("create failed", { error = tostring(err) })
-      end
-    end
-  end
-  local t0, tasks = luaop.time.monotonic(), {}
-  for i = 1, 100 do tasks[i] = luaop.spawn(worker) end
-  for _, t in ipairs(tasks) do assert(t:wait()) end
-  out("create_s", ("%.3f"):format(luaop.time.monotonic() - t0))
+  end)
+  out("create_s", ("%.3f"):format(seconds))
   return failed == 0 and 0 or 1
 end
 

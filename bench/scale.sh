@@ -52,11 +52,6 @@ port=${METRICS_PORT:-18492}
 started=$SECONDS
 
 record() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$results"; } # IMPL KIND MEASURE N VALUE
-now() { date +%s.%N; }
-rss() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
-cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
-metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }
-msum() { metrics | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $NF} END {printf "%.6f\n", s}'; }
 # the queue-wait histogram: "le count" lines, summed over the process's queues
 buckets() {
   metrics | awk '/^workqueue_queue_duration_seconds_bucket\{/ {
@@ -112,12 +107,6 @@ start() { # IMPL KIND LOG: the controller, in the background, its pid in $pid
 }
 stop() { kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
 synced() { grep -q "caches synced" "$1"; }
-reconciled() { # N: at least N reconciles, nothing queued
-  local total depth
-  total=$(msum controller_runtime_reconcile_total 2>/dev/null) || return 1
-  depth=$(msum workqueue_depth 2>/dev/null) || return 1
-  awk -v t="$total" -v d="$depth" -v want="$1" 'BEGIN {exit !(t >= want && d == 0)}'
-}
 order() { if (($1 % 2)); then echo luaop peer; else echo peer luaop; fi; }
 
 for kind in $kinds; do

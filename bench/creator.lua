@@ -1,0 +1,45 @@
+-- bench/creator.lua - how bench/cache.lua and bench/scale.lua make their
+-- objects (require "bench.creator", run from the repository's root as
+-- the benchmarks are).
+local luaop = require "luaop"
+
+local M = {}
+
+-- 800 bytes of random base64-alphabet text, taken at a random offset of 1
+-- MiB of it, made once (so gzip cannot fold objects onto each other).
+local pool
+function M.payload()
+  if not pool then
+    local abc, chunk = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", {}
+    for i = 1, 1 << 20 do
+      local r = math.random(1, 64)
+      chunk[i] = abc:sub(r, r)
+    end
+    pool = table.concat(chunk)
+  end
+  local off = math.random(1, #pool - 800)
+  return pool:sub(off, off + 799)
+end
+
+-- Create object(i) for i = from..to with client c, 100 at once (one that
+-- exists already counts as made). Returns the seconds it took and the
+-- creates that failed (each logged).
+function M.create(c, from, to, object)
+  local next_i, failed = from - 1, 0
+  local function worker()
+    while next_i < to do
+      next_i = next_i + 1
+      local _, err = c:create(object(next_i))
+      if err and not luaop.is_error(err, "AlreadyExists") then
+        failed = failed + 1
+        luaop.log:error("create failed", { error = tostring(err) })
+      end
+    end
+  end
+  local t0, tasks = luaop.time.monotonic(), {}
+  for i = 1, 100 do tasks[i] = luaop.spawn(worker) end
+  for _, t in ipairs(tasks) do assert(t:wait()) end
+  return luaop.time.monotonic() - t0, failed
+end
+
+return M
