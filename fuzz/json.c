@@ -11,7 +11,9 @@
  * read otherwise). And through json_scan_member and the cache's cut
  * (json_scan_cut, metadata.managedFields out): the cut text is never
  * longer than the object, and of a text that decodes it decodes to the
- * same value without metadata.managedFields. All of it runs inside a C function
+ * same value without metadata.managedFields. json_check (the decoder's
+ * walk building nothing) takes exactly what json_decode takes, failing
+ * with the same message. All of it runs inside a C function
  * called with lua_pcall, as luaop's binding calls the codec: an error
  * raised where the codec promises to return one (it raises only when out
  * of memory) is a finding too. */
@@ -52,6 +54,19 @@ static int fuzz_body(lua_State *L)
     (void)shard_event_kept(&set, s, size);
     lua_settop(L, 0);
     top = lua_gettop(L);
+    {
+        /* json_check takes exactly what json_decode takes, pushing nothing */
+        char cerr[200];
+        int checked = json_check(L, s, size, cerr, sizeof cerr);
+        if (lua_gettop(L) != top)
+            fuzz_die("json_check left the stack changed", "");
+        if (checked != json_decode(L, s, size, err, sizeof err))
+            fuzz_die("json_check and json_decode disagree", checked ? err : cerr);
+        if (checked)
+            lua_pop(L, 1);
+        else if (strcmp(cerr, err) != 0)
+            fuzz_die("json_check and json_decode fail differently", cerr);
+    }
     if (json_decode(L, s, size, err, sizeof err)) {
         dbuf once = {0}, twice = {0};
         if (scanned == 1) {

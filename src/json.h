@@ -27,6 +27,13 @@
  * `err` (size `errlen`) and returns 0. Raises only on memory errors. */
 int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errlen);
 
+/* Whether json_decode would decode the `len` bytes at `s`: the same walk
+ * and the same errors (written to `err` as json_decode's), building and
+ * pushing nothing (a long number is parsed from a Lua string made and
+ * dropped). An informer's watch checks an event's object so, and decodes
+ * only what its handlers read. */
+int json_check(lua_State *L, const char *s, size_t len, char *err, size_t errlen);
+
 /* Push the value at the path keys[0..nkeys) of the object in `len` bytes at
  * `s` (member keys[0], its member keys[1], ...), or nil when there is none,
  * decoding only that value: everything else is skipped, not built (the

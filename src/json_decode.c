@@ -22,6 +22,7 @@ typedef struct json_dec {
     char *err;
     size_t errlen;
     int depth;
+    int check; /* json_check: the same walk, nothing pushed */
 } json_dec;
 
 static int json_dec_fail(json_dec *d, const char *fmt, ...)
@@ -150,6 +151,10 @@ static int json_dec_string(json_dec *d)
         }
         q++;
     }
+    if (d->check) {
+        d->p = q + 1;
+        return 1;
+    }
     if (!escaped) { /* the common case: straight from the input */
         lua_pushlstring(d->L, start, (size_t)(q - start));
         d->p = q + 1;
@@ -245,7 +250,8 @@ static int json_dec_number(json_dec *d)
         errno = 0;
         long long v = strtoll(tmp, NULL, 10);
         if (errno == 0) {
-            lua_pushinteger(d->L, (lua_Integer)v);
+            if (!d->check)
+                lua_pushinteger(d->L, (lua_Integer)v);
             d->p = p;
             return 1;
         }
@@ -257,7 +263,8 @@ static int json_dec_number(json_dec *d)
     /* Go's encoding/json refuses these too; one that underflows is 0 */
     if (isinf(v))
         return json_dec_fail(d, "number out of range");
-    lua_pushnumber(d->L, (lua_Number)v);
+    if (!d->check)
+        lua_pushnumber(d->L, (lua_Number)v);
     d->p = p;
     return 1;
 }
@@ -288,15 +295,17 @@ value:
             json_dec_fail(d, "nesting deeper than %d", JSON_MAX_DEPTH);
             goto fail;
         }
-        if (!lua_checkstack(L, 4)) {
+        if (!d->check && !lua_checkstack(L, 4)) {
             json_dec_fail(d, "nesting too deep for the Lua stack");
             goto fail;
         }
         d->p++;
-        lua_newtable(L);
-        if (array) {
-            json_push_array_mt(L);
-            lua_setmetatable(L, -2);
+        if (!d->check) {
+            lua_newtable(L);
+            if (array) {
+                json_push_array_mt(L);
+                lua_setmetatable(L, -2);
+            }
         }
         kinds[depth++] = array ? 'a' : 'o';
         json_dec_space(d);
@@ -316,17 +325,20 @@ value:
     case 't':
         if (!json_dec_literal(d, "true"))
             goto fail;
-        lua_pushboolean(L, 1);
+        if (!d->check)
+            lua_pushboolean(L, 1);
         goto done;
     case 'f':
         if (!json_dec_literal(d, "false"))
             goto fail;
-        lua_pushboolean(L, 0);
+        if (!d->check)
+            lua_pushboolean(L, 0);
         goto done;
     case 'n':
         if (!json_dec_literal(d, "null"))
             goto fail;
-        lua_pushlightuserdata(L, json_null);
+        if (!d->check)
+            lua_pushlightuserdata(L, json_null);
         goto done;
     default:
         if (!json_dec_number(d))
@@ -355,7 +367,8 @@ done: /* a value is on top: put it into its container, if any */
         return 1;
     json_dec_space(d);
     if (kinds[depth - 1] == 'a') {
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        if (!d->check)
+            lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
         if (d->p < d->end && *d->p == ',') {
             d->p++;
             goto value;
@@ -368,7 +381,8 @@ done: /* a value is on top: put it into its container, if any */
         json_dec_fail(d, "expected ',' or ']' in array");
         goto fail;
     }
-    lua_rawset(L, -3);
+    if (!d->check)
+        lua_rawset(L, -3);
     if (d->p < d->end && *d->p == ',') {
         d->p++;
         goto key;
@@ -386,7 +400,7 @@ fail:
 
 int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errlen)
 {
-    json_dec d = {L, s, s, s + len, err, errlen, 0};
+    json_dec d = {L, s, s, s + len, err, errlen, 0, 0};
 
     if (!json_dec_value(&d))
         return 0;
@@ -395,6 +409,18 @@ int json_decode(lua_State *L, const char *s, size_t len, char *err, size_t errle
         lua_pop(L, 1);
         return json_dec_fail(&d, "trailing characters after JSON value");
     }
+    return 1;
+}
+
+int json_check(lua_State *L, const char *s, size_t len, char *err, size_t errlen)
+{
+    json_dec d = {L, s, s, s + len, err, errlen, 0, 1};
+
+    if (!json_dec_value(&d))
+        return 0;
+    json_dec_space(&d);
+    if (d.p != d.end)
+        return json_dec_fail(&d, "trailing characters after JSON value");
     return 1;
 }
 
@@ -462,7 +488,7 @@ static int json_find_member(json_dec *d, const char *key)
 int json_peek(lua_State *L, const char *s, size_t len, const char *const *keys, int nkeys, char *err,
               size_t errlen)
 {
-    json_dec d = {L, s, s, s + len, err, errlen, 0};
+    json_dec d = {L, s, s, s + len, err, errlen, 0, 0};
 
     for (int i = 0; i < nkeys; i++) {
         json_dec_space(&d);
@@ -493,7 +519,7 @@ int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, c
 int json_decode_page_kept(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
                           int (*keep)(const char *item, size_t n, void *ud), void *ud, size_t *dropped)
 {
-    json_dec d = {L, s, s, s + len, err, errlen, 0};
+    json_dec d = {L, s, s, s + len, err, errlen, 0, 0};
     int base = lua_gettop(L);
     lua_Integer n = 0, bad = 0;
 

@@ -3,7 +3,7 @@
  *   json.decode(s)   -> value | nil, err    (malformed input is not misuse)
  *   json.peek(s, key) -> the value of s's member key | nil | nil, err
  *                        (the others skipped, not decoded)
- *   json.event(line [, cut]) -> type, object, text | nothing  (a watch event, for a cache)
+ *   json.event(line [, cut [, shallow]]) -> type, object, text | nothing  (a watch event, for a cache)
  *   json.cut{drop = {paths}} or json.cut{keep = {paths}} -> a cut (what a trimmed cache keeps)
  *   json.trim(text [, cut]) -> text | nothing  (an object's text, cut)
  *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
@@ -339,10 +339,14 @@ static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const j
     return 1;
 }
 
-/* json.event(line [, cut]) -> type, object, text: a watch event's type (a
- * string written without escapes), and its object (an object) cut as cut
- * says (default: metadata.managedFields out) before decoding, as text
- * (what an informer's cache keeps) and decoded from that text. Nothing
+/* json.event(line [, cut [, shallow]]) -> type, object, text: a watch
+ * event's type (a string written without escapes), and its object (an
+ * object) cut as cut says (default: metadata.managedFields out) before
+ * decoding, as text (what an informer's cache keeps) and decoded from that
+ * text; shallow: the text checked as json_decode would take it, and only
+ * its metadata decoded, as {metadata = ...} (an informer decodes the rest
+ * from the text when a handler reads it; an ERROR's Status is decoded
+ * whole). Nothing
  * (not even nil) for any line it does not take so: malformed, a type or
  * object of another shape, a key written with escapes on the way; the
  * caller then decodes the line whole, which says what is wrong with it. */
@@ -359,14 +363,24 @@ static int lbind_json_event(lua_State *L)
         return 0;
     if (json_scan_member(s, len, "object", &o, &olen) != 1 || *o != '{')
         return 0;
-    lua_settop(L, 2);
-    lua_pushlstring(L, t, tlen); /* 3: the type */
-    if (!lbind_json_cut_push(L, o, olen, node)) /* 4: the text */
+    lua_settop(L, 3);
+    lua_pushlstring(L, t, tlen); /* 4: the type */
+    if (!lbind_json_cut_push(L, o, olen, node)) /* 5: the text */
         return 0;
-    text = lua_tolstring(L, 4, &n); /* anchored, immutable */
-    if (!json_decode(L, text, n, err, sizeof err)) /* 5 */
+    text = lua_tolstring(L, 5, &n); /* anchored, immutable */
+    if (lua_toboolean(L, 3) && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0)) { /* shallow: {metadata = ...} */
+        const char *const md_key[1] = {"metadata"};
+
+        if (!json_check(L, text, n, err, sizeof err))
+            return 0;
+        lua_createtable(L, 0, 1); /* 6 */
+        if (!json_peek(L, text, n, md_key, 1, err, sizeof err)) /* 7 */
+            return 0;
+        lua_setfield(L, 6, "metadata");
+    } else if (!json_decode(L, text, n, err, sizeof err)) { /* 6 */
         return 0;
-    lua_insert(L, 4); /* type, object, text */
+    }
+    lua_insert(L, 5); /* type, object, text */
     return 3;
 }
 

@@ -127,6 +127,7 @@ function M.plan(self, c, def)
       on.add = function(o) if pass(nil, o) then add(o) end end
       on.update = function(old, o) if pass(old, o) then update(old, o) end end
       on.delete = function(o) if pass(o, nil) then delete(o) end end
+      on.reads = "all" -- (the filter reads both)
     end
     subs[#subs + 1] = on
   end
@@ -140,7 +141,7 @@ function M.plan(self, c, def)
   })
   if def.reconcile then
     sub(primary, {
-      primary = true,
+      primary = true, reads = "metadata", -- (its key; a delete's uid)
       add = function(o) enqueue(informer.key(o)) end,
       update = function(_, o) enqueue(informer.key(o)) end,
       delete = function(o)
@@ -231,7 +232,8 @@ function M.plan(self, c, def)
         enqueue(req_key(req[1], req[2]))
       end
     end
-    sub(e, { add = map, update = function(_, o) map(o) end, delete = map }, w.filter, "watches " .. w[1])
+    sub(e, { add = map, update = function(_, o) map(o) end, delete = map, reads = "object" }, w.filter,
+      "watches " .. w[1])
   end
   return subs, primary
 end

@@ -193,6 +193,38 @@ describe("luaop.informer's store", function()
     assert.is_nil(inf:uid("ns/a"))
   end)
 
+  it("decodes of a watch event's object what its handlers read: metadata, the object, or the old one too",
+    function()
+    local function run(...)
+      local inf = informer.new("v1/ConfigMap", { client = {} })
+      local seen = {}
+      inf:index("label:app") -- kept up to date from the metadata alone
+      local function show(o) return o and (o.data and o.data.k or "meta " .. o.metadata.resourceVersion) or "nil" end
+      for _, reads in ipairs { ... } do
+        inf:on { reads = reads ~= "none" and reads or nil,
+          add = function(o) seen[#seen + 1] = "add " .. show(o) end,
+          update = function(old, new) seen[#seen + 1] = ("update %s %s"):format(show(old), show(new)) end }
+      end
+      for i, e in ipairs { { "ADDED", cm("a", 1) }, { "MODIFIED", cm("a", 2, { k = "w" }) } } do
+        -- a watch's event: the object's metadata alone, beside its text
+        local typ, obj, text = json.event(json.encode { type = e[1], object = e[2] }, nil, true)
+        assert.is_nil(obj.data)
+        inf:apply(typ, obj, text)
+        assert.are.equal(i == 1 and "v" or "w", inf:get("ns", "a").data.k) -- the store has it whole
+      end
+      assert.are.same({ x = { ["ns/a"] = true } }, inf:index("label:app"))
+      return seen
+    end
+    assert.are.same({ "add meta 1", "add meta 1", "update nil meta 2", "update nil meta 2" },
+      run("metadata", "metadata"))
+    assert.are.same({ "add v", "add v", "update nil w", "update nil w" }, run("metadata", "object"))
+    assert.are.same({ "add v", "add v", "update v w", "update v w" }, run("object", "all"))
+    assert.are.same({ "add v", "update v w" }, run("none")) -- (a handler that says nothing reads all)
+    -- reads may be a function's answer (the manager's: what its subscribers read)
+    local function funcs() return "metadata" end
+    assert.are.same({ "add meta 1", "update nil meta 2" }, run(funcs))
+  end)
+
   it("costs about the length of an object's text in the Lua heap, not twice it as tables did", function()
     local inf = informer.new("v1/ConfigMap", { client = {} })
     local lines, bytes = {}, 0

@@ -251,6 +251,25 @@ describe("luaop.core.json", function()
       end
     end)
 
+    it("hands, shallow, the object's metadata alone beside its whole text (an ERROR's Status whole)", function()
+      local line = '{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"a","managedFields":[{"m":1}],'
+        .. '"labels":{"x":"y"}},"spec":{"containers":[{"name":"c","n":1.5e3,"t":true,"f":null}]}}}'
+      local typ, obj, text = json.event(line, nil, true)
+      assert.are.equal("MODIFIED", typ)
+      assert.are.same({ metadata = { name = "a", labels = { x = "y" } } }, obj)
+      assert.are.equal(select(3, json.event(line)), text)
+      assert.are.same({ name = "c", n = 1500.0, t = true, f = json.null }, json.decode(text).spec.containers[1])
+      -- no metadata: none (the watch refuses the event)
+      assert.are.same({}, select(2, json.event('{"type":"ADDED","object":{"spec":{}}}', nil, true)))
+      typ, obj = json.event('{"type":"ERROR","object":{"kind":"Status","code":410,"message":"gone"}}', nil, true)
+      assert.are.equal("ERROR", typ)
+      assert.are.same({ kind = "Status", code = 410, message = "gone" }, obj)
+      -- a trimmed cache's too
+      local _, o2, t2 = json.event(line, json.cut { keep = { "spec.none" } }, true)
+      assert.are.same({ metadata = { name = "a", labels = { x = "y" } } }, o2)
+      assert.are.equal('{"kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}},"spec":{}}', t2)
+    end)
+
     it("cuts what a trimmed cache drops, or all but what it keeps, apiVersion, kind and metadata always kept",
       function()
       local line = json.encode { type = "ADDED", object = { apiVersion = "v1", kind = "Pod",
@@ -321,6 +340,15 @@ describe("luaop.core.json", function()
         '[]', '', 'null', '{"type":"ADDED","object":{}',
       } do
         assert.are.equal(0, select("#", json.event(line)), line)
+        -- shallow, the object is checked whole all the same
+        assert.are.equal(0, select("#", json.event(line, nil, true)), line)
+      end
+      -- (a short \u escape, a leading zero, a trailing comma, a control
+      -- character, a number out of range, an escape \x)
+      for _, bad in ipairs { '{"spec":{"a":tru}}', '{"spec":{"a":1e999}}', '{"spec":{"a":"\\u12"}}',
+        '{"spec":{"a":01}}', '{"spec":{"a":"x"},"b":[1,]}', '{"spec":"a\1b"}', '{"spec":"\\x"}' } do
+        local line = '{"type":"MODIFIED","object":{"metadata":{"name":"x"},' .. bad:sub(2) .. '}'
+        assert.are.equal(0, select("#", json.event(line, nil, true)), line)
       end
       assert.has_error(function() json.event() end)
       assert.has_error(function() json.event({}) end)

@@ -453,7 +453,7 @@ end
 -- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
 -- of the server), bookmarks (default true), shard (as list's: the events of
 -- objects certainly outside the ranges left out before they are decoded),
--- metadata_only (as list's), cut (json.cut: what each object's text keeps).
+-- metadata_only (as list's), cut (json.cut: what each text keeps), shallow (luaop.client.watch).
 -- Returns a watch whose :next() yields until an event comes; close it when done.
 function client:watch(kind, opts)
   check_kind("client:watch(kind [, opts])", kind, 2)
@@ -473,7 +473,7 @@ function client:watch(kind, opts)
   -- without closing (a stall) costs that, never an informer forever
   local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
   return watch.open(path, limit, r.gv, r.kind, ns, opts.shard, opts.metadata_only and ACCEPT_METADATA or nil,
-    opts.cut)
+    opts.cut, opts.shallow)
 end
 
 -- ---- the client --------------------------------------------------------------------

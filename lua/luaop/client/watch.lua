@@ -78,7 +78,7 @@ function Watch:next()
     end
     return nil
   end
-  local typ, obj, text = event(line, self.cut)
+  local typ, obj, text = event(line, self.cut, self.shallow)
   if typ ~= nil then -- the usual line: one pass, managedFields never decoded
     if typ == "ERROR" then return ended(self, obj) end
     local why = malformed_event(typ, obj, self.namespace)
@@ -134,10 +134,12 @@ end
 -- events of objects whose namespace is certainly outside them left out
 -- before they are decoded (api.watch); accept: the Accept header (a
 -- metadata-only watch's); cut: what of each object the text it hands
--- keeps (json.cut; default: all but managedFields).
-function M.open(path, limit, gv, kind, ns, shard, accept, cut)
+-- keeps (json.cut; default: all but managedFields); shallow: an event's
+-- object is its metadata alone, {metadata = ...}, beside the whole text
+-- (json.event: an informer's, which decodes what its handlers read).
+function M.open(path, limit, gv, kind, ns, shard, accept, cut, shallow)
   return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard, accept = accept },
-    gv = gv, kind = kind, namespace = ns, shard = shard, counted = 0, cut = cut }, Watch)
+    gv = gv, kind = kind, namespace = ns, shard = shard, counted = 0, cut = cut, shallow = shallow }, Watch)
 end
 
 return M

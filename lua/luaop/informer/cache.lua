@@ -171,15 +171,22 @@ local function index_add(self, k, obj)
   for name, map in pairs(self.indexes) do index_put(map, name, k, obj) end
 end
 
-local function index_remove(self, k, obj)
-  for name, map in pairs(self.indexes) do
-    local v = index_value(name, obj)
-    local set = v ~= nil and map[v]
-    if set then
-      set[k] = nil
-      if next(set) == nil then map[v] = nil end
-    end
+-- Take key k, of index value v, out of an index's map.
+local function index_unset(map, k, v)
+  local set = v ~= nil and map[v]
+  if set then
+    set[k] = nil
+    if next(set) == nil then map[v] = nil end
   end
+end
+
+local function index_remove(self, k, obj)
+  for name, map in pairs(self.indexes) do index_unset(map, k, index_value(name, obj)) end
+end
+
+-- The same, of a kept object's text.
+local function index_remove_text(self, k, text)
+  for name, map in pairs(self.indexes) do index_unset(map, k, index_value_text(name, text)) end
 end
 
 -- The index called name, made from the store if it is new.
@@ -245,20 +252,44 @@ function Informer:upsert(obj, defer, text)
   end
   local uid = obj.metadata.uid
   if uid ~= nil and self.tombstones[uid] then return end -- an event from before this process deleted it
-  local old = self:object(k)
+  local old = self.store[k] -- (its text: decoded only for handlers that read it)
   self.store[k] = text or encode(obj)
   if next(self.indexes) then
-    if old then index_remove(self, k, old) end
+    if old then index_remove_text(self, k, old) end
     index_add(self, k, obj)
   end
   if old == nil then
     self.count = self.count + 1
     self:count_objects()
-    self:emit("add", obj, nil, defer)
-  elseif old.metadata.resourceVersion ~= obj.metadata.resourceVersion then
-    self:emit("update", old, obj, defer)
+    local r = text and self:reads()
+    self:emit("add", r and r ~= "metadata" and fresh(self, text) or obj, nil, defer)
+  elseif peek(old, "metadata", "resourceVersion") ~= obj.metadata.resourceVersion then
+    local r = self:reads()
+    self:emit("update", r == "all" and fresh(self, old) or nil,
+      text and r ~= "metadata" and fresh(self, text) or obj, defer)
   end
 end
+
+-- What the handlers read of an add's or update's objects, the most any
+-- reads: "metadata" (the new object's metadata: a controller that queues
+-- its key), "object" (the new object whole), or "all" (the old one too).
+-- A handler says so by its field reads (a string, or a function that
+-- returns one); one that does not reads all. The informer decodes no more:
+-- a watch event's object comes with its metadata alone (json.event,
+-- shallow), the rest kept as text until a handler reads it.
+local READS = { metadata = 1, object = 2, all = 3 }
+local READ = { "metadata", "object", "all" }
+function Informer:reads()
+  local most = 1
+  for _, h in ipairs(self.handlers) do
+    local r = h.reads
+    if type(r) == "function" then r = r() end
+    most = math.max(most, READS[r] or 3)
+    if most == 3 then break end
+  end
+  return READ[most]
+end
+M.READS = READS
 
 function Informer:remove(obj, defer)
   local k = key(obj)

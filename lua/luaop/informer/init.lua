@@ -75,7 +75,7 @@ local function failure_reason(err)
 end
 
 -- The cache key of an object: "namespace/name", or "name" when cluster-scoped.
-M.key = cache.key
+M.key, M.READS = cache.key, cache.READS
 local key = M.key
 -- The label indexes a script holds (luaop.informer.cache)
 M.indexes_held = cache.indexes_held
@@ -230,7 +230,7 @@ function Informer:open_watch(extra)
     namespace = o.namespace, all_namespaces = o.namespace == nil,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
     shard = shard.filter(self), metadata_only = o.metadata_only, cut = self.cut,
-    timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true,
+    timeout = math.random(M.WATCH_TIMEOUT[1], M.WATCH_TIMEOUT[2]), bookmarks = true, shallow = true,
   }
   for k, v in pairs(extra) do q[k] = v end
   local w, err = self.client:watch(self.kind, q)
