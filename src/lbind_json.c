@@ -345,15 +345,15 @@ static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const j
  * decoding, as text (what an informer's cache keeps) and decoded from that
  * text; shallow: the text checked as json_decode would take it, and only
  * its metadata decoded, as {metadata = ...} (an informer decodes the rest
- * from the text when a handler reads it; an ERROR's Status is decoded
- * whole). Nothing
+ * from the text when a handler reads it; an ERROR's Status, or an object
+ * whose metadata json_scan_member does not find, is decoded whole). Nothing
  * (not even nil) for any line it does not take so: malformed, a type or
  * object of another shape, a key written with escapes on the way; the
  * caller then decodes the line whole, which says what is wrong with it. */
 static int lbind_json_event(lua_State *L)
 {
-    size_t len, tlen, olen, n;
-    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *text;
+    size_t len, tlen, olen, n, mdlen;
+    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *text, *md;
     const char *const type_key[1] = {"type"};
     const json_cut *node = lbind_json_cutarg(L, 2);
     char err[160];
@@ -368,13 +368,15 @@ static int lbind_json_event(lua_State *L)
     if (!lbind_json_cut_push(L, o, olen, node)) /* 5: the text */
         return 0;
     text = lua_tolstring(L, 5, &n); /* anchored, immutable */
-    if (lua_toboolean(L, 3) && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0)) { /* shallow: {metadata = ...} */
-        const char *const md_key[1] = {"metadata"};
-
+    /* shallow: {metadata = ...}, the member the decoder would take (the
+     * last of two); an object without one (refused by the caller), or
+     * whose keys are written with escapes, decoded whole */
+    if (lua_toboolean(L, 3) && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0) &&
+        json_scan_member(text, n, "metadata", &md, &mdlen) == 1) {
         if (!json_check(L, text, n, err, sizeof err))
             return 0;
         lua_createtable(L, 0, 1); /* 6 */
-        if (!json_peek(L, text, n, md_key, 1, err, sizeof err)) /* 7 */
+        if (!json_decode(L, md, mdlen, err, sizeof err)) /* 7 */
             return 0;
         lua_setfield(L, 6, "metadata");
     } else if (!json_decode(L, text, n, err, sizeof err)) { /* 6 */

@@ -259,8 +259,11 @@ describe("luaop.core.json", function()
       assert.are.same({ metadata = { name = "a", labels = { x = "y" } } }, obj)
       assert.are.equal(select(3, json.event(line)), text)
       assert.are.same({ name = "c", n = 1500.0, t = true, f = json.null }, json.decode(text).spec.containers[1])
-      -- no metadata: none (the watch refuses the event)
-      assert.are.same({}, select(2, json.event('{"type":"ADDED","object":{"spec":{}}}', nil, true)))
+      -- the metadata the decoder takes: the last of two; no metadata: the
+      -- object whole (which a watch refuses)
+      assert.are.same({ metadata = { name = "b" } },
+        select(2, json.event('{"type":"ADDED","object":{"metadata":{"name":"a"},"metadata":{"name":"b"}}}', nil, true)))
+      assert.are.same({ spec = {} }, select(2, json.event('{"type":"ADDED","object":{"spec":{}}}', nil, true)))
       typ, obj = json.event('{"type":"ERROR","object":{"kind":"Status","code":410,"message":"gone"}}', nil, true)
       assert.are.equal("ERROR", typ)
       assert.are.same({ kind = "Status", code = 410, message = "gone" }, obj)
