@@ -8,6 +8,8 @@
 --                bytes of random base64 text, as bench/cache.lua's), or
 --                Pods pod-N bound to NODE by spec.nodeName (so that the
 --                scheduler is not the bottleneck; kwok runs them)
+--   delete KIND NS N
+--                delete objects 1..N of KIND in NS, 100 at once
 --   churn KIND NS N RATE SECONDS TAG
 --                change one object after another (a merge patch of label
 --                bench-tick to TAG-i, over the N objects in turn: a TAG of
@@ -67,4 +69,10 @@ if mode == "churn" then
   return 0
 end
 
-error("mode: create or churn")
+if mode == "delete" then
+  local seconds, failed = require("bench.creator").delete(c, kind, ns, 1, tonumber(arg[4]), name_of)
+  out("delete_s", ("%.3f"):format(seconds))
+  return failed == 0 and 0 or 1
+end
+
+error("mode: create, churn or delete")
