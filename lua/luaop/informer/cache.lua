@@ -279,9 +279,10 @@ end
 -- shallow), the rest kept as text until a handler reads it.
 local READS = { metadata = 1, object = 2, all = 3 }
 local READ = { "metadata", "object", "all" }
-function Informer:reads()
+-- The most any of a list of handlers (or subscriptions) reads.
+function M.most_read(list)
   local most = 1
-  for _, h in ipairs(self.handlers) do
+  for _, h in ipairs(list) do
     local r = h.reads
     if type(r) == "function" then r = r() end
     most = math.max(most, READS[r] or 3)
@@ -289,7 +290,8 @@ function Informer:reads()
   end
   return READ[most]
 end
-M.READS = READS
+local most_read = M.most_read
+function Informer:reads() return most_read(self.handlers) end
 
 function Informer:remove(obj, defer)
   local k = key(obj)

@@ -75,7 +75,7 @@ local function failure_reason(err)
 end
 
 -- The cache key of an object: "namespace/name", or "name" when cluster-scoped.
-M.key, M.READS = cache.key, cache.READS
+M.key, M.most_read = cache.key, cache.most_read
 local key = M.key
 -- The label indexes a script holds (luaop.informer.cache)
 M.indexes_held = cache.indexes_held

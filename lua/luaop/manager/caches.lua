@@ -62,14 +62,7 @@ function Manager:entry(kind, opts)
     end
     e.inf:on { add = dispatch("add"), update = dispatch("update"), delete = dispatch("delete"),
       -- (what of an event's objects is decoded: what its subscribers read)
-      reads = function()
-        local most = "metadata"
-        for _, sub in ipairs(e.subs) do
-          local r = informer.READS[sub.reads] and sub.reads or "all"
-          if informer.READS[r] > informer.READS[most] then most = r end
-        end
-        return most
-      end }
+      reads = function() return informer.most_read(e.subs) end }
     e.inf.on_state = function() self:update_ready() end
     self.informers[id] = e
   end
