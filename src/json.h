@@ -56,6 +56,18 @@ int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, c
 int json_decode_page_kept(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
                           int (*keep)(const char *item, size_t n, void *ud), void *ud, size_t *dropped);
 
+/* What json_decode_page_with does with each item, given its text: push
+ * its value and return 1; write a message to err and return 0 (it is left
+ * out and named among the skipped, pushing nothing); return -1 to leave it
+ * out silently, counted in *dropped (pushing nothing). It may leave the
+ * stack above what it pushed as it found it only. */
+typedef int (*json_page_item)(lua_State *L, const char *item, size_t n, void *ud, char *err, size_t errlen);
+
+/* The same, each item as item says (json_decode_page_kept's is keep, then
+ * json_decode). */
+int json_decode_page_with(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
+                          json_page_item item, void *ud, size_t *dropped);
+
 /* The end of the JSON value at p (after leading space), checking only what
  * finding it needs (quotes, escapes, balanced brackets); NULL when there is
  * none before end: *at then points where it failed and *why says why (NULL:

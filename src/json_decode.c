@@ -516,8 +516,31 @@ int json_decode_page(lua_State *L, const char *s, size_t len, const char *key, c
     return json_decode_page_kept(L, s, len, key, err, errlen, NULL, NULL, &dropped);
 }
 
+/* The page decoder's own item hook: json_decode, after keep (when given). */
+typedef struct json_kept {
+    int (*keep)(const char *item, size_t n, void *ud);
+    void *ud;
+} json_kept;
+
+static int json_item_kept(lua_State *L, const char *item, size_t n, void *ud, char *err, size_t errlen)
+{
+    json_kept *k = ud;
+
+    if (k->keep != NULL && !k->keep(item, n, k->ud))
+        return -1;
+    return json_decode(L, item, n, err, errlen);
+}
+
 int json_decode_page_kept(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
                           int (*keep)(const char *item, size_t n, void *ud), void *ud, size_t *dropped)
+{
+    json_kept k = {keep, ud};
+
+    return json_decode_page_with(L, s, len, key, err, errlen, json_item_kept, &k, dropped);
+}
+
+int json_decode_page_with(lua_State *L, const char *s, size_t len, const char *key, char *err, size_t errlen,
+                          json_page_item item, void *ud, size_t *dropped)
 {
     json_dec d = {L, s, s, s + len, err, errlen, 0, 0};
     int base = lua_gettop(L);
@@ -572,9 +595,10 @@ int json_decode_page_kept(lua_State *L, const char *s, size_t len, const char *k
                     start = d.p;
                     if (!json_skip_value(&d))
                         goto fail; /* cannot tell where it ends */
-                    if (keep != NULL && !keep(start, (size_t)(d.p - start), ud)) {
+                    int r = item(L, start, (size_t)(d.p - start), ud, ierr, sizeof ierr);
+                    if (r < 0) {
                         ++*dropped;
-                    } else if (json_decode(L, start, (size_t)(d.p - start), ierr, sizeof ierr)) {
+                    } else if (r > 0) {
                         lua_rawseti(L, -2, ++n);
                     } else {
                         /* {index =, error =, text =} for the caller to name it */

@@ -4,6 +4,8 @@
  *   json.peek(s, key) -> the value of s's member key | nil | nil, err
  *                        (the others skipped, not decoded)
  *   json.event(line [, cut [, shallow]]) -> type, object, text | nothing  (a watch event, for a cache)
+ *   json.page_texts(text [, cut [, head [, shard]]]) -> page, texts, skipped, dropped | nil, err
+ *                        (a LIST page, for a cache)
  *   json.cut{drop = {paths}} or json.cut{keep = {paths}} -> a cut (what a trimmed cache keeps)
  *   json.trim(text [, cut]) -> text | nothing  (an object's text, cut)
  *   json.encode(v)   -> string              (raises on a value JSON cannot hold)
@@ -308,22 +310,28 @@ static const json_cut *lbind_json_cutarg(lua_State *L, int idx)
 }
 
 /* Push the text of the object at o (olen bytes, ending where it ends) cut
- * as node says; 0 (nothing pushed) when it cannot be cut. The cut text is
- * never longer than the object's: written to the scratch, or to a
- * userdata that size (pushed, then removed), collected however this
- * ends. */
-static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const json_cut *node)
+ * as node says, after head (hlen bytes: "{" and members, without a comma
+ * after the last; none when hlen is 0), whose members then come first; 0
+ * (nothing pushed) when it cannot be cut. The cut text is never longer
+ * than the object's: written to the scratch, or to a userdata of hlen +
+ * olen bytes (pushed, then removed), collected however this ends. */
+static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const json_cut *node, const char *head,
+                               size_t hlen)
 {
     const char *why;
     char *buf, *w;
-    int scratch = olen <= sizeof lbind_json_scratch && !lbind_json_scratch_busy;
+    int scratch = olen <= sizeof lbind_json_scratch - hlen && hlen <= sizeof lbind_json_scratch &&
+                  !lbind_json_scratch_busy;
 
     if (scratch) {
-        buf = w = lbind_json_scratch;
+        buf = lbind_json_scratch;
         lbind_json_scratch_busy = 1;
     } else {
-        buf = w = lua_newuserdatauv(L, olen ? olen : 1, 0);
+        buf = lua_newuserdatauv(L, hlen + olen ? hlen + olen : 1, 0);
     }
+    if (hlen > 0)
+        memcpy(buf, head, hlen);
+    w = buf + hlen;
     if (json_scan_cut(o, o + olen, node, &w, &why) != o + olen) {
         if (scratch)
             lbind_json_scratch_busy = 0;
@@ -331,11 +339,41 @@ static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const j
             lua_pop(L, 1);
         return 0;
     }
+    if (hlen > 0) { /* "{}" ends the head; "{m..." goes on from it */
+        if (w - buf == (ptrdiff_t)hlen + 2)
+            w = buf + hlen + 1;
+        buf[hlen] = w == buf + hlen + 1 ? '}' : ',';
+    }
     lua_pushlstring(L, buf, (size_t)(w - buf));
     if (scratch)
         lbind_json_scratch_busy = 0;
     else
         lua_remove(L, -2);
+    return 1;
+}
+
+/* Push the object whose text (n bytes at text, anchored) an informer's
+ * cache keeps: when shallow, and json_scan_member finds its metadata (the
+ * member the decoder would take, the last of two), the text checked as
+ * json_decode would take it and {metadata = ...} alone decoded; else the
+ * text decoded whole (an object without metadata is refused by the
+ * caller; one whose keys are written with escapes is so decoded right).
+ * 1, or 0 with a message in err (nothing pushed). */
+static int lbind_json_push_object(lua_State *L, const char *text, size_t n, int shallow, char *err, size_t errlen)
+{
+    const char *md;
+    size_t mdlen;
+
+    if (!shallow || json_scan_member(text, n, "metadata", &md, &mdlen) != 1)
+        return json_decode(L, text, n, err, errlen);
+    if (!json_check(L, text, n, err, errlen))
+        return 0;
+    lua_createtable(L, 0, 1);
+    if (!json_decode(L, md, mdlen, err, errlen)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_setfield(L, -2, "metadata");
     return 1;
 }
 
@@ -352,8 +390,8 @@ static int lbind_json_cut_push(lua_State *L, const char *o, size_t olen, const j
  * caller then decodes the line whole, which says what is wrong with it. */
 static int lbind_json_event(lua_State *L)
 {
-    size_t len, tlen, olen, n, mdlen;
-    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *text, *md;
+    size_t len, tlen, olen, n;
+    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *text;
     const char *const type_key[1] = {"type"};
     const json_cut *node = lbind_json_cutarg(L, 2);
     char err[160];
@@ -365,25 +403,99 @@ static int lbind_json_event(lua_State *L)
         return 0;
     lua_settop(L, 3);
     lua_pushlstring(L, t, tlen); /* 4: the type */
-    if (!lbind_json_cut_push(L, o, olen, node)) /* 5: the text */
+    if (!lbind_json_cut_push(L, o, olen, node, NULL, 0)) /* 5: the text */
         return 0;
     text = lua_tolstring(L, 5, &n); /* anchored, immutable */
-    /* shallow: {metadata = ...}, the member the decoder would take (the
-     * last of two); an object without one (refused by the caller), or
-     * whose keys are written with escapes, decoded whole */
-    if (lua_toboolean(L, 3) && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0) &&
-        json_scan_member(text, n, "metadata", &md, &mdlen) == 1) {
-        if (!json_check(L, text, n, err, sizeof err))
-            return 0;
-        lua_createtable(L, 0, 1); /* 6 */
-        if (!json_decode(L, md, mdlen, err, sizeof err)) /* 7 */
-            return 0;
-        lua_setfield(L, 6, "metadata");
-    } else if (!json_decode(L, text, n, err, sizeof err)) { /* 6 */
+    if (!lbind_json_push_object(L, text, n, lua_toboolean(L, 3) && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0),
+                                err, sizeof err)) /* 6 */
         return 0;
-    }
     lua_insert(L, 5); /* type, object, text */
     return 3;
+}
+
+/* json.page_texts's work on each item of a page */
+typedef struct lbind_page {
+    const json_cut *node;
+    const char *head;
+    size_t hlen;
+    shard_set *set;
+    int texts;          /* the stack index of the texts */
+    lua_Integer n;      /* items pushed */
+} lbind_page;
+
+static int lbind_json_page_item(lua_State *L, const char *item, size_t len, void *ud, char *err, size_t errlen)
+{
+    lbind_page *pg = ud;
+    const char *text;
+    size_t n;
+
+    if (pg->set != NULL && !shard_item_kept(item, len, pg->set))
+        return -1;
+    if (!lbind_json_cut_push(L, item, len, pg->node, pg->head, pg->hlen)) {
+        /* (an item it cannot cut: decoded whole from its own text, and no
+         * text kept, false) */
+        if (!json_decode(L, item, len, err, errlen))
+            return 0;
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, pg->texts, ++pg->n);
+        return 1;
+    }
+    text = lua_tolstring(L, -1, &n); /* anchored, immutable */
+    if (!lbind_json_push_object(L, text, n, 1, err, errlen)) {
+        lua_pop(L, 1);
+        /* (the message named a byte of the text after head: the item's own
+         * decoding names its own) */
+        if (json_decode(L, item, len, err, errlen))
+            lua_pop(L, 1);
+        return 0;
+    }
+    lua_insert(L, -2);
+    lua_rawseti(L, pg->texts, ++pg->n); /* the object left */
+    return 1;
+}
+
+/* json.page_texts(text [, cut [, head [, shard]]]) -> page, texts, skipped,
+ * dropped | nil, err: a page of a LIST (json.decode_page's, shard as its)
+ * whose items are kept as an informer's cache keeps them: each item's text
+ * cut as cut says (default: metadata.managedFields out) after head's
+ * members ("{" and members without a trailing comma: the apiVersion and
+ * kind a LIST's items lack), texts[i] that of page.items[i], which is
+ * decoded shallow from it as json.event's; an item it cannot cut (a key
+ * written with escapes) is decoded whole from its own text, its text
+ * false. */
+static int lbind_json_page_texts(lua_State *L)
+{
+    size_t len, dropped = 0;
+    const char *s = luaL_checklstring(L, 1, &len);
+    lbind_page pg = {lbind_json_cutarg(L, 2), NULL, 0, NULL, 0, 0};
+    char err[160];
+
+    pg.head = luaL_optlstring(L, 3, NULL, &pg.hlen);
+    if (pg.head != NULL && (pg.hlen < 1 || pg.head[0] != '{'))
+        return luaL_argerror(L, 3, "members after \"{\"");
+    lua_settop(L, 4);
+    if (!lua_isnil(L, 4)) {
+        pg.set = lua_newuserdatauv(L, sizeof *pg.set, 0); /* 5, freed with it, whatever raises */
+        memset(pg.set, 0, sizeof *pg.set);
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, lbind_json_shard_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lbind_shard_toset(L, 4, "json.page_texts: shard", pg.set);
+    }
+    lbind_json_charge(L, len);
+    lua_newtable(L); /* the texts */
+    pg.texts = lua_gettop(L);
+    if (!json_decode_page_with(L, s, len, "items", err, sizeof err, lbind_json_page_item, &pg, &dropped)) {
+        luaL_pushfail(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    /* texts, page, skipped */
+    lua_pushvalue(L, pg.texts);
+    lua_insert(L, -2); /* page, texts, skipped */
+    lua_pushinteger(L, (lua_Integer)dropped);
+    return 4;
 }
 
 /* json.trim(text [, cut]) -> the object's text cut as cut says (default:
@@ -401,7 +513,7 @@ static int lbind_json_trim(lua_State *L)
         o++;
     if (o >= s + len || *o != '{' || (e = json_scan_skip(o, s + len, &at, &why)) == NULL)
         return 0;
-    return lbind_json_cut_push(L, o, (size_t)(e - o), node);
+    return lbind_json_cut_push(L, o, (size_t)(e - o), node, NULL, 0);
 }
 
 static int lbind_json_encode(lua_State *L)
@@ -475,6 +587,7 @@ static const luaL_Reg lbind_json_funcs[] = {
     {"decode", lbind_json_decode},
     {"peek", lbind_json_peek},
     {"decode_page", lbind_json_decode_page},
+    {"page_texts", lbind_json_page_texts},
     {"event", lbind_json_event},
     {"cut", lbind_json_cut},
     {"trim", lbind_json_trim},

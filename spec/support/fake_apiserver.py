@@ -567,7 +567,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.stream(json.dumps(ev) for ev in events)
             start = int(query.get("continue", "0"))
             items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default", "uid": "uid-cm-%d" % i,
-                                   "annotations": {"note": '"continue": "%d"}]' % i}}}
+                                   "annotations": {"note": '"continue": "%d"}]' % i}}, "data": {"n": str(i)}}
                      for i in range(start, min(start + 2, 5))]
             body = '{"apiVersion":"v1","items":%s,"kind":"ConfigMapList","metadata":{%s"resourceVersion":"7"}}' % (
                 json.dumps(items), '"continue":"%d",' % (start + 2) if start + 2 < 5 else "")

@@ -103,6 +103,20 @@ describe("luaop.informer", function()
     assert.matches('skipping an object that cannot be decoded\t{[^\n]*"name": "watch%-deep"', err)
     assert.is_nil(err:find("list/watch failed", 1, true), err)
   end)
+  it("syncs from LIST pages as from a stream: each item's metadata decoded for the sync, its text kept whole, "
+    .. "with the apiVersion and kind a list leaves out", function()
+    local _, code, out, err = run_informer("", [[
+      local text = inf.store["default/cm-3"]
+      print("text", text:sub(1, 38), text:find("managedFields", 1, true) == nil)
+      local o = inf:get("default", "cm-3")
+      print("got", o.apiVersion, o.kind, o.metadata.uid, o.data.n, #inf:list())
+      inf:stop()
+    ]], "informer.STREAM = false")
+    assert.are.equal(0, code, err)
+    assert.matches('text	{"apiVersion":"v1","kind":"ConfigMap",	true', out, 1, true)
+    assert.matches("got	v1	ConfigMap	uid%-cm%-3	3	5", out)
+  end)
+
   it("ends a watch at a malformed event (no object, no metadata or name, an unknown type), logs and counts it, "
     .. "and lists again, never taking what followed it, and goes on watching", function()
     -- before, an event whose object was null ended the informer's task:

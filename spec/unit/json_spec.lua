@@ -273,6 +273,39 @@ describe("luaop.core.json", function()
       assert.are.equal('{"kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}},"spec":{}}', t2)
     end)
 
+    it("hands a LIST page's items shallow beside their texts as a cache keeps them, apiVersion and kind first",
+      function()
+        local head = '{"apiVersion":"v1","kind":"Pod"'
+        local page, texts, skipped, dropped = json.page_texts('{"kind":"PodList","metadata":{"resourceVersion":"7"},'
+          .. '"items":[{"metadata":{"name":"a","managedFields":[{"m":1}]},"spec":{"n":1}},{},'
+          .. '{"metadata":{"n\\u0061me":"b"},"spec":{}},{"metadata":{"name":"c"},"bad":tru},'
+          .. '{"apiVersion":"v2","metadata":{"name":"d"}}]}', nil, head)
+        assert.are.same({ kind = "PodList", metadata = { resourceVersion = "7" } },
+          { kind = page.kind, metadata = page.metadata })
+        assert.are.same({ { metadata = { name = "a" } }, { apiVersion = "v1", kind = "Pod" },
+          { metadata = { name = "b" }, spec = {} }, { metadata = { name = "d" } } }, page.items)
+        assert.are.same({ '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"n":1}}',
+          '{"apiVersion":"v1","kind":"Pod"}', false, '{"apiVersion":"v1","kind":"Pod","apiVersion":"v2","metadata":{"name":"d"}}' },
+          texts)
+        -- (an item's own apiVersion is the one its text decodes to: the last)
+        assert.are.equal("v2", json.decode(texts[4]).apiVersion)
+        assert.are.equal(0, dropped)
+        -- an item that does not decode is named by the byte of its own text
+        assert.are.same({ { index = 4, error = "invalid literal at byte 31", text = '{"metadata":{"name":"c"},"bad":tru}' } },
+          skipped)
+        -- no head: the texts as the items are; a trimmed cache's cut
+        local _, t2 = json.page_texts('{"metadata":{},"items":[{"metadata":{"name":"a"},"spec":{"x":1},"data":2}]}',
+          json.cut { drop = { "spec" } })
+        assert.are.same({ '{"metadata":{"name":"a"},"data":2}' }, t2)
+        -- a page it cannot walk, and a head that is no object's start
+        assert.are.same({ nil, "expected a string key in object at byte 1" }, { json.page_texts("{") })
+        assert.has_error(function() json.page_texts('{"items":[]}', nil, '"a":1') end)
+        -- a head that breaks the JSON only gets the items refused
+        local p3, t3, s3 = json.page_texts('{"metadata":{},"items":[{"metadata":{"name":"a"}}]}', nil, '{"a":')
+        assert.are.same({ {}, {} }, { p3.items, t3 })
+        assert.are.equal(1, #s3)
+      end)
+
     it("cuts what a trimmed cache drops, or all but what it keeps, apiVersion, kind and metadata always kept",
       function()
       local line = json.encode { type = "ADDED", object = { apiVersion = "v1", kind = "Pod",

@@ -355,7 +355,7 @@ return { luaop.controller { name = NAME, resource = "v1/ConfigMap", namespace = 
         { "observe", nil, 0.5 } })
     end
     each("luaop.json", luaop.json, { { "decode", '{"a":[1,{}]}' }, { "encode", { a = luaop.array() } }, { "hash", { a = { 1, "x" } } },
-      { "array" }, { "is_array", {} }, { "peek", '{"a":1}', "a" }, { "decode_page", '{"items":[]}' },
+      { "array" }, { "is_array", {} }, { "peek", '{"a":1}', "a" }, { "decode_page", '{"items":[]}' }, { "page_texts", '{"items":[{}]}' },
       { "event", '{"type":"ADDED","object":{}}' }, { "cut", { drop = { "data" } } }, { "trim", '{"a":1}' } }, true)
     for n, cj in ipairs { cjson, cjson_safe, cjson.new(), cjson_safe.new() } do
       local calls = { { "decode", '{"a":[1,{}]}' }, { "decode", "nope" }, { "encode", { 1, 2, nil, 4 } }, { "new" } }

@@ -256,6 +256,24 @@ function client:get(kind, name_or_req, ns)
   return call("GET", collection(r, self:namespace_of(r, ns)) .. "/" .. escape(name))
 end
 
+-- A LIST page's text decoded: page, nil, texts (opts.texts) | nil, err; items that do not
+-- decode left out, logged, counted; with opts.shard, those outside its ranges (counted).
+local function decode_page(text, r, opts, head)
+  local page, texts, skipped, dropped, err
+  if opts.texts then
+    page, texts, skipped, dropped = json.page_texts(text, opts.cut, head, opts.shard)
+    if not page then return nil, texts end
+  else
+    if not opts.shard then page, err = decode(text) end -- (whole: the common case)
+    if page then return page end
+    page, skipped, dropped = json.decode_page(text, "items", opts.shard)
+    if not page then return nil, err or skipped end
+  end
+  if opts.shard then watch.filtered(r.gv, r.kind, dropped) end
+  for _, s in ipairs(skipped) do skip_undecodable(r.gv, r.kind, s.text, s.error, "metadata") end
+  return page, nil, texts
+end
+
 -- list(kind [, opts]): opts.namespace (default the client's), opts.all_namespaces,
 -- opts.label_selector, opts.field_selector, opts.shard_selector (KEP-5866's
 -- shardSelector: luaop.shard.ranges), opts.limit (page size, default 500),
@@ -264,9 +282,9 @@ end
 -- certainly outside them are left out before they are decoded, as the
 -- server does with a shardSelector), opts.metadata_only (each item's
 -- metadata alone, as PartialObjectMetadata). Pages through continue tokens;
--- returns the list with every item. With opts.each_page(items), hands over
--- each page's items instead. The next page is asked for before this one is
--- decoded (its continue token read first, by json.peek).
+-- returns the list with every item. With opts.each_page(items, texts), hands over each
+-- page's items instead; with opts.texts too, each decoded shallow and its text as a cache
+-- keeps it (json.page_texts; opts.cut). The next page is asked for before this one is decoded.
 function client:list(kind, opts)
   check_kind("client:list(kind [, opts])", kind, 2)
   opts = opts or {}
@@ -275,6 +293,8 @@ function client:list(kind, opts)
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns)
   local accept = opts.metadata_only and ACCEPT_METADATA_LIST or nil
+  local head = not opts.metadata_only and -- (the apiVersion and kind a LIST's items lack)
+    ('{"apiVersion":%s,"kind":%s'):format(json.encode(r.gv), json.encode(r.kind)) or nil
   local function start(continue)
     return api.start { method = "GET", timeout = opts.timeout, accept = accept, path = path .. query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
@@ -288,7 +308,7 @@ function client:list(kind, opts)
     local text, status = answer(pending:wait())
     if not text then return nil, status end
     local md, perr = json.peek(text, "metadata")
-    local page, derr
+    local page, derr, texts
     if not perr then
       local continue = type(md) == "table" and md["continue"]
       if type(continue) == "string" and continue ~= "" then
@@ -296,27 +316,7 @@ function client:list(kind, opts)
         tokens[continue] = true
       end
       pending = type(continue) == "string" and continue ~= "" and start(continue) or nil
-      if opts.shard then
-        local skipped, dropped
-        page, skipped, dropped = json.decode_page(text, "items", opts.shard)
-        if page then
-          watch.filtered(r.gv, r.kind, dropped)
-          for _, s in ipairs(skipped) do skip_undecodable(r.gv, r.kind, s.text, s.error, "metadata") end
-        else
-          derr = skipped
-        end
-      else
-        page, derr = decode(text)
-      end
-      if page == nil and not opts.shard then
-        -- decode item by item, leaving out the ones that do not decode
-        local skipped
-        page, skipped = json.decode_page(text)
-        for _, s in ipairs(page and skipped or {}) do
-          skip_undecodable(r.gv, r.kind, s.text, s.error, "metadata")
-        end
-        if page then derr = nil end
-      end
+      page, derr, texts = decode_page(text, r, opts, head)
     end
     -- let the page's text be collected while its items are handled (the nil is never read)
     text = nil -- luacheck: ignore 311
@@ -337,7 +337,7 @@ function client:list(kind, opts)
     end
     if opts.each_page then
       -- the next page is not wanted when this one's handler raises
-      local ok, herr = pcall(opts.each_page, page.items)
+      local ok, herr = pcall(opts.each_page, page.items, texts)
       if not ok then
         if pending then pending:cancel() end
         error(herr, 0)
@@ -478,9 +478,8 @@ end
 
 -- ---- the client --------------------------------------------------------------------
 
-local default
+local default -- the client for the API server luaop was started against
 
--- The client for the API server luaop was started against.
 function client.new(opts)
   opts = opts or {}
   local info = api.info()

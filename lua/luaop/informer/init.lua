@@ -185,12 +185,12 @@ function Informer:relist()
   local ok, list, err = pcall(self.client.list, self.client, self.kind, {
     namespace = o.namespace, all_namespaces = o.namespace == nil, timeout = M.LIST_TIMEOUT,
     label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
-    shard = shard.filter(self), metadata_only = o.metadata_only,
-    each_page = function(items)
+    shard = shard.filter(self), metadata_only = o.metadata_only, texts = true, cut = self.cut,
+    each_page = function(items, texts) -- (each decoded shallow, its text kept: as a watch's)
       if self.stopped then error("informer stopped", 0) end
-      for _, obj in ipairs(items) do
+      for i, obj in ipairs(items) do
         seen[key(obj)] = true
-        self:upsert(obj)
+        self:upsert(obj, nil, texts[i] or nil)
       end
     end,
   })
