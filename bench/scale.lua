@@ -8,6 +8,11 @@
 --                bytes of random base64 text, as bench/cache.lua's), or
 --                Pods pod-N bound to NODE by spec.nodeName (so that the
 --                scheduler is not the bottleneck; kwok runs them)
+--   settle Pod NS
+--                wait until kwok has run every Pod in NS (none Pending,
+--                asked every 2 s): its status writes, about 100 a second
+--                here, are a churn of their own that would load the API
+--                server under a sync being measured; prints the seconds
 --   delete KIND NS N
 --                delete objects 1..N of KIND in NS, 100 at once
 --   churn KIND NS N RATE SECONDS TAG
@@ -69,10 +74,22 @@ if mode == "churn" then
   return 0
 end
 
+if mode == "settle" then
+  local t0 = luaop.time.monotonic()
+  while true do
+    local page, err = c:first_page(kind, { namespace = ns, field_selector = "status.phase=Pending", limit = 1 })
+    if page and #page.items == 0 then break end
+    if not page then io.stderr:write(("scale: %s\n"):format(err)) end
+    luaop.sleep(2)
+  end
+  out("settle_s", ("%.1f"):format(luaop.time.monotonic() - t0))
+  return 0
+end
+
 if mode == "delete" then
   local seconds, failed = require("bench.creator").delete(c, kind, ns, 1, tonumber(arg[4]), name_of)
   out("delete_s", ("%.3f"):format(seconds))
   return failed == 0 and 0 or 1
 end
 
-error("mode: create, churn or delete")
+error("mode: create, settle, churn or delete")
