@@ -198,7 +198,7 @@ static const char *const fz_funcs[] = {
     "luaop.conditions.remove", "luaop.conditions.set", "luaop.controller", "luaop.controller_of", "luaop.copy",
     "luaop.hash", "luaop.is_error", "luaop.metrics.counter", "luaop.metrics.gauge", "luaop.metrics.histogram",
     "luaop.json.array", "luaop.json.cut", "luaop.json.decode", "luaop.json.decode_page", "luaop.json.encode",
-    "luaop.json.event", "luaop.json.hash", "luaop.json.is_array",
+    "luaop.json.event", "luaop.json.hash", "luaop.json.is_array", "luaop.json.page_texts",
     "luaop.json.peek", "luaop.json.trim", "luaop.logger", "luaop.requeue", "luaop.requeue_after", "luaop.set_controller",
     "luaop.sleep", "luaop.spawn", "luaop.terminal", "luaop.time.format", "luaop.time.format_micro",
     "luaop.time.monotonic",

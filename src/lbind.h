@@ -19,6 +19,15 @@ static inline int lbind_rawfield(lua_State *L, int idx, const char *key)
 
 /* Each pushes its module's table. */
 int lbind_json_open(lua_State *L);
+struct json_cut;
+/* json.event's work on the len bytes at s (which must stay as they are
+ * until it returns: a Lua string on the stack, or a watch's line no Lua
+ * can free meanwhile), cut as node says (lbind_json_tocut), the object
+ * decoded shallow when asked: pushes type, object, text and returns 3, or
+ * returns 0 pushing nothing for a line it does not take so. */
+int lbind_json_event_push(lua_State *L, const char *s, size_t len, const struct json_cut *node, int shallow);
+/* The cut at idx (json.cut's userdata), or the cache's own when none. */
+const struct json_cut *lbind_json_tocut(lua_State *L, int idx);
 int lbind_log_open(lua_State *L);
 int lbind_kubeconfig_open(lua_State *L);
 int lbind_api_open(lua_State *L);

@@ -388,12 +388,12 @@ static int lbind_json_push_object(lua_State *L, const char *text, size_t n, int 
  * (not even nil) for any line it does not take so: malformed, a type or
  * object of another shape, a key written with escapes on the way; the
  * caller then decodes the line whole, which says what is wrong with it. */
-static int lbind_json_event(lua_State *L)
+int lbind_json_event_push(lua_State *L, const char *s, size_t len, const json_cut *node, int shallow)
 {
-    size_t len, tlen, olen, n;
-    const char *s = luaL_checklstring(L, 1, &len), *t, *o, *text;
+    size_t tlen, olen, n;
+    const char *t, *o, *text;
     const char *const type_key[1] = {"type"};
-    const json_cut *node = lbind_json_cutarg(L, 2);
+    int top = lua_gettop(L);
     char err[160];
 
     lbind_json_charge(L, len);
@@ -401,16 +401,35 @@ static int lbind_json_event(lua_State *L)
         return 0;
     if (json_scan_member(s, len, "object", &o, &olen) != 1 || *o != '{')
         return 0;
-    lua_settop(L, 3);
-    lua_pushlstring(L, t, tlen); /* 4: the type */
-    if (!lbind_json_cut_push(L, o, olen, node, NULL, 0)) /* 5: the text */
+    luaL_checkstack(L, 4, "json event");
+    shallow = shallow && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0);
+    lua_pushlstring(L, t, tlen); /* top + 1: the type */
+    if (!lbind_json_cut_push(L, o, olen, node, NULL, 0)) { /* top + 2: the text */
+        lua_settop(L, top);
         return 0;
-    text = lua_tolstring(L, 5, &n); /* anchored, immutable */
-    if (!lbind_json_push_object(L, text, n, lua_toboolean(L, 3) && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0),
-                                err, sizeof err)) /* 6 */
+    }
+    text = lua_tolstring(L, top + 2, &n); /* anchored, immutable */
+    if (!lbind_json_push_object(L, text, n, shallow, err, sizeof err)) { /* top + 3 */
+        lua_settop(L, top);
         return 0;
-    lua_insert(L, 5); /* type, object, text */
+    }
+    lua_insert(L, top + 2); /* type, object, text */
     return 3;
+}
+
+const json_cut *lbind_json_tocut(lua_State *L, int idx)
+{
+    return lbind_json_cutarg(L, idx);
+}
+
+static int lbind_json_event(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    const json_cut *node = lbind_json_cutarg(L, 2);
+
+    lua_settop(L, 3);
+    return lbind_json_event_push(L, s, len, node, lua_toboolean(L, 3));
 }
 
 /* json.page_texts's work on each item of a page */

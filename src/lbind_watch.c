@@ -2,6 +2,8 @@
  *
  *   w = api.watch{path =, timeout =, accept =, shard =}   starts a GET that streams (no yield)
  *   w:next() -> line | nil, status, body [, reason] | nil   (yields until one comes)
+ *   w:next_event([cut [, shallow]]) -> type, object, text | false, line | next()'s end
+ *                          (the line taken apart as json.event's, where it lies) 
  *   w:dropped() -> the events left out by shard (below)
  *   w:close()
  *
@@ -63,6 +65,7 @@ typedef struct lbind_watch {
     lbind_line *head, *tail; /* lines not yet handed out */
     size_t queued; /* their bytes */
     int paused;    /* the stream waits for lines to go (LBIND_WATCH_MAX_QUEUED) */
+    int taking;    /* next_event is taking the head line apart where it lies */
     int self;      /* registry ref keeping the userdata alive while streaming */
     uv_idle_t *wake; /* wakes the waiter from the loop, not from inside curl */
     int sharded;     /* only the events of objects in keep are queued */
@@ -78,14 +81,12 @@ static void lbind_watch_unpin(lbind_watch *w)
     }
 }
 
-/* Push the next queued line onto L; 0 when there is none. */
-static int lbind_watch_pop(lbind_watch *w, lua_State *L)
+/* Unlink and free the line at the head (handed out), resuming a paused
+ * stream when few enough are left. */
+static void lbind_watch_drop_head(lbind_watch *w)
 {
     lbind_line *l = w->head;
 
-    if (l == NULL)
-        return 0;
-    lua_pushlstring(L, l->data, l->len); /* may raise on OOM: unlink first */
     w->head = l->next;
     if (w->head == NULL)
         w->tail = NULL;
@@ -95,6 +96,15 @@ static int lbind_watch_pop(lbind_watch *w, lua_State *L)
         w->paused = 0;
         api_resume(w->call); /* (its lines may come before this returns) */
     }
+}
+
+/* Push the next queued line onto L; 0 when there is none. */
+static int lbind_watch_pop(lbind_watch *w, lua_State *L)
+{
+    if (w->head == NULL)
+        return 0;
+    lua_pushlstring(L, w->head->data, w->head->len); /* may raise on OOM: unlinked after */
+    lbind_watch_drop_head(w);
     return 1;
 }
 
@@ -332,6 +342,70 @@ static int lbind_watch_next(lua_State *L)
     return sched_wait_yield(L, 0, lbind_watch_next_k);
 }
 
+/* next_event's results from the line next() pushed at the top (the
+ * string, anchored there), or next()'s end as it is. */
+static int lbind_watch_event_of(lua_State *L, int base)
+{
+    int n = lua_gettop(L) - base;
+    size_t len;
+    const char *s;
+
+    if (n != 1 || lua_type(L, -1) != LUA_TSTRING)
+        return n;
+    s = lua_tolstring(L, -1, &len);
+    if (lbind_json_event_push(L, s, len, lbind_json_tocut(L, 2), lua_toboolean(L, 3)) == 3)
+        return 3;
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2); /* false, line */
+    return 2;
+}
+
+static int lbind_watch_next_event_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    return lbind_watch_event_of(L, 3);
+}
+
+/* w:next_event([cut [, shallow]]): next()'s, with its line taken apart
+ * as json.event(line, cut, shallow) takes it: type, object, text; false,
+ * line for a line json.event does not take; the end as next()'s. A line
+ * already queued is read where it lies, never made a Lua string: no Lua
+ * can free it meanwhile (only __gc clears the queue, and w is on the
+ * stack; luaop's finalizers never read a watch, scripts may have none,
+ * and a call while one takes the line apart is refused: a raise inside
+ * leaves that refusal, and the task whose call raised closes the watch). */
+static int lbind_watch_next_event(lua_State *L)
+{
+    lbind_watch *w = lbind_towatch(L);
+    const struct json_cut *node = lbind_json_tocut(L, 2);
+    int shallow = lua_toboolean(L, 3), n;
+
+    lua_settop(L, 3);
+    if (w->taking)
+        return luaL_error(L, "watch:next_event: called while a line is being taken apart");
+    if (w->head == NULL) {
+        if (w->ended)
+            return lbind_watch_push_end(w, L);
+        if (sched_waiting(w->waiter))
+            return luaL_error(L, "another task is already waiting on this watch");
+        lbind_check_task(L, "watch:next_event");
+        w->waiter = sched_wait_begin(L);
+        return sched_wait_yield(L, 0, lbind_watch_next_event_k);
+    }
+    w->taking = 1;
+    n = lbind_json_event_push(L, w->head->data, w->head->len, node, shallow);
+    w->taking = 0;
+    if (n == 3) {
+        lbind_watch_drop_head(w);
+        return 3;
+    }
+    lbind_watch_pop(w, L); /* (the line as next() hands it, decoded whole by the caller) */
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
 static void lbind_watch_stop(lbind_watch *w)
 {
     if (w->call) {
@@ -378,6 +452,7 @@ void lbind_watch_add(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         {"next", lbind_watch_next},
+        {"next_event", lbind_watch_next_event},
         {"dropped", lbind_watch_dropped},
         {"close", lbind_watch_close},
         {NULL, NULL},

@@ -154,6 +154,7 @@ luaop.json.event function
 luaop.json.hash function
 luaop.json.is_array function
 luaop.json.null userdata
+luaop.json.page_texts function
 luaop.json.peek function
 luaop.json.trim function
 luaop.json<metatable> boolean

@@ -396,6 +396,38 @@ lines(nil)
     end)
 end)
 
+describe("a watch's events taken apart where they lie", function()
+  it("hands what json.event makes of each line (type, object, text), or false and the line it does not take, "
+    .. "never making a queued line a Lua string", function()
+    local server = fake.start()
+    finally(server.stop)
+    local out = luaop.ok([[
+local core = require "luaop.core"
+local path = "/api/v1/namespaces/default/configmaps?watch=true&labelSelector=spread"
+local lines, w = {}, core.api.watch { path = path }
+for line in function() return w:next() end do lines[#lines + 1] = line end
+local got, i = {}, 0
+w = core.api.watch { path = path }
+while true do
+  local typ, obj, text = w:next_event(nil, true)
+  if typ == nil then break end
+  i = i + 1
+  local et, eo, ex = core.json.event(lines[i], nil, true)
+  if typ then
+    got[#got + 1] = ("%s:%s:%s"):format(typ, typ == et and core.json.encode(obj) == core.json.encode(eo) and text == ex,
+      obj.data == nil)
+  else
+    got[#got + 1] = ("line:%s:%s"):format(obj == lines[i], et == nil)
+  end
+end
+print(table.concat(got, ","), i == #lines)
+]], { kubeconfig = server.kubeconfig })
+    -- each shallow (its metadata alone) but deep, too deep to decode: its
+    -- line, which the caller decodes whole to say what is wrong with it
+    assert.are.equal("ADDED:true:true,line:true:true,MODIFIED:true:true,BOOKMARK:true:true\ttrue\n", out)
+  end)
+end)
+
 describe("sharded informer", function()
   it("lists again, streaming, when its ranges grow in the middle of its first sync, and misses nothing", function()
     local server = fake.start()

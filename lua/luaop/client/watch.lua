@@ -5,7 +5,7 @@ local core = require "luaop.core"
 local errors = require "luaop.client.errors"
 
 local json = core.json
-local decode, event = json.decode, json.event
+local decode = json.decode
 local api_error, skip_undecodable = errors.error, errors.skip_undecodable
 
 local M = {}
@@ -65,9 +65,12 @@ end
 -- the end of the stream nil (a clean end: the server's timeout) or nil, err
 -- (410 Gone is reason "Expired" or "Gone": list again).
 function Watch:next()
-  local line, status, body, reason = self.raw:next()
+  -- (a queued line taken apart where it lies in C: json.event's results,
+  -- or false and the line when json.event does not take it)
+  local typ, obj, text, reason = self.raw:next_event(self.cut, self.shallow)
   if self.shard then M.count_filtered(self) end
-  if not line then
+  if typ == nil then
+    local status, body = obj, text
     if status then
       self.err = api_error(status, body)
       if reason then -- luaop ended it: an event longer than a frame may be
@@ -78,14 +81,14 @@ function Watch:next()
     end
     return nil
   end
-  local typ, obj, text = event(line, self.cut, self.shallow)
-  if typ ~= nil then -- the usual line: one pass, managedFields never decoded
+  if typ then -- the usual line: one pass, managedFields never decoded
     if typ == "ERROR" then return ended(self, obj) end
     local why = malformed_event(typ, obj, self.namespace)
     if why then return malformed(self, why) end
     return typ, obj, text
   end
   -- any other line, decoded whole: what is wrong with it, if anything
+  local line = obj
   local ev, derr = decode(line)
   if type(ev) ~= "table" then
     typ = json.peek(line, "type")

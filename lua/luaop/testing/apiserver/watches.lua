@@ -166,6 +166,17 @@ function Watch:next()
   end
 end
 
+-- w:next_event([cut [, shallow]]): next()'s line taken apart as
+-- json.event takes it (type, object, text), or false, line; the end as
+-- next()'s (as the runtime's watch, src/lbind_watch.c).
+function Watch:next_event(cut, shallow)
+  local line, status, body = self:next()
+  if not line then return nil, status, body end
+  local typ, obj, text = json.event(line, cut, shallow)
+  if typ ~= nil then return typ, obj, text end
+  return false, line
+end
+
 -- Whether changes are held back from this watch now (hold_watches).
 function Watch:_held()
   for _, match in ipairs(self.server.holds) do
