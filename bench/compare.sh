@@ -36,6 +36,10 @@
 #             state checked the same for both (bench/compare.lua state); then
 #             the same writes made directly with nothing running (M Machine
 #             creates, 3M Switch creates, M status writes, 64 in flight)
+#             right after them in the same round; each implementation's
+#             time over that round's raw time is its ratio for the round
+#             (the raw time follows the API server's pace that minute), and
+#             the goal takes the median of luaop's rounds
 #
 # The peer runs twice in each round: as kubebuilder scaffolds it ("peer":
 # controller-runtime's defaults, managedFields cached) and at its best
@@ -217,7 +221,12 @@ for m in $machines; do
     done
     cns=$ns-raw-$m-$r
     kc create namespace "$cns" >/dev/null
-    record raw converge_s "$m" "$(prog bench/compare.lua -- raw "$cns" "$m" | awk '$1 == "seconds" {print $2}')"
+    raw_s=$(prog bench/compare.lua -- raw "$cns" "$m" | awk '$1 == "seconds" {print $2}')
+    record raw converge_s "$m" "$raw_s"
+    for impl in luaop peer peer-mf; do # (this round's time over this round's raw time)
+      record "$impl" converge_over_raw "$m" "$(ratio "$(awk -F'\t' -v i="$impl" -v m="$m" \
+        '$1 == i && $2 == "converge_s" && $3 == m {v = $4} END {print v}' "$results")" "$raw_s")"
+    done
     kc delete namespace "$cns" --timeout=600s >/dev/null
   done
 done
@@ -288,9 +297,8 @@ per_object() { # IMPL N [MEASURE]: VmRSS growth per object, B
   for m in $machines; do
     row "$m Machines: converge, s ($workers workers)" converge_s "$m"
     line "  over the same writes, raw ($(fmt "$(value raw converge_s "$m")") s)" \
-      "$(ratio "$(value luaop converge_s "$m")" "$(value raw converge_s "$m")")" \
-      "$(ratio "$(value peer converge_s "$m")" "$(value raw converge_s "$m")")" \
-      "$(ratio "$(value peer-mf converge_s "$m")" "$(value raw converge_s "$m")")" "" "$(spread raw converge_s "$m")"
+      "$(value luaop converge_over_raw "$m")" "$(value peer converge_over_raw "$m")" \
+      "$(value peer-mf converge_over_raw "$m")" "" "raw $(spread raw converge_s "$m"); luaop $(spread luaop converge_over_raw "$m")"
     row "  writes (necessary: $((4 * m)))" writes "$m"
     row "  switch creates" switch_creates "$m"
     row "  Machine status writes" status_writes "$m"
@@ -317,7 +325,7 @@ per_object() { # IMPL N [MEASURE]: VmRSS growth per object, B
   done
   goal "idle VmRSS, over the better peer" "$(ratio_best idle_rss_kib -)" "<" 1
   for m in $machines; do
-    goal "$m Machines: converge over the same writes raw" "$(ratio "$(value luaop converge_s "$m")" "$(value raw converge_s "$m")")" "<=" 1.2
+    goal "$m Machines: converge over the same writes raw (in each round)" "$(value luaop converge_over_raw "$m")" "<=" 1.2
     goal "$m Machines: converge, over the better peer" "$(ratio_best converge_s "$m")" "<" 1
   done
 } | tee "$out/table.txt"
