@@ -3,7 +3,7 @@
  *   w = api.watch{path =, timeout =, accept =, shard =}   starts a GET that streams (no yield)
  *   w:next() -> line | nil, status, body [, reason] | nil   (yields until one comes)
  *   w:next_event([cut [, shallow]]) -> type, object, text | false, line | next()'s end
- *                          (the line taken apart as json.event's, where it lies) 
+ *                          (the line taken apart as json.event's, where it lies)
  *   w:dropped() -> the events left out by shard (below)
  *   w:close()
  *
@@ -133,6 +133,8 @@ static int lbind_watch_push_end(lbind_watch *w, lua_State *L)
     return 4;
 }
 
+static void lbind_watch_wake_cb(uv_idle_t *h);
+
 static void lbind_watch_wake(lbind_watch *w)
 {
     sched_wait t = w->waiter;
@@ -141,6 +143,11 @@ static void lbind_watch_wake(lbind_watch *w)
 
     if (t.id == 0 || (w->head == NULL && !w->ended))
         return;
+    if (w->taking) { /* (next_event reads the head: the waiter is woken from the loop after) */
+        if (w->wake)
+            uv_idle_start(w->wake, lbind_watch_wake_cb);
+        return;
+    }
     if ((co = sched_waiting(t)) == NULL) {
         w->waiter = (sched_wait){0}; /* not the wait its task is in: the lines stay */
         return;
@@ -331,6 +338,8 @@ static int lbind_watch_next(lua_State *L)
     lbind_watch *w = lbind_towatch(L);
 
     lua_settop(L, 1);
+    if (w->taking)
+        return luaL_error(L, "watch:next: called while a line is being taken apart");
     if (lbind_watch_pop(w, L))
         return 1;
     if (w->ended)
