@@ -13,6 +13,7 @@
 --                asked every 2 s): its status writes, about 100 a second
 --                here, are a churn of their own that would load the API
 --                server under a sync being measured; prints the seconds
+--                (fails after an hour)
 --   delete KIND NS N
 --                delete objects 1..N of KIND in NS, 100 at once
 --   churn KIND NS N RATE SECONDS TAG
@@ -80,6 +81,10 @@ if mode == "settle" then
     local page, err = c:first_page(kind, { namespace = ns, field_selector = "status.phase=Pending", limit = 1 })
     if page and #page.items == 0 then break end
     if not page then io.stderr:write(("scale: %s\n"):format(err)) end
+    if luaop.time.monotonic() - t0 > 3600 then
+      io.stderr:write("scale: Pods still Pending after an hour\n")
+      return 1
+    end
     luaop.sleep(2)
   end
   out("settle_s", ("%.1f"):format(luaop.time.monotonic() - t0))

@@ -126,7 +126,8 @@ for kind in $kinds; do
       have=$n
       if [ "$kind" = Pod ]; then # (until kwok ran each: its status writes load the API server)
         t0=$SECONDS
-        "$bin" --kubeconfig "$KUBECONFIG" --program bench/scale.lua -- settle Pod "$kns" >/dev/null
+        "$bin" --kubeconfig "$KUBECONFIG" --program bench/scale.lua -- settle Pod "$kns" >/dev/null ||
+          { echo "bench: kwok did not run every Pod" >&2; exit 1; }
         echo "bench: kwok ran every Pod ($((SECONDS - t0)) s)" >&2
       fi
     fi

@@ -302,7 +302,7 @@ static int lbind_json_cut(lua_State *L)
 }
 
 /* The cut at idx (json.cut's), or the cache's own when none. */
-static const json_cut *lbind_json_cutarg(lua_State *L, int idx)
+const json_cut *lbind_json_tocut(lua_State *L, int idx)
 {
     if (lua_isnoneornil(L, idx))
         return &lbind_json_cache_cut;
@@ -417,16 +417,11 @@ int lbind_json_event_push(lua_State *L, const char *s, size_t len, const json_cu
     return 3;
 }
 
-const json_cut *lbind_json_tocut(lua_State *L, int idx)
-{
-    return lbind_json_cutarg(L, idx);
-}
-
 static int lbind_json_event(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
-    const json_cut *node = lbind_json_cutarg(L, 2);
+    const json_cut *node = lbind_json_tocut(L, 2);
 
     lua_settop(L, 3);
     return lbind_json_event_push(L, s, len, node, lua_toboolean(L, 3));
@@ -486,7 +481,7 @@ static int lbind_json_page_texts(lua_State *L)
 {
     size_t len, dropped = 0;
     const char *s = luaL_checklstring(L, 1, &len);
-    lbind_page pg = {lbind_json_cutarg(L, 2), NULL, 0, NULL, 0, 0};
+    lbind_page pg = {lbind_json_tocut(L, 2), NULL, 0, NULL, 0, 0};
     char err[160];
 
     pg.head = luaL_optlstring(L, 3, NULL, &pg.hlen);
@@ -524,7 +519,7 @@ static int lbind_json_trim(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len), *o, *at, *why, *e;
-    const json_cut *node = lbind_json_cutarg(L, 2);
+    const json_cut *node = lbind_json_tocut(L, 2);
 
     lbind_json_charge(L, len);
     o = s;

@@ -333,6 +333,19 @@ static lbind_watch *lbind_towatch(lua_State *L)
     return luaL_checkudata(L, 1, LBIND_WATCH_MT);
 }
 
+/* With no line queued: the end, or the calling task waits for a line (its
+ * results then pushed by lbind_watch_wake, and k run on them). */
+static int lbind_watch_end_or_wait(lbind_watch *w, lua_State *L, const char *what, lua_KFunction k)
+{
+    if (w->ended)
+        return lbind_watch_push_end(w, L);
+    if (sched_waiting(w->waiter))
+        return luaL_error(L, "another task is already waiting on this watch");
+    lbind_check_task(L, what);
+    w->waiter = sched_wait_begin(L);
+    return sched_wait_yield(L, 0, k);
+}
+
 static int lbind_watch_next(lua_State *L)
 {
     lbind_watch *w = lbind_towatch(L);
@@ -342,13 +355,7 @@ static int lbind_watch_next(lua_State *L)
         return luaL_error(L, "watch:next: called while a line is being taken apart");
     if (lbind_watch_pop(w, L))
         return 1;
-    if (w->ended)
-        return lbind_watch_push_end(w, L);
-    if (sched_waiting(w->waiter))
-        return luaL_error(L, "another task is already waiting on this watch");
-    lbind_check_task(L, "watch:next");
-    w->waiter = sched_wait_begin(L);
-    return sched_wait_yield(L, 0, lbind_watch_next_k);
+    return lbind_watch_end_or_wait(w, L, "watch:next", lbind_watch_next_k);
 }
 
 /* next_event's results from the line next() pushed at the top (the
@@ -393,15 +400,8 @@ static int lbind_watch_next_event(lua_State *L)
     lua_settop(L, 3);
     if (w->taking)
         return luaL_error(L, "watch:next_event: called while a line is being taken apart");
-    if (w->head == NULL) {
-        if (w->ended)
-            return lbind_watch_push_end(w, L);
-        if (sched_waiting(w->waiter))
-            return luaL_error(L, "another task is already waiting on this watch");
-        lbind_check_task(L, "watch:next_event");
-        w->waiter = sched_wait_begin(L);
-        return sched_wait_yield(L, 0, lbind_watch_next_event_k);
-    }
+    if (w->head == NULL)
+        return lbind_watch_end_or_wait(w, L, "watch:next_event", lbind_watch_next_event_k);
     w->taking = 1;
     n = lbind_json_event_push(L, w->head->data, w->head->len, node, shallow);
     w->taking = 0;

@@ -398,7 +398,7 @@ end)
 
 describe("a watch's events taken apart where they lie", function()
   it("hands what json.event makes of each line (type, object, text), or false and the line it does not take, "
-    .. "never making a queued line a Lua string", function()
+    .. "for each line next would hand", function()
     local server = fake.start()
     finally(server.stop)
     local out = luaop.ok([[

@@ -293,7 +293,7 @@ function client:list(kind, opts)
   local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
   local path = collection(r, ns)
   local accept = opts.metadata_only and ACCEPT_METADATA_LIST or nil
-  local head = not opts.metadata_only and -- (the apiVersion and kind a LIST's items lack)
+  local head = opts.texts and not opts.metadata_only and -- (the apiVersion and kind items lack)
     ('{"apiVersion":%s,"kind":%s'):format(json.encode(r.gv), json.encode(r.kind)) or nil
   local function start(continue)
     return api.start { method = "GET", timeout = opts.timeout, accept = accept, path = path .. query {
