@@ -78,26 +78,37 @@ local function audit_log()
   return assert(os.getenv("KUBECONFIG")):gsub("[^/]*$", "") .. "kwok/clusters/luaop/logs/audit.log"
 end
 
+-- The audit log's complete lines holding `needle` and ResponseComplete,
+-- decoded. The API server may be writing its last line as it is read: a
+-- line without its newline is not yet one (any complete line must decode).
+local function audit_events(needle)
+  local out = {}
+  local f = io.open(audit_log())
+  if not f then return out end
+  local text = f:read("a")
+  f:close()
+  for line in text:gmatch("([^\n]*)\n") do
+    if line:find(needle, 1, true) and line:find('"ResponseComplete"', 1, true) then
+      out[#out + 1] = assert(json.decode(line))
+    end
+  end
+  return out
+end
+
 -- The writes the audit log holds of case's ConfigMaps (by name; another
 -- resource if given), in order of arrival: {key, identity, received,
 -- completed (seconds), code}.
 local function writes(case, resource)
   local out = {}
-  local f = io.open(audit_log())
-  if not f then return out end
-  for line in f:lines() do
-    if line:find(case, 1, true) and line:find('"ResponseComplete"', 1, true) then
-      local e = json.decode(line)
-      local ref = e.objectRef or {}
-      local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
-      if id and e.verb == "patch" and ref.resource == (resource or "configmaps")
-        and tostring(ref.name):find(case, 1, true) then
-        out[#out + 1] = { key = ref.namespace .. "/" .. ref.name, id = id, received = seconds(e.requestReceivedTimestamp),
-          completed = seconds(e.stageTimestamp), code = e.responseStatus and e.responseStatus.code }
-      end
+  for _, e in ipairs(audit_events(case)) do
+    local ref = e.objectRef or {}
+    local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
+    if id and e.verb == "patch" and ref.resource == (resource or "configmaps")
+      and tostring(ref.name):find(case, 1, true) then
+      out[#out + 1] = { key = ref.namespace .. "/" .. ref.name, id = id, received = seconds(e.requestReceivedTimestamp),
+        completed = seconds(e.stageTimestamp), code = e.responseStatus and e.responseStatus.code }
     end
   end
-  f:close()
   table.sort(out, function(a, b) return a.received < b.received end)
   return out
 end
@@ -353,20 +364,17 @@ spec: {switches: 2}
     end
     -- every object the replicas wrote in those namespaces, each by one
     local by, n = {}, 0
-    for line in io.lines(audit_log()) do
-      if line:find('"ResponseComplete"', 1, true) and line:find("luaop/", 1, true) then
-        local e = json.decode(line)
-        local ref = e.objectRef or {}
-        local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
-        if id and seconds(e.requestReceivedTimestamp) >= since
-          and tostring(ref.namespace):find("^luaop%-shard%-") then
-          -- (a create by generateName, a Switch's, has no name yet: by
-          -- namespace, whose keys are all one replica's)
-          local k = ("%s %s/%s"):format(ref.resource, ref.namespace, ref.name or "(generated)")
-          by[k] = by[k] or {}
-          by[k][id] = true
-          n = n + 1
-        end
+    for _, e in ipairs(audit_events("luaop/")) do
+      local ref = e.objectRef or {}
+      local id = tostring(e.userAgent):match("^luaop/[^ ]+ %((.*)%)$")
+      if id and seconds(e.requestReceivedTimestamp) >= since
+        and tostring(ref.namespace):find("^luaop%-shard%-") then
+        -- (a create by generateName, a Switch's, has no name yet: by
+        -- namespace, whose keys are all one replica's)
+        local k = ("%s %s/%s"):format(ref.resource, ref.namespace, ref.name or "(generated)")
+        by[k] = by[k] or {}
+        by[k][id] = true
+        n = n + 1
       end
     end
     assert.is_true(n > 0, "no write of the operators in the audit log")
