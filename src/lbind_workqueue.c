@@ -556,7 +556,7 @@ static int lbind_wq_stats(lua_State *L)
     workqueue_stats s;
 
     workqueue_stats_get(lbind_wq_check(L), &s);
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     lua_pushinteger(L, (lua_Integer)s.depth);
     lua_setfield(L, -2, "depth");
     lua_pushinteger(L, (lua_Integer)s.waiting);
@@ -567,6 +567,8 @@ static int lbind_wq_stats(lua_State *L)
     lua_setfield(L, -2, "adds");
     lua_pushinteger(L, (lua_Integer)s.retries);
     lua_setfield(L, -2, "retries");
+    lua_pushinteger(L, (lua_Integer)s.chunks);
+    lua_setfield(L, -2, "chunks");
     return 1;
 }
 

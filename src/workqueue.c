@@ -1,14 +1,17 @@
 /* workqueue.c - the rate-limited work queue of a controller (workqueue.h). */
 #include "workqueue.h"
 
+#include "pool.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define WQ_BUCKETS 64 /* a new queue's, and an empty one's */
+
 typedef struct wq_item wq_item;
 struct wq_item {
-    char *key;
     unsigned dirty : 1;      /* wants processing (queued, or again after done) */
     unsigned processing : 1; /* handed out by get, not yet done */
     int failures;            /* rate-limited adds since the last forget */
@@ -17,10 +20,13 @@ struct wq_item {
     double started_at;       /* when get handed it out (o.clock) */
     size_t heap_index;       /* SIZE_MAX when not in the heap */
     wq_item *hnext;          /* hash chain */
+    char key[];              /* (one block with the item) */
 };
 
 struct workqueue {
     workqueue_opts o;
+    pool items; /* apart from the malloc heap: a sync's burst of keys, done,
+                 * leaves no holes between the cache's strings (pool.h) */
     double tokens, last;
     wq_item **buckets;
     size_t nbuckets, nitems;
@@ -82,20 +88,41 @@ static wq_item *wq_get_item(workqueue *q, const char *key)
         return it;
     if (q->nitems >= q->nbuckets && wq_grow(q) != 0)
         return NULL;
-    it = calloc(1, sizeof *it);
+    size_t len = strlen(key);
+    it = pool_alloc(&q->items, sizeof *it + len + 1);
     if (it == NULL)
         return NULL;
-    it->key = strdup(key);
-    if (it->key == NULL) {
-        free(it);
-        return NULL;
-    }
+    memcpy(it->key, key, len + 1);
     it->heap_index = SIZE_MAX;
     size_t j = wq_hash(key) & (q->nbuckets - 1);
     it->hnext = q->buckets[j];
     q->buckets[j] = it;
     q->nitems++;
     return it;
+}
+
+/* A queue with no items gives back what its arrays grew to: a sync's burst
+ * of keys must not hold their size for the process's life. */
+static void wq_shrink(workqueue *q)
+{
+    if (q->nbuckets > WQ_BUCKETS) {
+        wq_item **b = calloc(WQ_BUCKETS, sizeof *b);
+        if (b != NULL) { /* (else the old ones serve on) */
+            free(q->buckets);
+            q->buckets = b;
+            q->nbuckets = WQ_BUCKETS;
+        }
+    }
+    if (q->cap > WQ_BUCKETS) { /* (a small one is kept: no malloc each time a key comes and goes) */
+        free(q->fifo);
+        q->fifo = NULL;
+        q->cap = q->head = 0;
+    }
+    if (q->capheap > WQ_BUCKETS) {
+        free(q->heap);
+        q->heap = NULL;
+        q->capheap = 0;
+    }
 }
 
 /* Free an item nothing needs any more. */
@@ -108,8 +135,22 @@ static void wq_release(workqueue *q, wq_item *it)
         p = &(*p)->hnext;
     *p = it->hnext;
     q->nitems--;
-    free(it->key);
-    free(it);
+    pool_free(&q->items, it);
+    if (q->nitems == 0)
+        wq_shrink(q);
+}
+
+/* An item about to wait out a delay, moved among the pool's long-lived
+ * blocks (pool_settle): its hash chain points at it where it is now. Only
+ * for an item in neither the FIFO nor the heap. */
+static wq_item *wq_settle(workqueue *q, wq_item *it)
+{
+    wq_item **p = &q->buckets[wq_hash(it->key) & (q->nbuckets - 1)];
+
+    while (*p != it)
+        p = &(*p)->hnext;
+    *p = pool_settle(&q->items, it, sizeof *it + strlen(it->key) + 1);
+    return *p;
 }
 
 /* ---- the FIFO --------------------------------------------------------------- */
@@ -195,7 +236,7 @@ workqueue *workqueue_new(const workqueue_opts *o, double now)
         q->o.burst = 1;
     q->tokens = q->o.burst;
     q->last = now;
-    q->nbuckets = 64;
+    q->nbuckets = WQ_BUCKETS;
     q->buckets = calloc(q->nbuckets, sizeof *q->buckets);
     if (q->buckets == NULL) {
         free(q);
@@ -233,10 +274,10 @@ void workqueue_free(workqueue *q)
     for (size_t i = 0; i < q->nbuckets; i++) {
         for (wq_item *it = q->buckets[i], *next; it; it = next) {
             next = it->hnext;
-            free(it->key);
-            free(it);
+            pool_free(&q->items, it);
         }
     }
+    pool_clear(&q->items);
     free(q->buckets);
     free(q->fifo);
     free(q->heap);
@@ -295,6 +336,8 @@ int workqueue_add_after(workqueue *q, const char *key, double delay, double now)
         q->heap = h;
         q->capheap = cap;
     }
+    if (!it->dirty) /* (a queued one is in the FIFO too, where it stays) */
+        it = wq_settle(q, it);
     it->ready_at = now + delay;
     wq_heap_set(q, q->nheap++, it);
     wq_sift_up(q, it->heap_index);
@@ -432,4 +475,5 @@ void workqueue_stats_get(const workqueue *q, workqueue_stats *s)
     s->processing = q->processing;
     s->adds = q->adds;
     s->retries = q->retries;
+    s->chunks = pool_chunks(&q->items);
 }

@@ -32,6 +32,7 @@ typedef struct workqueue_stats {
     size_t processing;
     unsigned long adds; /* adds that queued or delayed a key */
     unsigned long retries; /* rate-limited adds */
+    size_t chunks;      /* the items' chunks mapped now (pool.h) */
 } workqueue_stats;
 
 /* NULL when out of memory. */

@@ -47,7 +47,7 @@ describe("luaop.core.workqueue", function()
       assert.is_nil(q:get(), "the two adds collapsed")
       q:done("a")
       assert.is_nil(q:get())
-      assert.are.same({ depth = 0, waiting = 0, processing = 0, adds = 2, retries = 0 }, q:stats())
+      assert.are.same({ depth = 0, waiting = 0, processing = 0, adds = 2, retries = 0, chunks = 1 }, q:stats())
     end)
 
     it("does not requeue a key on done when nothing added it meanwhile", function()
@@ -87,6 +87,37 @@ describe("luaop.core.workqueue", function()
       assert.are.equal("k5000", keys[5000])
       for _, k in ipairs(keys) do q:done(k) end
       assert.are.equal(0, q:stats().processing)
+    end)
+  end)
+
+  describe("memory", function()
+    -- (a sync queues every object's key at once: their items, freed as
+    -- the keys are done, must leave no holes between what the process
+    -- keeps, docs/benchmarks.md)
+    it("keeps a burst of keys in chunks of its own and unmaps them once the keys are done, but for one, "
+      .. "while a key that waits out a delay meanwhile pins none of them", function()
+      local q = workqueue.new()
+      for i = 1, 20000 do q:add(("namespace-%d/name-%d"):format(i % 7, i)) end
+      local burst = q:stats().chunks
+      assert.is_true(burst >= 20, "20,000 keys in " .. burst .. " chunks")
+      local n = 0
+      while true do
+        local k = q:get()
+        if not k then break end
+        n = n + 1
+        -- every 1000th key waits out a delay: moved among the long-lived
+        if n % 1000 == 0 then q:add_after(k, 60, 0) end
+        q:done(k)
+      end
+      assert.are.equal(20000, n)
+      assert.are.equal(20, q:stats().waiting)
+      assert.are.equal(2, q:stats().chunks, "the emptied current chunk and the delayed keys' chunk")
+      q:tick(61)
+      assert.are.equal(20, #drain(q))
+      for i = 1, 20 do q:done(("namespace-%d/name-%d"):format((i * 1000) % 7, i * 1000)) end
+      assert.are.same({ depth = 0, waiting = 0, processing = 0 },
+        { depth = q:stats().depth, waiting = q:stats().waiting, processing = q:stats().processing })
+      assert.are.equal(2, q:stats().chunks)
     end)
   end)
 
