@@ -43,10 +43,15 @@ local function each(from, to, write, fine, what)
 end
 
 -- Create object(i) for i = from..to with client c, 100 at once (one that
--- exists already counts as made). Returns the seconds it took and the
+-- exists already counts as made), then after(made, i) when given, which
+-- returns an error or nil. Returns the seconds it took and the
 -- creates that failed (each logged).
-function M.create(c, from, to, object)
-  return each(from, to, function(i) return select(2, c:create(object(i))) end,
+function M.create(c, from, to, object, after)
+  return each(from, to, function(i)
+    local made, err = c:create(object(i))
+    if made and after then err = after(made, i) end
+    return err
+  end,
     function(err) return luaop.is_error(err, "AlreadyExists") end, "create")
 end
 

@@ -8,10 +8,12 @@
 # (default "1000 10000 100000 300000"), N objects of KIND are made in a
 # namespace of their own (bench/scale.lua create: ConfigMaps of about 1 KiB
 # of compact JSON, or Pods bound to the kwok node by spec.nodeName so that
-# the scheduler is not the bottleneck), more as N grows (for Pods, then
-# until kwok has run each: bench/scale.lua settle; kwok writes about 100
-# Pod statuses a second here, so 300k Pods take about 40 minutes to be in
-# place, which alone puts a run with them past the hour); then, for each
+# the scheduler is not the bottleneck, each given the Running status kwok
+# would give it by a write of the benchmark's own: kwok writes about 100
+# Pod statuses a second here, so 300k Pods would wait some 50 minutes for
+# it), more as N grows (for Pods, then until none is Pending:
+# bench/scale.lua settle, so no status write loads the API server under
+# what is measured); then, for each
 # implementation, in turns (the one going first alternating), a controller
 # on every object of KIND whose reconcile does nothing (bench/configmaps.lua
 # or bench/pods.lua; the peer's "configmaps" or "pods"):
