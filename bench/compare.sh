@@ -317,7 +317,9 @@ per_object() { # IMPL N [MEASURE]: VmRSS growth per object, B
       goal "$n ConfigMaps: per object over the compact JSON (must)" "$(ratio "$(per_object luaop "$n")" "$json")" "<=" 1.8
       goal "$n ConfigMaps: per object, over the better peer" "$(ratio "$(per_object luaop "$n")" "$(best "$(per_object peer "$n")" "$(per_object peer-mf "$n")")")" "<" 1
       goal "$n ConfigMaps: launch to synced, over the better peer" "$(ratio_best synced_s "$n")" "<" 1
-      goal "$n ConfigMaps, metadata only: per object, B" "$(per_object luaop "$n" meta_rss_kib)" "<=" 512
+      # (issue 35 sets this one at 100k; at 10k the store's fixed costs
+      # weigh more, and the row above shows it)
+      [ "$n" = 100000 ] && goal "$n ConfigMaps, metadata only: per object, B" "$(per_object luaop "$n" meta_rss_kib)" "<=" 512
       goal "$n ConfigMaps, metadata only: per object, over the better peer" \
         "$(ratio "$(per_object luaop "$n" meta_rss_kib)" "$(best "$(per_object peer "$n" meta_rss_kib)" \
         "$(per_object peer-mf "$n" meta_rss_kib)")")" "<" 1 ;;
