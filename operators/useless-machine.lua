@@ -67,7 +67,7 @@ end
 return luaop.controller {
   name = "machine",
   resource = GROUP .. "/Machine",
-  concurrency = 4, -- machines in parallel; one machine is never reconciled twice at once
+  concurrency = 64, -- machines at once; one machine is never reconciled twice at once
   owns = { GROUP .. "/Switch" },
   -- a switch names its machine by label too (as in the workshop), so a
   -- switch labelled by hand, without an owner reference, counts as well
