@@ -125,15 +125,22 @@ static void wq_shrink(workqueue *q)
     }
 }
 
+/* Where the hash chain points at it. */
+static wq_item **wq_link(workqueue *q, const wq_item *it)
+{
+    wq_item **p = &q->buckets[wq_hash(it->key) & (q->nbuckets - 1)];
+
+    while (*p != it)
+        p = &(*p)->hnext;
+    return p;
+}
+
 /* Free an item nothing needs any more. */
 static void wq_release(workqueue *q, wq_item *it)
 {
     if (it->dirty || it->processing || it->failures > 0 || it->heap_index != SIZE_MAX)
         return;
-    wq_item **p = &q->buckets[wq_hash(it->key) & (q->nbuckets - 1)];
-    while (*p != it)
-        p = &(*p)->hnext;
-    *p = it->hnext;
+    *wq_link(q, it) = it->hnext;
     q->nitems--;
     pool_free(&q->items, it);
     if (q->nitems == 0)
@@ -145,10 +152,8 @@ static void wq_release(workqueue *q, wq_item *it)
  * for an item in neither the FIFO nor the heap. */
 static wq_item *wq_settle(workqueue *q, wq_item *it)
 {
-    wq_item **p = &q->buckets[wq_hash(it->key) & (q->nbuckets - 1)];
+    wq_item **p = wq_link(q, it);
 
-    while (*p != it)
-        p = &(*p)->hnext;
     *p = pool_settle(&q->items, it, sizeof *it + strlen(it->key) + 1);
     return *p;
 }
