@@ -384,7 +384,8 @@ static int lbind_json_push_object(lua_State *L, const char *text, size_t n, int 
  * text; shallow: the text checked as json_decode would take it, and only
  * its metadata decoded, as {metadata = ...} (an informer decodes the rest
  * from the text when a handler reads it; an ERROR's Status, or an object
- * whose metadata json_scan_member does not find, is decoded whole). Nothing
+ * whose metadata json_scan_member does not find, is decoded whole; an
+ * ERROR's Status is never cut but for managedFields). Nothing
  * (not even nil) for any line it does not take so: malformed, a type or
  * object of another shape, a key written with escapes on the way; the
  * caller then decodes the line whole, which says what is wrong with it. */
@@ -402,7 +403,13 @@ int lbind_json_event_push(lua_State *L, const char *s, size_t len, const json_cu
     if (json_scan_member(s, len, "object", &o, &olen) != 1 || *o != '{')
         return 0;
     luaL_checkstack(L, 4, "json event");
-    shallow = shallow && !(tlen == 5 && memcmp(t, "ERROR", 5) == 0);
+    if (tlen == 5 && memcmp(t, "ERROR", 5) == 0) {
+        /* a Status, never an object of the cache's kind: decoded whole,
+         * uncut (a trimmed cache's cut would take its code, reason and
+         * message, and a 410 would read as a 500) */
+        shallow = 0;
+        node = &lbind_json_cache_cut;
+    }
     lua_pushlstring(L, t, tlen); /* top + 1: the type */
     if (!lbind_json_cut_push(L, o, olen, node, NULL, 0)) { /* top + 2: the text */
         lua_settop(L, top);

@@ -2,7 +2,8 @@
 -- local API server, built if needed and killed after 10 minutes should the
 -- spec never stop it. start{seed =, rate =, watch_rate =, faults =,
 -- strip_shard_selector =} (hack/chaos/main.go's flags; rate 0 and no
--- faults by default) returns kubeconfig, stats(), control(what) and stop().
+-- faults by default) returns kubeconfig, dir (its log: dir/log, a line a
+-- fault), stats(), control(what) and stop().
 local proc = require "support.proc"
 local kube = require "support.kube"
 local json = require("luaop.core").json
@@ -29,7 +30,7 @@ function M.start(opts)
     return v and v:match("%d+")
   end)
   assert(ok_port, tostring(port) .. ": " .. (proc.read(dir .. "/log") or ""))
-  local h = { kubeconfig = dir .. "/kubeconfig" }
+  local h = { kubeconfig = dir .. "/kubeconfig", dir = dir }
   local base = ("https://127.0.0.1:%s/chaos/"):format(port)
   local function curl(what)
     local cok, out = proc.sh(("curl -s -m 5 --cacert %s %s%s"):format(proc.quote(dir .. "/ca.crt"), base, what))

@@ -9,8 +9,9 @@ local fake = require "support.fake"
 -- "malformed", "gone", ...), started and synced as `inf`, then `body`, which may call
 -- cached(name): whether `name` is in the cache within 30 s. Returns the
 -- server (stopped by the spec's finally), then luaop.run's code, out, err.
--- before: code run before the informer is made (`informer` is the module).
-local function run_informer(selector, body, before)
+-- before: code run before the informer is made (`informer` is the module);
+-- opts: more of informer.new's options, as Lua fields ("trim = {...}").
+local function run_informer(selector, body, before, opts)
   local server = fake.start()
   finally(server.stop)
   return server, luaop.run(luaop.STATUS_MIB .. ([[
@@ -18,7 +19,7 @@ local function run_informer(selector, body, before)
       local core = require "luaop.core"
       local informer = require "luaop.informer"
       %s
-      local inf = informer.new("ConfigMap", { namespace = "default", label_selector = %q })
+      local inf = informer.new("ConfigMap", { namespace = "default", label_selector = %q, %s })
       inf:start()
       inf:wait_synced()
       local function cached(name)
@@ -26,7 +27,7 @@ local function run_informer(selector, body, before)
         while not inf:get("default", name) and luaop.time.monotonic() < deadline do luaop.sleep(0.01) end
         return inf:get("default", name) ~= nil
       end
-]]):format(before or "", selector) .. body, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
+]]):format(before or "", selector, opts or "") .. body, { kubeconfig = server.kubeconfig, flags = { "--qps", "0" } })
 end
 
 describe("luaop.informer", function()
@@ -196,15 +197,17 @@ describe("luaop.informer", function()
   end
 
   it("lists again after a 410 only after a backoff that doubles from 0.8 s (client-go's), logged and counted, "
-    .. "not as fast as the server answers, and in pages, never asking again for the stream the server refused",
-    function()
-    -- before: 21 LISTs a second against a server that answers every watch 410
+    .. "not as fast as the server answers, and in pages, never asking again for the stream the server refused "
+    .. "(a trimmed cache's watch too)", function()
+    -- before: 21 LISTs a second against a server that answers every watch
+    -- 410; and a trimmed cache's 410 (its Status cut as its objects) was
+    -- read as an HTTP 500 without a message
     local server, code, out, err = run_informer("gone", [[
       luaop.sleep(5)
       print("failures", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Expired"}'))
       print("relists", sample('luaop_informer_relists_total{resource="ConfigMap",namespace="default"}'))
       inf:stop()
-    ]])
+    ]], nil, 'trim = { keep = { "data.k" } }')
     assert.are.equal(0, code, err)
     local lists, _, streams = configmap_gets(server)
     -- the first sync's stream was refused (422): the relists are LISTs
@@ -220,14 +223,14 @@ describe("luaop.informer", function()
   end)
 
   it("lists again, after the backoff, when a watch ends with a Status other than 410 (an InternalError in the "
-    .. "stream), logging its reason, and in pages, never asking again for the stream the server refused (400)",
-    function()
+    .. "stream), logging its reason, and in pages, never asking again for the stream the server refused (400) "
+    .. "(a trimmed cache's watch too)", function()
     -- before: the same resourceVersion watched again every 0.8 s, never a LIST
     local server, code, out, err = run_informer("status500", [[
       luaop.sleep(3)
       print("failures", sample('luaop_watch_failures_total{resource="ConfigMap",namespace="default",reason="Status"}'))
       inf:stop()
-    ]])
+    ]], nil, 'trim = { drop = { "code", "message", "reason" } }')
     assert.are.equal(0, code, err)
     local lists, watches, streams = configmap_gets(server)
     assert.are.equal(1, streams, "a relist asked for a stream again")

@@ -251,7 +251,8 @@ describe("luaop.core.json", function()
       end
     end)
 
-    it("hands, shallow, the object's metadata alone beside its whole text (an ERROR's Status whole)", function()
+    it("hands, shallow, the object's metadata alone beside its whole text (an ERROR's Status whole, uncut)",
+      function()
       local line = '{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"a","managedFields":[{"m":1}],'
         .. '"labels":{"x":"y"}},"spec":{"containers":[{"name":"c","n":1.5e3,"t":true,"f":null}]}}}'
       local typ, obj, text = json.event(line, nil, true)
@@ -267,10 +268,21 @@ describe("luaop.core.json", function()
       typ, obj = json.event('{"type":"ERROR","object":{"kind":"Status","code":410,"message":"gone"}}', nil, true)
       assert.are.equal("ERROR", typ)
       assert.are.same({ kind = "Status", code = 410, message = "gone" }, obj)
-      -- a trimmed cache's too
+      -- a trimmed cache's too; an ERROR's Status there uncut (its code,
+      -- reason and message say what the watch's end was: a 410 a 410)
       local _, o2, t2 = json.event(line, json.cut { keep = { "spec.none" } }, true)
       assert.are.same({ metadata = { name = "a", labels = { x = "y" } } }, o2)
       assert.are.equal('{"kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}},"spec":{}}', t2)
+      local gone = '{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        .. '"message":"too old resource version: 1 (2)","reason":"Expired","code":410}}'
+      for _, cut in ipairs { json.cut { keep = { "status.phase" } }, json.cut { drop = { "code", "reason" } } } do
+        for _, shallow in ipairs { true, false } do
+          typ, obj = json.event(gone, cut, shallow)
+          assert.are.equal("ERROR", typ)
+          assert.are.same({ kind = "Status", apiVersion = "v1", metadata = {}, status = "Failure",
+            message = "too old resource version: 1 (2)", reason = "Expired", code = 410 }, obj)
+        end
+      end
     end)
 
     it("hands a LIST page's items shallow beside their texts as a cache keeps them, apiVersion and kind first",
