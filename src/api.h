@@ -64,7 +64,8 @@ unsigned api_exec_runs(const api *a);
 
 /* Fencing, for leader election: from now on a write (any method but GET
  * and HEAD) leaves only until api_fence_until's time (uv_hrtime), checked
- * the moment before it is sent (http_spec.may_send). The one exception is
+ * the moment before it is sent and before its body is (http_spec.may_send).
+ * The one exception is
  * by request, not by path: a request made with api_spec.lease set that is
  * a PUT of the lease at lease_path or a POST to its collection (the
  * election's create, renew and release). Reviews leave too (a POST of a

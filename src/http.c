@@ -2,6 +2,7 @@
 
 #include "http.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -26,7 +27,7 @@ struct http_request {
     list_node link; /* in http_client.live: every request not yet freed */
     /* the request, copied */
     char *method, *url, *content_type, *accept, *body, *bearer, *username, *password;
-    size_t body_len;
+    size_t body_len, body_sent; /* body_sent: what the read callback has handed curl */
     uint64_t deadline; /* loop ms that timeout_ms ends at, retries included; 0: none */
     int (*on_data)(const char *, size_t, void *);
     int (*may_send)(void *);
@@ -44,6 +45,8 @@ struct http_request {
 };
 
 static int http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port);
+static size_t http_read_cb(char *buf, size_t size, size_t nitems, void *ud);
+static int http_seek_cb(void *ud, curl_off_t offset, int origin);
 
 typedef struct http_sock {
     uv_poll_t poll;
@@ -253,7 +256,16 @@ static int http_setup(http_request *r)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 
     if (r->body) {
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+        /* The body through a read callback, not POSTFIELDS: curl sends a
+         * body after the headers, an HTTP/2 DATA frame in a later turn of
+         * the loop, so may_send is asked again right before it leaves (a
+         * process stopped between the two would send it on resuming). */
+        r->body_sent = 0;
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, http_read_cb);
+        curl_easy_setopt(e, CURLOPT_READDATA, r);
+        curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, http_seek_cb);
+        curl_easy_setopt(e, CURLOPT_SEEKDATA, r);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     }
     snprintf(line, sizeof line, "Accept: %s", r->accept ? r->accept : "application/json");
@@ -432,6 +444,36 @@ static int http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primar
         return CURL_PREREQFUNC_OK;
     r->refused = 1;
     return CURL_PREREQFUNC_ABORT;
+}
+
+/* The body's next bytes (CURLOPT_READFUNCTION), each part only while
+ * may_send says yes: a part refused ends the transfer (curl resets the
+ * stream), and the server, with the body unfinished, stores nothing. */
+static size_t http_read_cb(char *buf, size_t size, size_t nitems, void *ud)
+{
+    http_request *r = ud;
+    size_t n = size * nitems, left = r->body_len - r->body_sent;
+
+    if (left > 0 && r->may_send && !r->may_send(r->ud)) {
+        r->refused = 1;
+        return CURL_READFUNC_ABORT;
+    }
+    if (n > left)
+        n = left;
+    memcpy(buf, r->body + r->body_sent, n);
+    r->body_sent += n;
+    return n;
+}
+
+/* curl rewinding the body (a request sent again on a new connection) */
+static int http_seek_cb(void *ud, curl_off_t offset, int origin)
+{
+    http_request *r = ud;
+
+    if (origin != SEEK_SET || offset < 0 || (curl_off_t)r->body_len < offset)
+        return CURL_SEEKFUNC_FAIL;
+    r->body_sent = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
 }
 
 static void http_finish(http_request *r, CURLcode result)

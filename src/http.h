@@ -55,9 +55,11 @@ typedef struct http_spec {
      * else to abort the transfer. */
     int (*on_data)(const char *data, size_t len, void *ud);
     /* Asked (with the request's ud) the moment before the request leaves,
-     * after its connection is ready, at each try: non-zero sends it, 0
-     * stops it, and it fails with http_response.refused set. NULL: always
-     * sent. */
+     * after its connection is ready, at each try, and again before each
+     * part of its body (which curl sends after the headers, in a later
+     * turn of the loop): non-zero sends it, 0 stops it (a body cut short:
+     * the server stores nothing), and it fails with http_response.refused
+     * set. NULL: always sent. */
     int (*may_send)(void *ud);
     /* Not held behind the client's rate limiter (the Leases of leader
      * election and of a shard ring: client-go's election has a client of
@@ -75,7 +77,7 @@ typedef struct http_response {
     int retries; /* how often 429/5xx made it wait and retry */
     int http_version; /* 1 (HTTP/1.x) or 2; 0 when no response came */
     int new_connection; /* it opened a connection rather than reusing one */
-    int refused; /* may_send said no: nothing was sent */
+    int refused; /* may_send said no: nothing, or no whole request, was sent */
 } http_response;
 
 typedef void (*http_done_cb)(const http_response *r, void *ud);

@@ -83,7 +83,10 @@ deleted; /control/hold-lease/NAME makes the Lease NAME held by "another"
 leaseDurationSeconds D (default 60) and answers each GET of it S seconds
 late (&renew=T: its renewTime, T as given); /control/delay-lease/NAME?delay=S only delays them (its holder
 kept). /control/writes answers [[METHOD, PATH, T], ...]: every write
-request as it arrived. /control/leases answers every Lease (a list); a LIST of the Leases takes
+request as it arrived (/control/slow-body?delay=S: each later write's
+body is read only S seconds after its headers, as far as it comes, and
+logged "body GOT/LENGTH"; a write whose body did not all come is not
+answered). /control/leases answers every Lease (a list); a LIST of the Leases takes
 labelSelector=K=V (a shard ring's). /control/lease-log answers [[WHAT, HOLDER, T], ...]: each GET of a
 Lease answered ("GET", the holder it showed) and each write taken ("PUT"
 or "POST", the holder written), T the server's time.time() when answered.
@@ -113,6 +116,7 @@ times = []  # [path, time arrived] of each GET
 lease_rv = [100]
 counts = {}
 gone = set()
+slow_body = [0.0]  # /control/slow-body: seconds a write's body waits to be read
 discovery_fault = {"mode": None, "left": 0}  # /control/discovery: the next answers of /api/v1
 arrived = set()
 conns = {"now": 0, "max": 0}
@@ -279,7 +283,30 @@ class Handler(BaseHTTPRequestHandler):
 
     def write_request(self):
         n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b"{}"
+        with lock:
+            delay = slow_body[0]
+        if delay:
+            time.sleep(delay)
+            got = []
+            left = n
+            while left > 0:
+                try:
+                    part = self.rfile.read1(min(left, 1 << 16))
+                except OSError:
+                    part = b""
+                if not part:
+                    break
+                got.append(part)
+                left -= len(part)
+            with lock:
+                with open(sys.argv[2], "a") as f:
+                    f.write("%s %s body %d/%d\n" % (self.command, self.path, n - left, n))
+            if left:
+                self.close_connection = True
+                return
+            body = b"".join(got)
+        else:
+            body = self.rfile.read(n) if n else b"{}"
         with lock:
             with open(sys.argv[2], "a") as f:
                 f.write("%s %s %s\n" % (self.command, self.path, "write"))
@@ -328,6 +355,10 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/control/writes":
             with lock:
                 return self.reply(200, writes)
+        if path.startswith("/control/slow-body?delay="):
+            with lock:
+                slow_body[0] = float(path.split("=", 1)[1])
+            return self.reply(200, {})
         if path.startswith("/control/delay-lease/"):
             path, _, q = path.partition("?")
             opts = dict(kv.split("=", 1) for kv in q.split("&") if "=" in kv)

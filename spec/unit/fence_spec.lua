@@ -162,4 +162,36 @@ describe("leader election's fence", function()
       assert.are.equal(#arrived, #cm_writes(), "a write arrived after the election was given up")
     end
   end)
+
+  it("cuts a write off when it closes while the write's body is still on its way: the server never gets the "
+    .. "whole body, and the write fails, fenced", function()
+    -- A leader stopped (SIGSTOP) between a write's headers and its body,
+    -- which curl sends in a later turn of the loop, sent the body on
+    -- resuming, long past its lease: the write landed. Here the server
+    -- takes the body (24 MiB: more than the sockets hold) 2 s after the
+    -- headers, and the fence closes 1 s after they left.
+    local server = fake.start()
+    finally(server.stop)
+    server.control("slow-body?delay=2")
+    local code, out, err = luaop.run([[
+      local core = require "luaop.core"
+      local api = core.api
+      api.fence("/apis/coordination.k8s.io/v1/namespaces/default/leases/spec-lease")
+      api.fence_until(core.task.now() + 1)
+      local status, text = api.request { method = "PATCH", path = "/api/v1/namespaces/default/configmaps/big",
+        body = '{"data":{"big":"' .. string.rep("x", 24 << 20) .. '"}}',
+        content_type = "application/merge-patch+json", timeout = 30 }
+      print("answer", status, text)
+    ]], { kubeconfig = server.kubeconfig })
+    assert.are.equal(0, code, err)
+    assert.matches("answer\tnil\tnot sent: this process does not hold the leader election lease", out)
+    local got, len
+    kube.wait_for("the server's read of the body", 10, function()
+      for _, l in ipairs(server.requests()) do
+        got, len = l:match("^PATCH /api/v1/namespaces/default/configmaps/big body (%d+)/(%d+)$")
+        if got then return true end
+      end
+    end)
+    assert.is_true(tonumber(got) < tonumber(len), ("the server got %s bytes of %s"):format(got, len))
+  end)
 end)
