@@ -22,6 +22,18 @@
 #                           while the API server was down is started again),
 #                           and a new namespace gets its ServiceAccount and a
 #                           Pod in it runs
+#   hack/cluster.sh pause-controllers
+#                           stop kube-controller-manager, kube-scheduler and
+#                           kwok (recorded as restart-apiserver records
+#                           them), so that the API server serves a benchmark
+#                           alone: nothing else watches or writes (no
+#                           garbage collector's informers, no scheduler, no
+#                           fake node's heartbeats, no node controller to
+#                           mark it NotReady meanwhile)
+#   hack/cluster.sh resume-controllers
+#                           start them again and wait until the controller
+#                           manager and scheduler have renewed their leader
+#                           Leases
 #
 # Binaries are built from the Go module proxy (see hack/k8s/go.mod) into a
 # cache outside the repository, keyed by version:
@@ -406,6 +418,7 @@ probe_controllers() {
 cmd_restart_apiserver() {
   ready || die "not running; run 'make cluster-up'"
   local start=$SECONDS pid comp since d="$KWOK_WORKDIR/clusters/$name"
+  [ ! -d "$d/paused" ] || die "the controllers are paused: run 'hack/cluster.sh resume-controllers' first"
   rm -rf "$d/cmdline" "$d/environ" "$d/cwd" # only what runs now
   for comp in kube-apiserver kube-controller-manager kube-scheduler kwok-controller; do
     pid=$(component_pid "$comp")
@@ -430,6 +443,37 @@ cmd_restart_apiserver() {
   log "the controller manager, scheduler and kwok work again after $((SECONDS - start)) s"
 }
 
+# The controllers pause-controllers stopped are listed in paused/ (one
+# file each) beside their records.
+cmd_pause_controllers() {
+  ready || die "not running; run 'make cluster-up'"
+  local comp pid d="$KWOK_WORKDIR/clusters/$name"
+  mkdir -p "$d/paused"
+  for comp in kube-controller-manager kube-scheduler kwok-controller; do
+    pid=$(component_pid "$comp")
+    [ -n "$pid" ] || continue
+    record_component "$comp" "$pid"
+    stop_component "$comp" "$pid"
+    : >"$d/paused/$comp"
+  done
+  log "paused the controller manager, scheduler and kwok ($(ls "$d/paused" | tr '\n' ' ')); resume-controllers starts them"
+}
+
+cmd_resume_controllers() {
+  ready || die "not running; run 'make cluster-up'"
+  local comp since d="$KWOK_WORKDIR/clusters/$name"
+  [ -d "$d/paused" ] || { log "no controller is paused"; return 0; }
+  since=$(date +%s)
+  for comp in kube-controller-manager kube-scheduler kwok-controller; do
+    [ -e "$d/paused/$comp" ] || continue
+    [ -n "$(component_pid "$comp")" ] || start_component "$comp" >/dev/null
+    rm -f "$d/paused/$comp"
+  done
+  rmdir "$d/paused"
+  wait_components_since "$since" || exit 1
+  log "the controller manager, scheduler and kwok run again"
+}
+
 cmd_env() {
   printf 'KUBECONFIG=%q\nKUBECTL=%q\nK8S_BIN=%q\nKWOK_BIN=%q\n' \
     "$kubeconfig" "$k8s_bin/kubectl" "$k8s_bin" "$kwok_bin"
@@ -444,5 +488,8 @@ case "${1:-}" in
   env) cmd_env ;;
   compact) cmd_compact ;;
   restart-apiserver) cmd_restart_apiserver ;;
-  *) echo "usage: hack/cluster.sh bin|up|down|status|show|env|compact|restart-apiserver" >&2; exit 2 ;;
+  pause-controllers) cmd_pause_controllers ;;
+  resume-controllers) cmd_resume_controllers ;;
+  *) echo "usage: hack/cluster.sh bin|up|down|status|show|env|compact|restart-apiserver|pause-controllers|resume-controllers" >&2
+    exit 2 ;;
 esac
