@@ -256,10 +256,8 @@ static int http_setup(http_request *r)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 
     if (r->body) {
-        /* The body through a read callback, not POSTFIELDS: curl sends a
-         * body after the headers, an HTTP/2 DATA frame in a later turn of
-         * the loop, so may_send is asked again right before it leaves (a
-         * process stopped between the two would send it on resuming). */
+        /* Read, not POSTFIELDS: curl sends a body after the headers, in a
+         * later turn of the loop, so may_send is asked again before it. */
         r->body_sent = 0;
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_READFUNCTION, http_read_cb);
@@ -446,9 +444,7 @@ static int http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primar
     return CURL_PREREQFUNC_ABORT;
 }
 
-/* The body's next bytes (CURLOPT_READFUNCTION), each part only while
- * may_send says yes: a part refused ends the transfer (curl resets the
- * stream), and the server, with the body unfinished, stores nothing. */
+/* The body's next bytes, each part only while may_send says yes */
 static size_t http_read_cb(char *buf, size_t size, size_t nitems, void *ud)
 {
     http_request *r = ud;
