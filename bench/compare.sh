@@ -22,7 +22,10 @@
 #             same with no ConfigMaps of the namespace, per object, against
 #             the object's compact JSON as the cache keeps it; then the
 #             same on a metadata-only cache (bench/configmaps-meta.lua, the
-#             peer's "configmaps-meta": builder.OnlyMetadata)
+#             peer's "configmaps-meta": builder.OnlyMetadata); the
+#             controller manager, scheduler and kwok stopped meanwhile
+#             (hack/cluster.sh pause-controllers), so that the API server
+#             serves these alone
 #   converge  for each M of MACHINES (default "250 500 1000"): the useless
 #             machine alone, WORKERS workers for both (default: the
 #             concurrency operators/useless-machine.lua ships with); M Machines
@@ -132,7 +135,12 @@ done
 objns=$ns-objects
 kc create namespace "$objns" >/dev/null
 cleanup_objects() { kc delete namespace "$objns" --timeout=300s >/dev/null 2>&1 || true; }
-trap 'cleanup_objects; bench_cleanup' EXIT
+resume() { hack/cluster.sh resume-controllers 2>/dev/null || echo "bench: could not start the controllers again" >&2; }
+trap 'resume; cleanup_objects; bench_cleanup' EXIT
+# (the API server serves these alone: the controller manager, scheduler and
+# kwok stopped, as in bench/scale.sh; started again for the namespaces'
+# deletes and the converge)
+[ -z "$objects" ] || hack/cluster.sh pause-controllers 2>/dev/null
 have=0
 for n in 0 $objects; do
   if [ "$n" -gt "$have" ]; then
@@ -161,6 +169,7 @@ for n in 0 $objects; do
 done
 json=$(prog bench/compare.lua -- jsonsize "$objns" | awk '{print $2}')
 record - json_bytes - "$json"
+[ -z "$objects" ] || resume
 cleanup_objects
 
 # ---- converge
@@ -344,10 +353,13 @@ if command -v gnuplot >/dev/null; then
     printf '%s %s %s %s %s\n' "$m" "$(value luaop converge_s "$m")" "$(value peer converge_s "$m")" "$(value raw converge_s "$m")" \
       "$(value peer-mf converge_s "$m")"
   done >"$out/converge.dat"
-  gnuplot <<EOF
-set terminal svg size 640,400 dynamic font "sans,12"
+  # (a chart only of what this run measured: gnuplot fails on no points)
+  charts=""
+  head='set terminal svg size 640,400 dynamic font "sans,12"
 set key top left
-set grid
+set grid'
+  [ -z "$objects" ] || { charts+=" $out/memory.svg"; gnuplot <<EOF
+$head
 set output "$out/memory.svg"
 set title "VmRSS growth with cached ConfigMaps (about ${json} B of JSON each)"
 set xlabel "cached ConfigMaps"
@@ -357,7 +369,10 @@ plot "$out/memory.dat" using 1:3 with linespoints lw 2 title "controller-runtime
      "$out/memory.dat" using 1:4 with linespoints lw 2 title "controller-runtime, managedFields stripped", \
      "$out/memory.dat" using 1:2 with linespoints lw 2 title "luaop", \
      "$out/memory.dat" using 1:(\$1 * ${json} / 1048576) with lines dt 2 title "their compact JSON"
-unset logscale
+EOF
+  }
+  [ -z "$machines" ] || { charts+=" $out/converge.svg"; gnuplot <<EOF
+$head
 set output "$out/converge.svg"
 set title "Useless machine converging, $workers workers"
 set xlabel "Machines (3 Switches each)"
@@ -368,7 +383,8 @@ plot "$out/converge.dat" using 1:3 with linespoints lw 2 title "controller-runti
      "$out/converge.dat" using 1:2 with linespoints lw 2 title "luaop", \
      "$out/converge.dat" using 1:4 with linespoints lw 2 dt 2 title "the same writes, raw"
 EOF
-  echo "charts: $out/memory.svg $out/converge.svg"
+  }
+  echo "charts:$charts"
 else
   echo "bench: gnuplot is missing (hack/deps.sh bench): no charts" >&2
 fi

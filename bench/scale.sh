@@ -145,7 +145,7 @@ for kind in $kinds; do
         t0=$SECONDS
         "$bin" --kubeconfig "$KUBECONFIG" --program bench/scale.lua -- settle Pod "$kns" >/dev/null ||
           { echo "bench: kwok did not run every Pod" >&2; exit 1; }
-        echo "bench: kwok ran every Pod ($((SECONDS - t0)) s)" >&2
+        echo "bench: every Pod running ($((SECONDS - t0)) s)" >&2
       fi
     fi
     for r in $(seq 1 "$rounds"); do
