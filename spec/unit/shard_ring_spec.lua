@@ -73,10 +73,16 @@ describe("shard ring of luaop processes", function()
       assert.is_true(share > 0.1 and share < 0.9, ("%s holds %.3f"):format(id, share))
     end
     -- the handover: the first released before the second acquired
-    local released = a.stderr():match("(%d%d:%d%d:%d%d%.%d+)[^\n]*released ranges")
-    local acquired = b.stderr():match("(%d%d:%d%d:%d%d%.%d+)[^\n]*acquired ranges")
-    assert.is_truthy(released, a.stderr())
-    assert.is_truthy(acquired, b.stderr())
+    -- (each line as soon as its process has written it: the Leases can
+    -- show the handover before the spec reads a log that says so)
+    local ok_r, released = pcall(kube.wait_for, "the first's release logged", 10, function()
+      return a.stderr():match("(%d%d:%d%d:%d%d%.%d+)[^\n]*released ranges")
+    end)
+    assert.is_true(ok_r, "no release logged:\n" .. a.stderr())
+    local ok_a, acquired = pcall(kube.wait_for, "the second's acquire logged", 10, function()
+      return b.stderr():match("(%d%d:%d%d:%d%d%.%d+)[^\n]*acquired ranges")
+    end)
+    assert.is_true(ok_a, "no acquire logged:\n" .. b.stderr())
     assert.is_true(released <= acquired, ("released %s, acquired %s"):format(released, acquired))
     -- SIGKILL the first: the second holds everything within a lease
     -- duration (3 s) and a retry period, and some slack
