@@ -363,6 +363,10 @@ start_component() {
   echo "$newpid"
 }
 
+# The components behind the API server: what wait_components_since waits
+# for and pause-controllers stops.
+controllers=(kube-controller-manager kube-scheduler kwok-controller)
+
 # Seconds since the epoch of a Lease's renewTime in kube-system (0 if none).
 lease_renewed() {
   local t
@@ -378,7 +382,7 @@ wait_components_since() {
   local -A restarted=()
   while :; do
     pending=""
-    for comp in kube-controller-manager kube-scheduler kwok-controller; do
+    for comp in "${controllers[@]}"; do
       [ -s "$KWOK_WORKDIR/clusters/$name/cmdline/$comp" ] || continue
       if [ -z "$(component_pid "$comp")" ]; then
         [ -z "${restarted[$comp]:-}" ] || die "$comp exited again; see build/cluster/kwok/clusters/$name/logs/$comp.log"
@@ -449,12 +453,12 @@ cmd_pause_controllers() {
   ready || die "not running; run 'make cluster-up'"
   local comp pid d="$KWOK_WORKDIR/clusters/$name"
   mkdir -p "$d/paused"
-  for comp in kube-controller-manager kube-scheduler kwok-controller; do
+  for comp in "${controllers[@]}"; do
     pid=$(component_pid "$comp")
     [ -n "$pid" ] || continue
     record_component "$comp" "$pid"
+    : >"$d/paused/$comp" # (marked first: one that dies stopping is still started again)
     stop_component "$comp" "$pid"
-    : >"$d/paused/$comp"
   done
   log "paused the controller manager, scheduler and kwok ($(ls "$d/paused" | tr '\n' ' ')); resume-controllers starts them"
 }
@@ -464,7 +468,7 @@ cmd_resume_controllers() {
   local comp since d="$KWOK_WORKDIR/clusters/$name"
   [ -d "$d/paused" ] || { log "no controller is paused"; return 0; }
   since=$(date +%s)
-  for comp in kube-controller-manager kube-scheduler kwok-controller; do
+  for comp in "${controllers[@]}"; do
     [ -e "$d/paused/$comp" ] || continue
     [ -n "$(component_pid "$comp")" ] || start_component "$comp" >/dev/null
     rm -f "$d/paused/$comp"

@@ -123,6 +123,12 @@ conns = {"now": 0, "max": 0}
 lock = threading.Lock()
 
 
+def log_line(text):
+    """One line of the request log (sys.argv[2]); the caller holds lock."""
+    with open(sys.argv[2], "a") as f:
+        f.write(text + "\n")
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # headers and body go out in two writes: without this, Nagle's algorithm
@@ -152,8 +158,7 @@ class Handler(BaseHTTPRequestHandler):
                 if self.connection.recv(1, socket.MSG_PEEK) == b"":
                     with lock:
                         gone.add(name)
-                        with open(sys.argv[2], "a") as f:
-                            f.write("gone %s\n" % name)
+                        log_line("gone %s" % name)
                     self.close_connection = True
                     return True
             except socket.timeout:
@@ -299,8 +304,7 @@ class Handler(BaseHTTPRequestHandler):
                 got.append(part)
                 left -= len(part)
             with lock:
-                with open(sys.argv[2], "a") as f:
-                    f.write("%s %s body %d/%d\n" % (self.command, self.path, n - left, n))
+                log_line("%s %s body %d/%d" % (self.command, self.path, n - left, n))
             if left:
                 self.close_connection = True
                 return
@@ -308,8 +312,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(n) if n else b"{}"
         with lock:
-            with open(sys.argv[2], "a") as f:
-                f.write("%s %s %s\n" % (self.command, self.path, "write"))
+            log_line("%s %s write" % (self.command, self.path))
             writes.append([self.command, self.path, time.time()])
         if self.path.startswith("/apis/events.k8s.io/v1/"):
             return self.raw(201 if self.command == "POST" else 200, body)
@@ -323,8 +326,7 @@ class Handler(BaseHTTPRequestHandler):
         kind = {None: "none", "Bearer good-token": "bearer-ok", "Bearer next-token": "bearer-next",
                 basic: "basic-ok"}.get(auth, "bad")
         with lock:
-            with open(sys.argv[2], "a") as f:
-                f.write("%s %s %s\n" % (self.command, self.path, kind))
+            log_line("%s %s %s" % (self.command, self.path, kind))
             counts[self.path] = counts.get(self.path, 0) + 1
             n = counts[self.path]
             times.append([self.path, time.time()])
