@@ -3,13 +3,24 @@
 # luaop ($bin: build/luaop, or LUAOP=path), the cluster's KUBECONFIG and
 # KUBECTL, kc (kubectl against it), a fresh namespace $ns and a scratch
 # directory $tmp, both removed at exit (KEEP=1 keeps $tmp), as is the luaop
-# the benchmark runs in the background, if it keeps its pid in $pid;
+# the benchmark runs in the background, if it keeps its pid in $pid (the
+# packages the benchmarks need and build/luaop are made first if missing);
 # wait_until, and configmaps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${LUAOP:-build/luaop}
 hack/cluster.sh status >/dev/null 2>&1 || { echo "bench: run 'make cluster-up' first" >&2; exit 1; }
-[ -x "$bin" ] || { echo "bench: run 'make' first" >&2; exit 1; }
+# what the benchmarks use beside the build (bc, gdb, time, gnuplot), and a
+# luaop, made here if missing: after make cluster-up, no other step
+if ! command -v bc >/dev/null || ! command -v gdb >/dev/null || ! command -v gnuplot >/dev/null ||
+  [ ! -x /usr/bin/time ]; then
+  hack/deps.sh build bench || { echo "bench: could not install what the benchmarks need (above)" >&2; exit 1; }
+fi
+if [ ! -x "$bin" ] && [ -z "${LUAOP:-}" ]; then
+  echo "bench: $bin is missing: building it (make all)" >&2
+  make all >&2 || { echo "bench: make all failed (above)" >&2; exit 1; }
+fi
+[ -x "$bin" ] || { echo "bench: $bin is not an executable (LUAOP)" >&2; exit 1; }
 eval "$(hack/cluster.sh env)"
 kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
 ns=bench-$1-$$
