@@ -9,6 +9,7 @@
 static const char GCMEM_SENTINEL[] = "luaop.gcmem.sentinel";
 static unsigned long gcmem_cycle_count;
 static int gcmem_armed;
+static int gcmem_held;
 
 static void gcmem_arm(lua_State *L);
 
@@ -19,7 +20,8 @@ static int gcmem_sentinel_gc(lua_State *L)
 {
     gcmem_cycle_count++;
     gcmem_armed = 0;
-    malloc_trim(0);
+    if (!gcmem_held)
+        malloc_trim(0);
     gcmem_arm(L);
     return 0;
 }
@@ -57,6 +59,11 @@ int gcmem_rearm(lua_State *L)
     if (!gcmem_armed)
         gcmem_arm(L);
     return gcmem_armed;
+}
+
+void gcmem_hold(int on)
+{
+    gcmem_held = on != 0;
 }
 
 int gcmem_armed_now(void)

@@ -24,6 +24,12 @@ void gcmem_attach(lua_State *L);
  * budget. 1 when one is armed. */
 int gcmem_rearm(lua_State *L);
 
+/* While on, the end of a cycle gives no pages back: an informer's sync
+ * runs the collector in generational mode, where every minor collection
+ * ends the young sentinel's life, and a trim walks the allocator's whole
+ * heap (a tenth of a sync's CPU). The first cycle after it trims. */
+void gcmem_hold(int on);
+
 /* Whether a sentinel is armed now. */
 int gcmem_armed_now(void);
 

@@ -101,6 +101,15 @@ static int lbind_core_gcmem_rearm(lua_State *L)
     return 2;
 }
 
+/* core.gcmem_hold(on): no pages given back at a cycle's end while on
+ * (gcmem.h; an informer's sync) */
+static int lbind_core_gcmem_hold(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    gcmem_hold(lua_toboolean(L, 1));
+    return 0;
+}
+
 /* The runtime a state gets when it loads luaop.core as a module (busted):
  * freed with the state. */
 static int lbind_core_runtime_gc(lua_State *L)
@@ -154,6 +163,8 @@ LUAMOD_API int luaopen_luaop_core(lua_State *L)
     lua_setfield(L, -2, "bytes");
     lua_pushcfunction(L, lbind_core_gcmem_rearm);
     lua_setfield(L, -2, "gcmem_rearm");
+    lua_pushcfunction(L, lbind_core_gcmem_hold);
+    lua_setfield(L, -2, "gcmem_hold");
     lua_pushliteral(L, LUAOP_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -36,6 +36,44 @@ print(before, peak, rss(), #keep)
     assert.is_true(after - before < (peak - before) / 4,
       ("RSS %d KiB before, %d at the peak, %d after the collection"):format(before, peak, after))
   end)
+  it("gives nothing back at a cycle's end while held (core.gcmem_hold: an informer's sync), and does once let go",
+    function()
+    local dir = proc.tempdir()
+    finally(function() os.execute("rm -rf '" .. dir .. "'") end)
+    local program = proc.write(dir, "held.lua", [[
+local core = require "luaop.core"
+local function rss()
+  local f = assert(io.open("/proc/self/status"))
+  local s = f:read("a")
+  f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)"))
+end
+collectgarbage("collect")
+local before = rss()
+local keep, t = {}, {}
+for i = 1, 300000 do t[i] = { name = "object-" .. i, n = i } end
+for i = 1, 3000 do keep[i] = { name = "kept-" .. i } end
+local peak = rss()
+t = nil
+core.gcmem_hold(true)
+collectgarbage("collect")
+local held = rss()
+core.gcmem_hold(false)
+collectgarbage("collect")
+print(before, peak, held, rss(), #keep)
+]])
+    local code, out, err = proc.run { luaop.bin, "--kubeconfig", luaop.offline(), "--program", program }
+    assert.are.equal(0, code, err)
+    local before, peak, held, after = out:match("^(%d+)\t(%d+)\t(%d+)\t(%d+)\t3000")
+    before, peak, held, after = tonumber(before), tonumber(peak), tonumber(held), tonumber(after)
+    assert(before, out)
+    local grown = peak - before
+    assert.is_true(grown > 20000, ("the garbage took only %d KiB"):format(grown))
+    local what = ("RSS %d KiB before, %d at the peak, %d after a held cycle, %d after the next"):format(before, peak,
+      held, after)
+    assert.is_true(held - before > grown * 3 / 4, what)
+    assert.is_true(after - before < grown / 4, what)
+  end)
   it("finishes its cycle once the process goes quiet, so a burst's garbage does not stay (luaop.collector)", function()
     local dir = proc.tempdir()
     finally(function() os.execute("rm -rf '" .. dir .. "'") end)

@@ -168,9 +168,10 @@ function M.listing() return listing end
 -- turns it off: its syncs are a few objects, and each switch to
 -- generational mode is a full collection of the process's heap.
 M.GC_MODES = true
-
+-- (and no pages given back meanwhile: src/gcmem.h, a tenth of a sync's CPU)
 local function gc_listing(delta)
   listing = listing + delta
+  if listing == (delta > 0 and 1 or 0) then core.gcmem_hold(delta > 0) end
   if M.GC_MODES and delta > 0 and listing == 1 then collectgarbage("generational") end
   if delta < 0 and listing == 0 then collectgarbage("incremental") end
 end
