@@ -198,6 +198,7 @@ build/ctest/%: spec/c/%.c spec/c/tap.h | build/ctest
 
 build/ctest/dbuf_test: build/asan/obj/dbuf.o
 build/ctest/pool_test: build/asan/obj/pool.o
+build/ctest/listsplit_test: build/asan/obj/listsplit.o build/asan/obj/dbuf.o
 build/ctest/sha256_test: build/asan/obj/sha256.o
 build/ctest/metrics_test: build/asan/obj/metrics.o build/asan/obj/metrics_custom.o build/asan/obj/dbuf.o
 build/ctest/metrics_test: CTEST_LIBS = -lm -lpthread

@@ -174,15 +174,33 @@ cleanup_objects
 
 # ---- converge
 # the API server's write count for the useless machine's group, by
-# resource/subresource, verb and code
+# resource/subresource, verb and code (a DELETE of a collection, scope
+# "namespace", apart as DELETECOLLECTION: the namespaces' deletes count
+# one each there, and two series under one key made their difference
+# look like writes)
 writes() {
   kc get --raw /metrics | awk '/^apiserver_request_total\{/ && /group="useless.container.training"/ {
     match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
     match($0, /subresource="[^"]*"/); s = substr($0, RSTART + 13, RLENGTH - 14)
     match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
     match($0, /code="[^"]*"/); c = substr($0, RSTART + 6, RLENGTH - 7)
-    if (v == "POST" || v == "PUT" || v == "PATCH" || v == "DELETE") print r (s != "" ? "/" s : ""), v, c, $NF
-  }' | sort
+    match($0, /scope="[^"]*"/); sc = substr($0, RSTART + 7, RLENGTH - 8)
+    if (v == "DELETE" && sc != "resource") v = "DELETECOLLECTION"
+    if (v == "POST" || v == "PUT" || v == "PATCH" || v ~ /^DELETE/) n[r (s != "" ? "/" s : "") " " v " " c] += $NF
+  } END {for (k in n) print k, n[k]}' | sort
+}
+# gone NS: the namespace's Switches and Machines deleted, each kind in one
+# request (a deletecollection), then the namespace, and waited for until
+# none is left: deleting the namespace alone leaves its Machines'
+# Switches to the garbage collector, one DELETE each, for a minute after
+# the namespace is gone, and they fell in the next measure's count
+gone() {
+  local g=/apis/useless.container.training/v1alpha1/namespaces/$1
+  kc delete --raw "$g/switches" >/dev/null
+  kc delete --raw "$g/machines" >/dev/null
+  kc delete namespace "$1" --timeout=600s >/dev/null
+  left() { [ -z "$(kc get switches,machines -n "$1" -o name 2>/dev/null)" ]; }
+  WAIT_SECONDS=600 wait_until "namespace $1's Switches and Machines to be gone" left "$1"
 }
 # delta BEFORE AFTER: the writes between the two counts
 delta() { awk 'FILENAME == ARGV[1] {b[$1 " " $2 " " $3] = $4; next} {d = $4 - b[$1 " " $2 " " $3]; if (d > 0) print $1, $2, $3, d}' "$1" "$2"; }
@@ -210,6 +228,8 @@ for m in $machines; do
       # the operator's writes: all but the benchmark's own Machine creates
       ops=$(awk '!($1 == "machines" && $2 == "POST") {s += $4} END {print s + 0}' "$tmp/delta")
       record "$impl" writes "$m" "$ops"
+      [ "$ops" -eq $((4 * m)) ] || echo "bench: $impl: $ops writes, not $((4 * m)) ($(awk \
+        '!($1 == "machines" && $2 == "POST") {printf "%s%s %s %s: %d", n++ ? "; " : "", $1, $2, $3, $4}' "$tmp/delta"))" >&2
       record "$impl" switch_creates "$m" "$(awk '$1 == "switches" && $2 == "POST" && $3 == "201" {s += $4} END {print s + 0}' "$tmp/delta")"
       record "$impl" status_writes "$m" "$(awk '$1 == "machines/status" && $3 == "200" {s += $4} END {print s + 0}' "$tmp/delta")"
       record "$impl" conflicts "$m" "$(awk '$3 == "409" {s += $4} END {print s + 0}' "$tmp/delta")"
@@ -226,7 +246,7 @@ for m in $machines; do
       fi
       record "$impl" end_state "$m" "$([ "$state" = ok ] && echo 1 || echo 0)"
       stop
-      kc delete namespace "$cns" --timeout=600s >/dev/null
+      gone "$cns"
     done
     cns=$ns-raw-$m-$r
     kc create namespace "$cns" >/dev/null
@@ -236,7 +256,7 @@ for m in $machines; do
       record "$impl" converge_over_raw "$m" "$(ratio "$(awk -F'\t' -v i="$impl" -v m="$m" \
         '$1 == i && $2 == "converge_s" && $3 == m {v = $4} END {print v}' "$results")" "$raw_s")"
     done
-    kc delete namespace "$cns" --timeout=600s >/dev/null
+    gone "$cns"
   done
 done
 

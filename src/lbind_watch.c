@@ -1,6 +1,6 @@
 /* lbind_watch.c - streaming watches for Lua: luaop.core.api.watch.
  *
- *   w = api.watch{path =, timeout =, accept =, shard =}   starts a GET that streams (no yield)
+ *   w = api.watch{path =, timeout =, accept =, shard =, list =}   starts a GET that streams (no yield)
  *   w:next() -> line | nil, status, body [, reason] | nil   (yields until one comes)
  *   w:next_event([cut [, shallow]]) -> type, object, text | false, line | next()'s end
  *                          (the line taken apart as json.event's, where it lies)
@@ -18,9 +18,18 @@
  * shard: a set of hash ranges ({lo, last} pairs, luaop.shard.ranges): an
  * event certainly of an object whose namespace hashes outside them
  * (shard_event_kept) is left out as it arrives, never queued or decoded
- * (a sharded informer whose API server does not apply its shardSelector). */
+ * (a sharded informer whose API server does not apply its shardSelector).
+ *
+ * list: the GET is a LIST, read as it arrives (listsplit.h): each item
+ * queued as the line of an ADDED event, {"type":"ADDED","object":ITEM},
+ * with `list` (the apiVersion and kind a list's items leave out, as
+ * "\"apiVersion\":...,\"kind\":...", or "") put first in the object;
+ * and once the answer ended whole, the rest of the list as the last line,
+ * {"type":"LIST","object":{... "items":[]}}. A malformed list ends it with
+ * reason "MalformedList" (an item over 16 MiB: "FrameTooLarge"). */
 #include "lbind.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +38,7 @@
 
 #include "api.h"
 #include "dbuf.h"
+#include "listsplit.h"
 #include "runtime.h"
 #include "scheduler.h"
 #include "shard.h"
@@ -71,6 +81,10 @@ typedef struct lbind_watch {
     int sharded;     /* only the events of objects in keep are queued */
     shard_set keep;
     lua_Integer dropped; /* events left out */
+    int list;            /* a LIST read as it arrives */
+    listsplit split;
+    char *prefix;        /* what each item's object begins with */
+    size_t prefix_len;
 } lbind_watch;
 
 static void lbind_watch_unpin(lbind_watch *w)
@@ -173,6 +187,24 @@ static void lbind_watch_wake_closed(uv_handle_t *h)
     free(h);
 }
 
+/* Queue a line made (l->len bytes), or free it when the shard leaves its
+ * object out. */
+static void lbind_watch_link(lbind_watch *w, lbind_line *l)
+{
+    if (w->sharded && !shard_event_kept(&w->keep, l->data, l->len)) {
+        w->dropped++;
+        free(l);
+        return;
+    }
+    l->next = NULL;
+    w->queued += l->len;
+    if (w->tail)
+        w->tail->next = l;
+    else
+        w->head = l;
+    w->tail = l;
+}
+
 /* Queue a line; 0, or -1 when out of memory. */
 static int lbind_watch_line(lbind_watch *w, const char *s, size_t n)
 {
@@ -182,23 +214,52 @@ static int lbind_watch_line(lbind_watch *w, const char *s, size_t n)
         n--;
     if (n == 0)
         return 0;
-    if (w->sharded && !shard_event_kept(&w->keep, s, n)) {
-        w->dropped++;
-        return 0;
-    }
     l = malloc(sizeof *l + n);
     if (l == NULL)
         return -1;
-    l->next = NULL;
     l->len = n;
     memcpy(l->data, s, n);
-    w->queued += n;
-    if (w->tail)
-        w->tail->next = l;
-    else
-        w->head = l;
-    w->tail = l;
+    lbind_watch_link(w, l);
     return 0;
+}
+
+/* Queue the line {"type":TYPE,"object":OBJ}, with `prefix` put first in
+ * the object (OBJ begins with its brace); 0, or -1 when out of memory. */
+static int lbind_watch_wrap(lbind_watch *w, const char *type, const char *obj, size_t n, const char *prefix,
+                            size_t prefix_len)
+{
+    static const char head[] = "{\"type\":\"", mid[] = "\",\"object\":";
+    size_t t = strlen(type), i = 1;
+    int comma;
+    lbind_line *l;
+
+    while (i < n && (obj[i] == ' ' || obj[i] == '\t' || obj[i] == '\n' || obj[i] == '\r'))
+        i++;
+    comma = prefix_len > 0 && i < n && obj[i] != '}'; /* (an empty object takes the prefix alone) */
+    l = malloc(sizeof *l + sizeof head - 1 + t + sizeof mid - 1 + 1 + prefix_len + (size_t)comma + (n - 1) + 1);
+    if (l == NULL)
+        return -1;
+    char *p = l->data;
+    memcpy(p, head, sizeof head - 1), p += sizeof head - 1;
+    memcpy(p, type, t), p += t;
+    memcpy(p, mid, sizeof mid - 1), p += sizeof mid - 1;
+    *p++ = '{';
+    memcpy(p, prefix, prefix_len), p += prefix_len;
+    if (comma)
+        *p++ = ',';
+    memcpy(p, obj + 1, n - 1), p += n - 1;
+    *p++ = '}';
+    l->len = (size_t)(p - l->data);
+    lbind_watch_link(w, l);
+    return 0;
+}
+
+/* listsplit's callback: an item, queued as an ADDED event's line. */
+static int lbind_watch_item(const char *item, size_t len, void *ud)
+{
+    lbind_watch *w = ud;
+
+    return lbind_watch_wrap(w, "ADDED", item, len, w->prefix ? w->prefix : "", w->prefix_len);
 }
 
 /* Whether n more bytes would make the line being read longer than a frame
@@ -222,6 +283,14 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
         if (w->waiter.id && w->head)
             uv_idle_start(w->wake, lbind_watch_wake_cb);
         return HTTP_DATA_PAUSE;
+    }
+    if (w->list) {
+        enum listsplit_error e = listsplit_feed(&w->split, data, len, lbind_watch_item, w);
+        if (e == LISTSPLIT_TOO_LARGE || e == LISTSPLIT_MALFORMED)
+            w->reason = e == LISTSPLIT_TOO_LARGE ? "FrameTooLarge" : "MalformedList";
+        if (e != LISTSPLIT_OK)
+            return 1; /* the transfer ends: lbind_watch_done says why */
+        data = end; /* (no line of its own: woken below) */
     }
     while ((nl = memchr(data, '\n', (size_t)(end - data))) != NULL) {
         if (lbind_watch_too_long(w, (size_t)(nl - data)))
@@ -248,6 +317,19 @@ static int lbind_watch_data(const char *data, size_t len, void *ud)
     return 0;
 }
 
+/* Why luaop ended the stream (w->reason), as its error's text. */
+static char *lbind_watch_reason_text(const lbind_watch *w)
+{
+    char msg[160];
+
+    if (strcmp(w->reason, "MalformedList") == 0) {
+        snprintf(msg, sizeof msg, "malformed list: %s", w->split.error ? w->split.error : "no list");
+        return strdup(msg);
+    }
+    return strdup(w->list ? "a list item longer than 16 MiB, the most luaop reads: the list is ended"
+                          : "a watch event longer than 16 MiB, the most luaop reads: the watch is ended");
+}
+
 static void lbind_watch_done(const http_response *r, void *ud)
 {
     lbind_watch *w = ud;
@@ -259,12 +341,25 @@ static void lbind_watch_done(const http_response *r, void *ud)
         lbind_watch_line(w, w->partial.data, w->partial.len); /* a last line without \n */
         dbuf_clear(&w->partial);
     }
-    if (w->reason)
-        w->error = strdup("a watch event longer than 16 MiB, the most luaop reads: the watch is ended");
-    else if (r->error)
-        w->error = strdup(r->error);
-    else if (r->status < 200 || r->status > 299)
-        w->error = strdup(r->body_len ? r->body : "the watch failed");
+    if (w->list && !w->reason && !r->error && r->status >= 200 && r->status <= 299) {
+        /* the list's end: the rest of it, once it was whole */
+        if (listsplit_finish(&w->split) != LISTSPLIT_OK) {
+            w->reason = "MalformedList";
+        } else {
+            size_t n;
+            const char *env = listsplit_envelope(&w->split, &n);
+            if (lbind_watch_wrap(w, "LIST", env, n, "", 0) != 0)
+                w->error = strdup("not enough memory for the list's end");
+        }
+    }
+    if (w->error == NULL) {
+        if (w->reason)
+            w->error = lbind_watch_reason_text(w);
+        else if (r->error)
+            w->error = strdup(r->error);
+        else if (r->status < 200 || r->status > 299)
+            w->error = strdup(r->body_len ? r->body : "the watch failed");
+    }
     /* Unpinned before the waiter runs: its stack keeps w alive meanwhile,
      * and once it has run w may be closed and collected, so nothing here
      * may touch w after the wake. */
@@ -272,7 +367,7 @@ static void lbind_watch_done(const http_response *r, void *ud)
     lbind_watch_wake(w);
 }
 
-/* api.watch{path =, timeout =, accept =, shard =} -> a watch */
+/* api.watch{path =, timeout =, accept =, shard =, list =} -> a watch */
 static int lbind_watch_start(lua_State *L)
 {
     runtime *rt = runtime_of(L);
@@ -300,6 +395,19 @@ static int lbind_watch_start(lua_State *L)
     if (lbind_rawfield(L, 1, "shard") != LUA_TNIL) {
         lbind_shard_toset(L, -1, "api.watch: shard", &w->keep);
         w->sharded = 1;
+    }
+    lua_pop(L, 1);
+    if (lbind_rawfield(L, 1, "list") != LUA_TNIL) {
+        size_t n;
+        const char *prefix = luaL_checklstring(L, -1, &n);
+        w->list = 1;
+        listsplit_init(&w->split);
+        if (n > 0) {
+            if ((w->prefix = malloc(n)) == NULL)
+                return luaL_error(L, "not enough memory");
+            memcpy(w->prefix, prefix, n);
+            w->prefix_len = n;
+        }
     }
     lua_pop(L, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -452,6 +560,9 @@ static int lbind_watch_gc(lua_State *L)
     dbuf_free(&w->partial);
     free(w->error);
     w->error = NULL;
+    listsplit_free(&w->split);
+    free(w->prefix);
+    w->prefix = NULL;
     lbind_watch_clear(w);
     shard_set_clear(&w->keep);
     return 0;

@@ -24,7 +24,7 @@ client went away, else 404; /stats
 answers {"connections": N, "max_connections": M}: the connections open
 now, and the most open at once since the last /stats?reset.
 The collection itself (GET .../configmaps?limit=2[&continue=N]) lists five
-ConfigMaps two a page at resourceVersion 7, its metadata after its items as
+ConfigMaps two a page (all five when no limit is asked for) at resourceVersion 7, its metadata after its items as
 for custom resources (a watch with sendInitialEvents=true is refused, 422,
 as a server with the WatchList feature gate off refuses it); watched
 (?watch=true...), it sends one ADDED event
@@ -426,8 +426,8 @@ class Handler(BaseHTTPRequestHandler):
             if mode == "shape":
                 del resource["name"]
             return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [resource]})
-        if path.startswith(PREFIX[:-1] + "?"):
-            query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&"))
+        if path == PREFIX[:-1] or path.startswith(PREFIX[:-1] + "?"):
+            query = dict(kv.split("=", 1) for kv in path.split("?", 1)[1].split("&")) if "?" in path else {}
             deep = query.get("labelSelector") == "deep"
             fault = query.get("labelSelector")
             watching = query.get("watch") in ("true", "1")
@@ -599,11 +599,12 @@ class Handler(BaseHTTPRequestHandler):
                 ]
                 return self.stream(json.dumps(ev) for ev in events)
             start = int(query.get("continue", "0"))
+            size = 2 if "limit" in query else 5  # (no limit asked for: all five at once)
             items = [{"metadata": {"name": "cm-%d" % i, "namespace": "default", "uid": "uid-cm-%d" % i,
                                    "annotations": {"note": '"continue": "%d"}]' % i}}, "data": {"n": str(i)}}
-                     for i in range(start, min(start + 2, 5))]
+                     for i in range(start, min(start + size, 5))]
             body = '{"apiVersion":"v1","items":%s,"kind":"ConfigMapList","metadata":{%s"resourceVersion":"7"}}' % (
-                json.dumps(items), '"continue":"%d",' % (start + 2) if start + 2 < 5 else "")
+                json.dumps(items), '"continue":"%d",' % (start + size) if start + size < 5 else "")
             return self.raw(200, body.encode())
         if name == "later":
             return self.status(429, "TooManyRequests", "come back later", {"Retry-After": "5"})

@@ -144,6 +144,54 @@ describe("luaop.informer", function()
     end
   end)
 
+  it("syncs from one LIST read as it arrives (LIST_STREAM): no page asked for, each item's metadata decoded for "
+    .. "the sync, its text kept whole with the apiVersion and kind a list leaves out, watched from its "
+    .. "resourceVersion", function()
+    local server, code, out, err = run_informer("", [[
+      local text = inf.store["default/cm-3"]
+      print("text", text:sub(1, 38), text:find("managedFields", 1, true) == nil)
+      local o = inf:get("default", "cm-3")
+      local listed = 0
+      for _, x in ipairs(inf:list()) do listed = listed + (x.metadata.name:match("^cm%-%d$") and 1 or 0) end
+      print("got", o.apiVersion, o.kind, o.metadata.uid, o.data.n, o.metadata.annotations.note, listed)
+      print("new", cached("new"))
+      inf:stop()
+    ]], "informer.STREAM = false informer.LIST_STREAM = true")
+    assert.are.equal(0, code, err)
+    assert.matches('text	{"apiVersion":"v1","kind":"ConfigMap",	true', out, 1, true)
+    assert.matches('got	v1	ConfigMap	uid-cm-3	3	"continue": "3"}]	5', out, 1, true)
+    assert.matches("new\ttrue", out)
+    local lists, watch = 0, nil
+    for _, line in ipairs(server.requests()) do
+      if line:find("GET /api/v1/namespaces/default/configmaps", 1, true) then
+        if line:find("watch=true", 1, true) then watch = watch or line else lists = lists + 1 end
+        assert.is_nil(line:find("limit=", 1, true), line)
+      end
+    end
+    assert.are.equal(1, lists)
+    assert.matches("resourceVersion=7", watch)
+  end)
+
+  it("lists again, after its backoff, when a LIST read as it arrives answers a list no API server sends (no "
+    .. "metadata, no items array, an item whose namespace is not a string, a Status with 200, a continue token), "
+    .. "never as an empty list", function()
+    local _, code, out, err = run_informer("badlist", [[
+      print("listed", inf:get("default", "cm-0") ~= nil, inf:get("default", "cm-4") ~= nil,
+        inf:get("default", "never-listed") ~= nil)
+      local labels = 'resource="ConfigMap",namespace="default",reason='
+      print("counted", sample('luaop_watch_failures_total{' .. labels .. '"MalformedList"}'),
+        sample('luaop_watch_failures_total{' .. labels .. '"MalformedEvent"}'))
+      inf:stop()
+    ]], "informer.MIN_BACKOFF = 0.05 informer.STREAM = false informer.LIST_STREAM = true")
+    assert.are.equal(0, code, err)
+    assert.matches("listed\ttrue\ttrue\tfalse", out)
+    assert.matches("counted\t6\t1\n", out)
+    for _, why in ipairs { "a LIST answered a list with no metadata", "malformed list: an answer with no items array",
+                           "a continue token, though no page was asked for" } do
+      assert.matches("list/watch failed, listing again[^\n]*" .. why:gsub("%p", "%%%0"), err)
+    end
+  end)
+
   it("ends a watch at a malformed event (no object, no metadata or name, an unknown type), logs and counts it, "
     .. "and lists again, never taking what followed it, and goes on watching", function()
     -- before, an event whose object was null ended the informer's task:

@@ -453,27 +453,28 @@ end
 -- a BOOKMARK annotated k8s.io/initial-events-end), timeout (seconds, asked
 -- of the server), bookmarks (default true), shard (as list's: the events of
 -- objects certainly outside the ranges left out before they are decoded),
--- metadata_only (as list's), cut (json.cut: what each text keeps), shallow (luaop.client.watch).
--- Returns a watch whose :next() yields until an event comes; close it when done.
+-- metadata_only (as list's), cut (json.cut: what each text keeps), shallow (luaop.client.watch);
+-- list: a LIST instead, unpaged, its items as ADDED events as they arrive, then a LIST event (its
+-- metadata). Returns a watch whose :next() yields until an event comes; close it when done.
 function client:watch(kind, opts)
   check_kind("client:watch(kind [, opts])", kind, 2)
   opts = opts or {}
   local r, err = self:resolve(kind)
   if not r then return nil, err end
-  local ns = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil
+  local ns, list = not opts.all_namespaces and self:namespace_of(r, opts.namespace) or nil, opts.list
   local path = collection(r, ns) .. query {
-    watch = true, labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
+    watch = not list, labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
     shardSelector = opts.shard_selector, resourceVersion = opts.resource_version,
-    resourceVersionMatch = opts.resource_version_match,
-    sendInitialEvents = opts.send_initial_events, timeoutSeconds = opts.timeout,
-    allowWatchBookmarks = opts.bookmarks ~= false,
+    resourceVersionMatch = opts.resource_version_match, sendInitialEvents = opts.send_initial_events,
+    timeoutSeconds = not list and opts.timeout, allowWatchBookmarks = not list and opts.bookmarks ~= false,
   }
   -- a watch the server was asked to end after timeoutSeconds ends here
   -- too, 30 s later at most: a server or proxy that stopped sending
   -- without closing (a stall) costs that, never an informer forever
-  local limit = opts.timeout and opts.timeout + client.WATCH_SLACK or nil
-  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard, opts.metadata_only and ACCEPT_METADATA or nil,
-    opts.cut, opts.shallow)
+  local limit = opts.timeout and opts.timeout + (list and 0 or client.WATCH_SLACK) or nil
+  local accept = opts.metadata_only and (list and ACCEPT_METADATA_LIST or ACCEPT_METADATA) or nil
+  return watch.open(path, limit, r.gv, r.kind, ns, opts.shard, accept, opts.cut, opts.shallow, list and
+    (opts.metadata_only and "" or ('"apiVersion":%s,"kind":%s'):format(json.encode(r.gv), json.encode(r.kind))))
 end
 
 -- ---- the client --------------------------------------------------------------------

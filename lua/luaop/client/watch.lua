@@ -73,8 +73,8 @@ function Watch:next()
     local status, body = obj, text
     if status then
       self.err = api_error(status, body)
-      if reason then -- luaop ended it: an event longer than a frame may be
-        self.err.reason = reason
+      if reason then -- luaop ended it: an event longer than a frame may be, a malformed list
+        self.err.reason, self.err.message = reason, body
         self:count_malformed()
       end
       return nil, self.err
@@ -83,6 +83,7 @@ function Watch:next()
   end
   if typ then -- the usual line: one pass, managedFields never decoded
     if typ == "ERROR" then return ended(self, obj) end
+    if typ == "LIST" and self.list then return typ, obj end -- (a list's end: its metadata)
     local why = malformed_event(typ, obj, self.namespace)
     if why then return malformed(self, why) end
     return typ, obj, text
@@ -139,10 +140,14 @@ end
 -- metadata-only watch's); cut: what of each object the text it hands
 -- keeps (json.cut; default: all but managedFields); shallow: an event's
 -- object is its metadata alone, {metadata = ...}, beside the whole text
--- (json.event: an informer's, which decodes what its handlers read).
-function M.open(path, limit, gv, kind, ns, shard, accept, cut, shallow)
-  return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard, accept = accept },
-    gv = gv, kind = kind, namespace = ns, shard = shard, counted = 0, cut = cut, shallow = shallow }, Watch)
+-- (json.event: an informer's, which decodes what its handlers read); list:
+-- path is a LIST, read as it arrives (api.watch's list: what each item's
+-- object begins with), its items ADDED events, then a LIST event whose
+-- object is the list's own (its metadata: resourceVersion, continue).
+function M.open(path, limit, gv, kind, ns, shard, accept, cut, shallow, list)
+  return setmetatable({ raw = core.api.watch { path = path, timeout = limit, shard = shard, accept = accept,
+    list = list }, gv = gv, kind = kind, namespace = ns, shard = shard, counted = 0, cut = cut,
+    shallow = shallow, list = list ~= nil }, Watch)
 end
 
 return M

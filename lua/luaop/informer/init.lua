@@ -34,6 +34,7 @@ local error_text, api_error = client.error_text, client.error
 local supervisor = require "luaop.supervisor"
 local backoffs = require "luaop.backoff"
 local shard = require "luaop.informer.shard"
+local list_sync = require "luaop.informer.list"
 
 local M = {}
 local Informer = {}
@@ -177,28 +178,14 @@ local function gc_listing(delta)
 end
 
 function Informer:relist()
-  local o = self.opts
   local seen = {}
   self.tombstones = {} -- the LIST is the truth
   gc_listing(1)
-  -- page by page into the cache: no more than a page of decoded objects
-  -- is garbage at a time
-  local ok, list, err = pcall(self.client.list, self.client, self.kind, {
-    namespace = o.namespace, all_namespaces = o.namespace == nil, timeout = M.LIST_TIMEOUT,
-    label_selector = o.label_selector, field_selector = o.field_selector, shard_selector = shard.query(self),
-    shard = shard.filter(self), metadata_only = o.metadata_only, texts = true, cut = self.cut,
-    each_page = function(items, texts) -- (each decoded shallow, its text kept: as a watch's)
-      if self.stopped then error("informer stopped", 0) end
-      for i, obj in ipairs(items) do
-        seen[key(obj)] = true
-        self:upsert(obj, nil, texts[i] or nil)
-      end
-    end,
-  })
+  local ok, rv, err = pcall(list_sync.sync, self, M, seen) -- (luaop.informer.list)
   gc_listing(-1)
-  if not ok then return nil, tostring(list) end
-  if not list then return nil, err end
-  self:synced_from(seen, list.metadata.resourceVersion)
+  if not ok then return nil, tostring(rv) end
+  if not rv then return nil, err end
+  self:synced_from(seen, rv)
   return true
 end
 
@@ -257,8 +244,10 @@ function Informer:watch_once()
 end
 
 -- Whether the informer's first sync and its relists stream (see
--- watch_list); false: paged LISTs only (benchmarks compare the two).
+-- watch_list); false: LISTs only (benchmarks compare the two), each read
+-- as it arrives with LIST_STREAM, else in pages (luaop.informer.list).
 M.STREAM = true
+M.LIST_STREAM = false
 
 -- The end of a sync, LIST or stream: what was not seen is gone.
 function Informer:synced_from(seen, rv)
