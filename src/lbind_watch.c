@@ -233,6 +233,8 @@ static int lbind_watch_wrap(lbind_watch *w, const char *type, const char *obj, s
     int comma;
     lbind_line *l;
 
+    if (n < 2 || obj[0] != '{') /* (an object, its brace first: listsplit's items and envelope are) */
+        return -1;
     while (i < n && (obj[i] == ' ' || obj[i] == '\t' || obj[i] == '\n' || obj[i] == '\r'))
         i++;
     comma = prefix_len > 0 && i < n && obj[i] != '}'; /* (an empty object takes the prefix alone) */

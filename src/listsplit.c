@@ -27,18 +27,28 @@ static int listsplit_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* A byte inside a string (its escapes and closing quote followed): 1, or
+ * 0 when outside one. */
+static int listsplit_string_byte(listsplit *s, char c)
+{
+    if (!s->in_str)
+        return 0;
+    if (s->esc)
+        s->esc = 0;
+    else if (c == '\\')
+        s->esc = 1;
+    else if (c == '"')
+        s->in_str = 0;
+    return 1;
+}
+
 /* One byte of the envelope: kept, and followed for the top level's keys. */
 static enum listsplit_error listsplit_env_byte(listsplit *s, char c)
 {
     if (s->env.len >= LISTSPLIT_MAX_ENVELOPE)
         return listsplit_stop(s, LISTSPLIT_TOO_LARGE, "a list whose envelope (all but its items) is over 1 MiB");
-    if (s->in_str) {
-        if (s->esc)
-            s->esc = 0;
-        else if (c == '\\')
-            s->esc = 1;
-        else if (c == '"')
-            s->in_str = 0;
+    if (listsplit_string_byte(s, c)) {
+        /* (inside a string: followed, kept) */
     } else if (c == '"') {
         s->in_str = 1;
         if (s->depth == 1)
@@ -75,13 +85,8 @@ static int listsplit_item_end(listsplit *s, const char *data, size_t len, size_t
 {
     for (; *i < len; (*i)++) {
         char c = data[*i];
-        if (s->in_str) {
-            if (s->esc)
-                s->esc = 0;
-            else if (c == '\\')
-                s->esc = 1;
-            else if (c == '"')
-                s->in_str = 0;
+        if (listsplit_string_byte(s, c)) {
+            continue;
         } else if (c == '"') {
             s->in_str = 1;
         } else if (c == '{' || c == '[') {
